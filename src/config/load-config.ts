@@ -1,0 +1,107 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { Ajv } from 'ajv';
+import { configSchema, type BrokerConfig } from './config-schema.js';
+
+/** Raised when the configuration cannot be used; the message names the offending key. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type JsonObject = { [key: string]: Json };
+
+/** Repository root (two levels above this file in both `src/config` and `dist/src/config`). */
+export const projectRoot = (() => {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const up = path.resolve(here, '..', '..');
+  return path.basename(up) === 'dist' ? path.dirname(up) : up;
+})();
+
+/** The env variable name of a config path: `['redis','url']` → `BROKER_REDIS_URL`. */
+export function envNameOf(keyPath: readonly string[]): string {
+  return 'BROKER_' + keyPath.map((k) => k.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase()).join('_');
+}
+
+/** Every leaf key of the schema as a path, in schema order. */
+export function leafKeyPaths(schema: unknown = configSchema, prefix: string[] = []): string[][] {
+  const props = (schema as { properties?: Record<string, unknown> }).properties;
+  if (!props) return [prefix];
+  return Object.entries(props).flatMap(([key, sub]) => leafKeyPaths(sub, [...prefix, key]));
+}
+
+function isObject(v: Json | undefined): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function mergeInto(target: JsonObject, source: JsonObject, where: string): void {
+  for (const [key, value] of Object.entries(source)) {
+    if (key === '__proto__' || key === 'constructor' || key === 'prototype') throw new ConfigError(`config key "${where}${key}" is not allowed`);
+    const current = target[key];
+    if (isObject(current) && isObject(value)) mergeInto(current, value, `${where}${key}.`);
+    else target[key] = value;
+  }
+}
+
+function readJsonFile(file: string): JsonObject {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`);
+  }
+  try {
+    const parsed = JSON.parse(text) as Json;
+    if (!isObject(parsed)) throw new Error('not a JSON object');
+    return parsed;
+  } catch (err) {
+    throw new ConfigError(`config file ${file} is not a JSON object: ${(err as Error).message}`);
+  }
+}
+
+const ajv = new Ajv({ allErrors: true, coerceTypes: true, useDefaults: false });
+const validate = ajv.compile<BrokerConfig>(configSchema);
+
+/**
+ * Loads the configuration: `config/default.json`, then the JSON file named by `BROKER_CONFIG_FILE`
+ * (if set), then `BROKER_*` environment variables (strings, coerced to the key's type).
+ *
+ * @param env the environment to read (default `process.env`)
+ * @returns a deep-frozen {@link BrokerConfig}
+ * @throws ConfigError naming the key, when a file is unreadable or a value breaks the schema
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
+  const merged = readJsonFile(path.join(projectRoot, 'config', 'default.json'));
+  const extraFile = env.BROKER_CONFIG_FILE;
+  if (extraFile) mergeInto(merged, readJsonFile(path.resolve(extraFile)), '');
+  for (const keyPath of leafKeyPaths()) {
+    const value = env[envNameOf(keyPath)];
+    if (value === undefined) continue;
+    let node = merged;
+    for (const segment of keyPath.slice(0, -1)) {
+      const next = node[segment];
+      if (!isObject(next)) node[segment] = {};
+      node = node[segment] as JsonObject;
+    }
+    node[keyPath[keyPath.length - 1] as string] = value;
+  }
+  if (!validate(merged)) {
+    const messages = (validate.errors ?? []).map((e) => {
+      const key = e.instancePath.slice(1).replaceAll('/', '.');
+      const extra = e.keyword === 'additionalProperties' ? ` "${String(e.params.additionalProperty)}"` : '';
+      const envHint = key ? ` (env ${envNameOf(key.split('.'))})` : '';
+      return `config key "${key || '(root)'}"${envHint} ${e.message ?? 'is invalid'}${extra}`;
+    });
+    throw new ConfigError(`invalid configuration: ${messages.join('; ')}`);
+  }
+  return deepFreeze(merged as unknown as BrokerConfig);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

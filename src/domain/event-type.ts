@@ -1,0 +1,95 @@
+/**
+ * The event type record as stored in Redis and served on the wire (spec "EventType"; WIRE.md
+ * "Event types"). Wire names stay snake_case. Input validation lives in `event-type-rules.ts`.
+ */
+
+export const CATEGORIES = ['undefined', 'data', 'business'] as const;
+export type Category = (typeof CATEGORIES)[number];
+
+export const PARTITION_STRATEGIES = ['random', 'hash', 'user_defined'] as const;
+export type PartitionStrategy = (typeof PARTITION_STRATEGIES)[number];
+
+export const ENRICHMENT_STRATEGIES = ['metadata_enrichment'] as const;
+export type EnrichmentStrategy = (typeof ENRICHMENT_STRATEGIES)[number];
+
+export const COMPATIBILITY_MODES = ['compatible', 'forward', 'none'] as const;
+export type CompatibilityMode = (typeof COMPATIBILITY_MODES)[number];
+
+export const CLEANUP_POLICIES = ['delete', 'compact', 'compact_and_delete'] as const;
+export type CleanupPolicy = (typeof CLEANUP_POLICIES)[number];
+
+/** `schema` of an event type; `schema` is the JSON Schema (draft-04) as an escaped JSON string. */
+export interface EventTypeSchema {
+  readonly type: 'json_schema';
+  readonly schema: string;
+  /** Semantic version, `1.0.0` first (set by the service). */
+  readonly version: string;
+  /** RFC 3339 (set by the service). */
+  readonly created_at: string;
+}
+
+export interface EventTypeStatistics {
+  readonly messages_per_minute: number;
+  readonly message_size: number;
+  readonly read_parallelism: number;
+  readonly write_parallelism: number;
+}
+
+export interface EventTypeOptions {
+  /** Retention in milliseconds. */
+  readonly retention_time: number;
+}
+
+export interface AuthorizationAttribute {
+  readonly data_type: string;
+  readonly value: string;
+}
+
+export interface EventTypeAuthorization {
+  readonly admins: readonly AuthorizationAttribute[];
+  readonly readers: readonly AuthorizationAttribute[];
+  readonly writers: readonly AuthorizationAttribute[];
+}
+
+export interface EventOwnerSelector {
+  readonly type: 'path' | 'static';
+  readonly name: string;
+  readonly value: string;
+}
+
+/** The stored and served event type record. */
+export interface EventType {
+  readonly name: string;
+  readonly owning_application: string;
+  readonly category: Category;
+  readonly enrichment_strategies: readonly EnrichmentStrategy[];
+  readonly partition_strategy: PartitionStrategy;
+  readonly partition_key_fields?: readonly string[];
+  readonly compatibility_mode: CompatibilityMode;
+  readonly schema: EventTypeSchema;
+  readonly cleanup_policy: CleanupPolicy;
+  readonly default_statistic?: EventTypeStatistics;
+  readonly options: EventTypeOptions;
+  readonly authorization?: EventTypeAuthorization;
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly ordering_key_fields?: readonly string[];
+  readonly event_owner_selector?: EventOwnerSelector;
+  /** RFC 3339 (set by the service). */
+  readonly created_at: string;
+  /** RFC 3339 (set by the service). */
+  readonly updated_at: string;
+}
+
+/** Internal facts stored beside the record and never served: the partition count and active timeline. */
+export interface EventTypeTopology {
+  /** Partition ids are "0" .. String(partitionCount - 1). */
+  readonly partitionCount: number;
+  /** Active timeline (1 until timelines are built). */
+  readonly timeline: number;
+}
+
+/** Partition ids of a topology, in order. */
+export function partitionIds(topology: EventTypeTopology): string[] {
+  return Array.from({ length: topology.partitionCount }, (_, i) => String(i));
+}

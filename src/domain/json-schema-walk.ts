@@ -1,0 +1,55 @@
+/**
+ * Traversal of JSON Schema draft-04 documents: visits every subschema position (properties,
+ * patternProperties, additionalProperties, items, additionalItems, definitions, dependencies,
+ * allOf/anyOf/oneOf, not). Used by the effective-schema builder, the schema guard and schema evolution.
+ */
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
+export interface JsonObject {
+  [key: string]: JsonValue;
+}
+
+export function isJsonObject(v: unknown): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** The keywords whose value is a map of name → subschema. */
+export const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', 'definitions'] as const;
+/** The keywords whose value is one subschema. */
+export const SCHEMA_SINGLE_KEYWORDS = ['additionalProperties', 'additionalItems', 'not'] as const;
+/** The keywords whose value is an array of subschemas. */
+export const SCHEMA_ARRAY_KEYWORDS = ['allOf', 'anyOf', 'oneOf'] as const;
+
+/**
+ * Calls `visit` for `schema` and every nested subschema, depth first, with the JSON pointer of each.
+ * `visit` may mutate the object it is given (the walk reads children after the call).
+ */
+export function walkSchema(schema: JsonValue, visit: (node: JsonObject, pointer: string) => void, pointer = '#'): void {
+  if (!isJsonObject(schema)) return;
+  visit(schema, pointer);
+  for (const keyword of SCHEMA_MAP_KEYWORDS) {
+    const map = schema[keyword];
+    if (isJsonObject(map)) for (const [name, sub] of Object.entries(map)) walkSchema(sub, visit, `${pointer}/${keyword}/${escapePointer(name)}`);
+  }
+  for (const keyword of SCHEMA_SINGLE_KEYWORDS) walkSchema(schema[keyword] ?? null, visit, `${pointer}/${keyword}`);
+  for (const keyword of SCHEMA_ARRAY_KEYWORDS) {
+    const list = schema[keyword];
+    if (Array.isArray(list)) list.forEach((sub, i) => walkSchema(sub, visit, `${pointer}/${keyword}/${i}`));
+  }
+  const items = schema.items;
+  if (Array.isArray(items)) items.forEach((sub, i) => walkSchema(sub, visit, `${pointer}/items/${i}`));
+  else walkSchema(items ?? null, visit, `${pointer}/items`);
+  const dependencies = schema.dependencies;
+  if (isJsonObject(dependencies)) {
+    for (const [name, dep] of Object.entries(dependencies)) if (isJsonObject(dep)) walkSchema(dep, visit, `${pointer}/dependencies/${escapePointer(name)}`);
+  }
+}
+
+function escapePointer(segment: string): string {
+  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+/** Deep copy of a JSON value (schemas are small; structuredClone keeps types). */
+export function cloneJson<T extends JsonValue>(value: T): T {
+  return structuredClone(value);
+}

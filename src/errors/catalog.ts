@@ -1,0 +1,62 @@
+import { STATUS_CODES } from 'node:http';
+
+/**
+ * The one catalog of errors the broker answers with. Each code has an HTTP status and a meaning; the
+ * problem's `title` is the status's reason phrase (WIRE.md "Conventions"), `detail` is per occurrence.
+ * `test/unit/errors.test.ts` keeps this table and the README's error table in step.
+ */
+export const errorCatalog = {
+  BAD_REQUEST: { status: 400, meaning: 'The request is malformed: not JSON, wrong JSON shape, bad enum value, bad query parameter or header.' },
+  BAD_GZIP: { status: 400, meaning: 'A `Content-Encoding: gzip` body that does not inflate.' },
+  FORBIDDEN: { status: 403, meaning: 'The operation is not permitted.' },
+  NOT_FOUND: { status: 404, meaning: 'No such route, event type, partition or schema version.' },
+  METHOD_NOT_ALLOWED: { status: 405, meaning: 'The route exists but not for this method.' },
+  CONFLICT: { status: 409, meaning: 'The resource exists already (event type name) or is being changed.' },
+  PAYLOAD_TOO_LARGE: { status: 413, meaning: 'The body is larger than `http.maxBodyBytes`, or inflates past `http.maxInflatedBodyBytes`.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: 'A `Content-Encoding` other than gzip or identity.' },
+  UNPROCESSABLE: { status: 422, meaning: 'The body parses but breaks a rule: a field, a schema, a strategy, a cursor.' },
+  INTERNAL: { status: 500, meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
+  STORAGE_UNAVAILABLE: { status: 503, meaning: 'Redis cannot be reached or did not answer within `redis.commandTimeoutMs`; nothing was written.' },
+  SHUTTING_DOWN: { status: 503, meaning: 'The node is draining on SIGTERM; retry on another node.' },
+} as const satisfies Record<string, { status: number; meaning: string }>;
+
+export type ErrorCode = keyof typeof errorCatalog;
+
+/** The HTTP reason phrase of a status, used as a problem's `title`. */
+export function reasonPhrase(status: number): string {
+  if (status === 422) return 'Unprocessable Entity';
+  return STATUS_CODES[status] ?? 'Error';
+}
+
+/**
+ * An expected failure, answered as an RFC 7807 problem by the HTTP layer.
+ * @param code catalog code; decides the status
+ * @param detail human-readable, safe to show to the client
+ */
+export class BrokerError extends Error {
+  override readonly name = 'BrokerError';
+  readonly status: number;
+
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail: string,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(detail);
+    this.status = errorCatalog[code].status;
+  }
+}
+
+/** An RFC 7807 problem body as the broker sends it (`type` omitted = `about:blank`). */
+export interface Problem {
+  readonly title: string;
+  readonly status: number;
+  readonly detail: string;
+}
+
+/** Shorthands for the most common errors. */
+export const errors = {
+  eventTypeNotFound: (name: string) => new BrokerError('NOT_FOUND', `EventType "${name}" does not exist.`),
+  unprocessable: (detail: string) => new BrokerError('UNPROCESSABLE', detail),
+  badRequest: (detail: string) => new BrokerError('BAD_REQUEST', detail),
+};

@@ -1,0 +1,47 @@
+/**
+ * The only place Redis keys are spelled.
+ *
+ * Hash-tag rule (Redis Cluster): the part of a key between the first `{` and the next `}` decides its
+ * slot. A partition's keys share the tag `{et:<name>:<partition>}` so its log and counters stay in one
+ * slot while partitions spread over shards; registry keys share `{registry}` so the Lua scripts that
+ * change an event type touch one slot. Event type names match `[a-zA-Z][-0-9a-zA-Z_.]*` (checked before
+ * any key is built), so they can contain neither braces nor the `:` separator and cannot escape into
+ * another key.
+ */
+export interface Keys {
+  /** Set of all event type names. */
+  readonly eventTypeNames: string;
+  /** String: the event type record as JSON. */
+  eventType(name: string): string;
+  /** Hash: schema version → schema record JSON. */
+  eventTypeSchemas(name: string): string;
+  /** Stream: one entry per (batch, partition), entry id `<events in partition after this entry>-0`. */
+  partitionLog(name: string, timeline: number, partition: string): string;
+  /** Hash: per-partition counters (`next` = next offset to assign). */
+  partitionMeta(name: string, timeline: number, partition: string): string;
+  /** Pub/sub channel announcing metadata changes (event type names) to every node. */
+  readonly metadataChannel: string;
+}
+
+const NAME = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
+const PARTITION = /^(0|[1-9][0-9]{0,5})$/;
+
+function checked(value: string, pattern: RegExp, what: string): string {
+  if (!pattern.test(value)) throw new Error(`refusing to build a key from invalid ${what} ${JSON.stringify(value)}`);
+  return value;
+}
+
+/** Builds the key set for a prefix (`redis.keyPrefix`). Throws on a name or partition that could escape its key. */
+export function createKeys(prefix: string): Keys {
+  const registry = `${prefix}{registry}`;
+  const partition = (name: string, timeline: number, p: string) =>
+    `${prefix}{et:${checked(name, NAME, 'event type name')}:${checked(p, PARTITION, 'partition')}}:t${timeline}`;
+  return {
+    eventTypeNames: `${registry}:event-types`,
+    eventType: (name) => `${registry}:event-type:${checked(name, NAME, 'event type name')}`,
+    eventTypeSchemas: (name) => `${registry}:event-type:${checked(name, NAME, 'event type name')}:schemas`,
+    partitionLog: (name, timeline, p) => `${partition(name, timeline, p)}:log`,
+    partitionMeta: (name, timeline, p) => `${partition(name, timeline, p)}:meta`,
+    metadataChannel: `${prefix}metadata-changes`,
+  };
+}
