@@ -18,6 +18,7 @@ export const errorCatalog = {
   INTERNAL: { status: 500, meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
   STORAGE_UNAVAILABLE: { status: 503, meaning: 'Redis cannot be reached or did not answer within `redis.commandTimeoutMs`; nothing was written.' },
   SHUTTING_DOWN: { status: 503, meaning: 'The node is draining on SIGTERM; retry on another node.' },
+  BUSY: { status: 503, meaning: 'The batch was not processed within `publish.workerTaskTimeoutMs`; nothing was written; retry.' },
 } as const satisfies Record<string, { status: number; meaning: string }>;
 
 export type ErrorCode = keyof typeof errorCatalog;

@@ -17,8 +17,12 @@ export interface Keys {
   eventTypeSchemas(name: string): string;
   /** Stream: one entry per (batch, partition), entry id `<events in partition after this entry>-0`. */
   partitionLog(name: string, timeline: number, partition: string): string;
-  /** Hash: per-partition counters (`next` = next offset to assign). */
+  /** Hash: per-partition counters (`next` = next offset to assign, `oldest` = first retained offset). */
   partitionMeta(name: string, timeline: number, partition: string): string;
+  /** Sorted set: first offset received in each second (score = unix second), for retention. */
+  partitionTimeIndex(name: string, timeline: number, partition: string): string;
+  /** String with expiry: held by the node trimming an event type's partitions this round. */
+  retentionLock(name: string): string;
   /** Pub/sub channel announcing metadata changes (event type names) to every node. */
   readonly metadataChannel: string;
 }
@@ -42,6 +46,8 @@ export function createKeys(prefix: string): Keys {
     eventTypeSchemas: (name) => `${registry}:event-type:${checked(name, NAME, 'event type name')}:schemas`,
     partitionLog: (name, timeline, p) => `${partition(name, timeline, p)}:log`,
     partitionMeta: (name, timeline, p) => `${partition(name, timeline, p)}:meta`,
+    partitionTimeIndex: (name, timeline, p) => `${partition(name, timeline, p)}:time-index`,
+    retentionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:retention-lock`,
     metadataChannel: `${prefix}metadata-changes`,
   };
 }

@@ -1,0 +1,72 @@
+import type { Redis } from 'ioredis';
+import type { BrokerConfig } from './config/config-schema.js';
+import { HttpServer } from './http/server.js';
+import { eventTypeRoutes } from './http/routes/event-types.js';
+import { publishingRoutes } from './http/routes/publishing.js';
+import type { Logger } from './observability/logger.js';
+import { CursorService } from './services/cursor-service.js';
+import { EventTypeCache } from './services/event-type-cache.js';
+import { EventTypeRegistry } from './services/event-type-registry.js';
+import { Publisher } from './services/publisher.js';
+import { RetentionTrimmer } from './services/retention.js';
+import { WorkerPool } from './services/worker-pool.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from './storage/embedded-redis.js';
+import { EventTypeStore } from './storage/event-type-store.js';
+import { createKeys } from './storage/keys.js';
+import { PartitionStore } from './storage/partition-store.js';
+import { connectRedis, duplicateForSubscribe } from './storage/redis-connection.js';
+import { Scripts } from './storage/scripts.js';
+
+/** A composed broker node. */
+export interface App {
+  /** Opens the HTTP port. @returns the bound port */
+  start(): Promise<number>;
+  /** Graceful stop: refuse new requests, finish in-flight ones (bounded by `http.shutdownGraceMs`), close pools and connections. */
+  close(): Promise<void>;
+}
+
+/**
+ * Composition root (STYLE.md layout): Redis (embedded when `redis.url` is empty), scripts, stores,
+ * services and HTTP routes, all wired before the port opens.
+ * @throws Error (EmbeddedRedisError, connection errors) when Redis cannot be had
+ */
+export async function createApp(config: BrokerConfig, logger: Logger): Promise<App> {
+  let embedded: EmbeddedRedis | undefined;
+  const url = config.redis.url || (embedded = await startEmbeddedRedis(config.embeddedRedis, logger)).url;
+  const redis: Redis = await connectRedis(url, config.redis, logger);
+  const subscriber = duplicateForSubscribe(redis);
+  const keys = createKeys(config.redis.keyPrefix);
+  const scripts = new Scripts(redis);
+  const eventTypeStore = new EventTypeStore(redis, scripts, keys);
+  const partitionStore = new PartitionStore(redis, scripts, keys);
+  const cache = new EventTypeCache(eventTypeStore, redis, subscriber, keys, logger);
+  await cache.start();
+  const pool = new WorkerPool(config.publish);
+  const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes);
+  const publisher = new Publisher(cache, pool, partitionStore, redis, config.publish);
+  const cursors = new CursorService(eventTypeStore, partitionStore);
+  const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger);
+
+  const http = new HttpServer(config.http, logger);
+  http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }));
+  eventTypeRoutes(http, registry);
+  publishingRoutes(http, publisher, cursors);
+
+  return {
+    async start() {
+      const port = await http.listen(config.port, config.host);
+      retention.start();
+      logger.info({ port, redis: embedded ? 'embedded' : 'external', workerThreads: pool.threads }, 'broker node listening');
+      return port;
+    },
+    async close() {
+      const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref());
+      await Promise.race([http.shutdown(), grace]);
+      await retention.stop();
+      await pool.close();
+      subscriber.disconnect();
+      await redis.quit().catch(() => redis.disconnect());
+      await embedded?.stop();
+    },
+  };
+}

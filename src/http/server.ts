@@ -1,0 +1,216 @@
+import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+import HyperExpress from 'hyper-express';
+import type { Logger } from '../observability/logger.js';
+import { BrokerError } from '../errors/catalog.js';
+import { toProblem } from '../errors/problem.js';
+
+const gunzip = promisify(zlib.gunzip);
+const gzip = promisify(zlib.gzip);
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** What a handler answers; `body` objects are sent as JSON. */
+export interface HttpAnswer {
+  readonly status: number;
+  readonly body?: string | Buffer | object;
+  readonly contentType?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** Per-request context handed to handlers. */
+export interface RequestContext {
+  readonly method: Method;
+  readonly path: string;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: URLSearchParams;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly flowId: string;
+  readonly log: Logger;
+  /** The body bytes, gunzipped when sent with `Content-Encoding: gzip`, within the size limits. @throws BrokerError 400/413/415 */
+  body(): Promise<Buffer>;
+  /** The body parsed as JSON (strict UTF-8). @throws BrokerError 400 when it is not JSON */
+  json(): Promise<unknown>;
+}
+
+export type Handler = (ctx: RequestContext) => Promise<HttpAnswer>;
+
+export interface HttpServerOptions {
+  readonly maxBodyBytes: number;
+  readonly maxInflatedBodyBytes: number;
+}
+
+const PROBLEM_JSON = 'application/problem+json';
+/** Bodies above this are gzip-compressed for clients that accept it. */
+const GZIP_THRESHOLD_BYTES = 1024;
+
+/**
+ * The broker's HTTP server on hyper-express (DESIGN.md §1): every route runs through one pipeline —
+ * flow id (echoed or generated, WIRE.md "Conventions") → handler → answer or RFC 7807 problem → log
+ * line. 2xx are logged at debug, 4xx at info, 5xx at error with the trace id in the problem's detail.
+ */
+export class HttpServer {
+  private readonly app: HyperExpress.Server;
+  private readonly routes: { pattern: RegExp; method: Method }[] = [];
+  private accepting = true;
+
+  constructor(
+    private readonly options: HttpServerOptions,
+    private readonly logger: Logger,
+  ) {
+    this.app = new HyperExpress.Server({ max_body_length: options.maxBodyBytes, max_body_buffer: 64 * 1024 });
+    this.app.set_not_found_handler((req, res) => {
+      const methods = this.routes.filter((r) => r.pattern.test(req.path)).map((r) => r.method);
+      const flowId = this.flowIdOf(req.headers);
+      if (methods.length > 0) {
+        this.sendProblem(res, flowId, new BrokerError('METHOD_NOT_ALLOWED', `${req.method} is not supported on ${req.path}`, { Allow: methods.join(', ') }));
+      } else {
+        this.sendProblem(res, flowId, new BrokerError('NOT_FOUND', `no route for ${req.method} ${req.path}`));
+      }
+    });
+    this.app.set_error_handler((req, res, err) => {
+      this.sendProblem(res, this.flowIdOf(req.headers), err);
+    });
+  }
+
+  /** Registers a route; `path` uses `:param` segments. Parameters arrive URL-decoded. */
+  route(method: Method, path: string, handler: Handler): void {
+    this.routes.push({ method, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
+    const register = method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
+    this.app[register](path, (req, res) => this.handle(method, req, res, handler));
+  }
+
+  /** Starts listening. @returns the bound port (useful with port 0) */
+  async listen(port: number, host: string): Promise<number> {
+    await this.app.listen(port, host);
+    return this.app.port;
+  }
+
+  /** Stops accepting requests (new ones get 503) and waits until in-flight requests finish. */
+  async shutdown(): Promise<void> {
+    this.accepting = false;
+    await this.app.shutdown();
+  }
+
+  private flowIdOf(headers: Record<string, string>): string {
+    const given = headers['x-flow-id'];
+    return given && given.length <= 256 ? given : randomUUID();
+  }
+
+  private async handle(method: Method, req: HyperExpress.Request, res: HyperExpress.Response, handler: Handler): Promise<void> {
+    const started = process.hrtime.bigint();
+    const flowId = this.flowIdOf(req.headers);
+    const log = this.logger.child({ flow_id: flowId });
+    let status = 500;
+    try {
+      if (!this.accepting) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
+      const params: Record<string, string> = {};
+      for (const [key, value] of Object.entries(req.path_parameters)) params[key] = safeDecode(value);
+      let bodyPromise: Promise<Buffer> | undefined;
+      const ctx: RequestContext = {
+        method,
+        path: req.path,
+        params,
+        query: new URLSearchParams(req.path_query),
+        headers: req.headers,
+        flowId,
+        log,
+        body: () => (bodyPromise ??= this.readBody(req)),
+        json: async () => parseJson(await ctx.body()),
+      };
+      const answer = await handler(ctx);
+      status = answer.status;
+      await this.sendAnswer(req, res, flowId, answer);
+    } catch (err) {
+      status = this.sendProblem(res, flowId, err);
+    } finally {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      const line = { method, path: req.path, status, ms: Math.round(ms * 100) / 100 };
+      if (status >= 500) log.error(line, 'request failed');
+      else if (status >= 400) log.info(line, 'request rejected');
+      else log.debug(line, 'request');
+    }
+  }
+
+  private async readBody(req: HyperExpress.Request): Promise<Buffer> {
+    const raw = await req.buffer();
+    const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+    if (encoding === 'identity' || raw.byteLength === 0) return raw;
+    if (encoding !== 'gzip') throw new BrokerError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding "${encoding}" is not supported; use gzip or none`);
+    try {
+      return await gunzip(raw, { maxOutputLength: this.options.maxInflatedBodyBytes });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+        throw new BrokerError('PAYLOAD_TOO_LARGE', `the gzip body inflates to more than ${this.options.maxInflatedBodyBytes} bytes`);
+      }
+      throw new BrokerError('BAD_GZIP', `the gzip body cannot be inflated: ${(err as Error).message}`);
+    }
+  }
+
+  private async sendAnswer(req: HyperExpress.Request, res: HyperExpress.Response, flowId: string, answer: HttpAnswer): Promise<void> {
+    if (res.completed) return;
+    let body: Buffer | string | undefined;
+    let contentType = answer.contentType;
+    if (answer.body === undefined) body = undefined;
+    else if (typeof answer.body === 'string' || Buffer.isBuffer(answer.body)) body = answer.body;
+    else {
+      body = JSON.stringify(answer.body);
+      contentType ??= 'application/json';
+    }
+    res.status(answer.status);
+    res.header('X-Flow-Id', flowId);
+    for (const [key, value] of Object.entries(answer.headers ?? {})) res.header(key, value);
+    if (body === undefined) {
+      res.send();
+      return;
+    }
+    if (contentType) res.header('Content-Type', contentType);
+    const size = typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
+    if (size > GZIP_THRESHOLD_BYTES && /\bgzip\b/.test(req.headers['accept-encoding'] ?? '')) {
+      const compressed = await gzip(body);
+      res.header('Content-Encoding', 'gzip');
+      res.header('Vary', 'Accept-Encoding');
+      res.send(compressed);
+      return;
+    }
+    res.send(body);
+  }
+
+  /** Sends the problem for an error. @returns the status sent */
+  private sendProblem(res: HyperExpress.Response, flowId: string, err: unknown): number {
+    const answer = toProblem(err);
+    if (answer.traceId) this.logger.error({ flow_id: flowId, trace_id: answer.traceId, err }, 'unexpected error');
+    if (res.completed) return answer.status;
+    res.status(answer.status);
+    res.header('X-Flow-Id', flowId);
+    res.header('Content-Type', PROBLEM_JSON);
+    for (const [key, value] of Object.entries(answer.headers)) res.header(key, value);
+    res.send(JSON.stringify(answer.problem));
+    return answer.status;
+  }
+}
+
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    throw new BrokerError('BAD_REQUEST', `path parameter "${value}" is not valid URL encoding`);
+  }
+}
+
+/** Parses a JSON body strictly (UTF-8, JSON). @throws BrokerError 400 */
+export function parseJson(body: Buffer): unknown {
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw new BrokerError('BAD_REQUEST', 'the body is not valid UTF-8');
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new BrokerError('BAD_REQUEST', `the body is not valid JSON: ${(err as Error).message}`);
+  }
+}

@@ -1,0 +1,172 @@
+import type { BrokerConfig } from '../config/config-schema.js';
+import { buildEffectiveSchema } from '../domain/effective-schema.js';
+import type { EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
+import { checkFieldsAgainstSchema, checkUpdate, parseEventTypeInput, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
+import type { JsonObject } from '../domain/json-schema-walk.js';
+import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
+import { guardSchema } from '../domain/schema-guard.js';
+import { BrokerError, errors } from '../errors/catalog.js';
+import type { EventTypeStore } from '../storage/event-type-store.js';
+import type { EventTypeCache } from './event-type-cache.js';
+import type { WorkerPool } from './worker-pool.js';
+
+/** Who asks: administrators may widen retention bounds and relax compatibility modes. */
+export interface RegistryCaller {
+  readonly isAdmin: boolean;
+}
+
+const FIRST_VERSION = '1.0.0';
+
+/**
+ * The event type registry (spec "Event type registry"; WIRE.md "Event types", "Schema versions"):
+ * input rules, untrusted-schema checks (static guard, then compilation in a worker under a time
+ * limit), schema evolution under the compatibility mode, storage and cache invalidation on every node.
+ */
+export class EventTypeRegistry {
+  constructor(
+    private readonly store: EventTypeStore,
+    private readonly cache: EventTypeCache,
+    private readonly pool: WorkerPool,
+    private readonly config: BrokerConfig['eventTypes'],
+  ) {}
+
+  /**
+   * Registers an event type. @returns the stored record (served with 201)
+   * @throws BrokerError 400 (shape, enum), 422 (rules, schema), 409 (name taken), 503 (storage)
+   */
+  async create(body: unknown, caller: RegistryCaller): Promise<EventType> {
+    const input = this.parse(body, caller);
+    const submitted = this.guard(input.schema.schema, input);
+    await this.checkSchema(submitted, input);
+    const now = new Date().toISOString();
+    const record = toRecord(input, { type: 'json_schema', schema: input.schema.schema, version: FIRST_VERSION, created_at: now }, now, now);
+    const topology: EventTypeTopology = { partitionCount: partitionCountOf(input, this.config), timeline: 1 };
+    if (!(await this.store.create(record, topology))) throw new BrokerError('CONFLICT', `EventType "${input.name}" already exists.`);
+    await this.cache.announce(record.name);
+    return record;
+  }
+
+  /**
+   * Updates an event type; a changed schema becomes a new version when its mode allows the change.
+   * Fields absent from the body keep their stored value where the spec makes them fixed
+   * (`default_statistic`) or optional with a stored default (`options`).
+   * @throws BrokerError 404, 400, 422 (rules, immutable fields, incompatible schema), 409 (concurrent update), 503
+   */
+  async update(name: string, body: unknown, caller: RegistryCaller): Promise<EventType> {
+    const existing = await this.store.get(name);
+    if (!existing) throw errors.eventTypeNotFound(name);
+    const previous = existing.record;
+    const merged = isObject(body)
+      ? { name, ...body, options: body.options ?? previous.options, default_statistic: body.default_statistic ?? previous.default_statistic }
+      : body;
+    const input = this.parse(merged, caller);
+    const updateProblems = checkUpdate(previous, input, caller.isAdmin);
+    if (updateProblems.length > 0) throw errors.unprocessable(updateProblems.join('\n'));
+
+    const submitted = this.guard(input.schema.schema, input);
+    let schema: EventTypeSchema = previous.schema;
+    let newSchema: EventTypeSchema | undefined;
+    if (input.schema.schema !== previous.schema.schema) {
+      const evolution = evolveSchema(JSON.parse(previous.schema.schema) as JsonObject, submitted, previous.schema.version, input.compatibility_mode);
+      if (!evolution.ok) throw errors.unprocessable(`the schema change is not allowed under compatibility mode ${input.compatibility_mode}:\n${evolution.reasons.join('\n')}`);
+      if (evolution.level !== 'none') {
+        newSchema = { type: 'json_schema', schema: input.schema.schema, version: evolution.version, created_at: new Date().toISOString() };
+        schema = newSchema;
+      }
+    }
+    await this.checkSchema(submitted, input);
+    const record = toRecord(input, schema, previous.created_at, new Date().toISOString());
+    const outcome = await this.store.update(record, existing.revision, newSchema);
+    if (outcome === 'not_found') throw errors.eventTypeNotFound(name);
+    if (outcome === 'conflict') throw new BrokerError('CONFLICT', `EventType "${name}" was changed concurrently; retry`);
+    await this.cache.announce(name);
+    return record;
+  }
+
+  /** Deletes an event type and its events. @throws BrokerError 404, 503 */
+  async delete(name: string): Promise<void> {
+    if (!(await this.store.delete(name))) throw errors.eventTypeNotFound(name);
+    await this.cache.announce(name);
+  }
+
+  /** @throws BrokerError 404 */
+  async get(name: string): Promise<EventType> {
+    const stored = await this.store.get(name);
+    if (!stored) throw errors.eventTypeNotFound(name);
+    return stored.record;
+  }
+
+  /** Every event type, optionally only those of one owning application. */
+  async list(filter: { owningApplication?: string }): Promise<EventType[]> {
+    const all = await this.store.list();
+    return filter.owningApplication === undefined ? all : all.filter((et) => et.owning_application === filter.owningApplication);
+  }
+
+  /** Schema versions newest first. @throws BrokerError 404 */
+  async schemas(name: string): Promise<EventTypeSchema[]> {
+    await this.get(name);
+    return this.store.schemas(name);
+  }
+
+  /** One schema version (`latest` allowed). @throws BrokerError 404 */
+  async schema(name: string, version: string): Promise<EventTypeSchema> {
+    const eventType = await this.get(name);
+    const found = version === 'latest' ? eventType.schema : await this.store.schema(name, version);
+    if (!found) throw new BrokerError('NOT_FOUND', `schema version "${version}" of EventType "${name}" does not exist.`);
+    return found;
+  }
+
+  private parse(body: unknown, caller: RegistryCaller): EventTypeInput {
+    const parsed = parseEventTypeInput(body, this.config, caller.isAdmin);
+    if (!parsed.ok) throw new BrokerError(parsed.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', parsed.details.join('\n'));
+    return parsed.value;
+  }
+
+  private guard(text: string, input: EventTypeInput): JsonObject {
+    const guarded = guardSchema(text, { maxSchemaBytes: this.config.maxSchemaBytes });
+    if (!guarded.ok) throw errors.unprocessable(`invalid schema: ${guarded.reason}`);
+    if (input.compatibility_mode === 'compatible') {
+      const violations = compatibleModeViolations(guarded.schema);
+      if (violations.length > 0) throw errors.unprocessable(`invalid schema: ${violations.join('\n')}`);
+    }
+    return guarded.schema;
+  }
+
+  /** Effective schema rules, key fields, and compilation in a worker under `schemaCompileTimeoutMs`. */
+  private async checkSchema(submitted: JsonObject, input: EventTypeInput): Promise<void> {
+    const effective = buildEffectiveSchema(submitted, input.category, input.cleanup_policy, input.compatibility_mode);
+    if (!effective.ok) throw errors.unprocessable(`invalid schema: ${effective.reason}`);
+    const fieldProblems = checkFieldsAgainstSchema(input, effective.schema);
+    if (fieldProblems.length > 0) throw errors.unprocessable(fieldProblems.join('\n'));
+    const compiled = await this.pool.compile(JSON.stringify(effective.schema), this.config.schemaCompileTimeoutMs);
+    if (!compiled.ok) throw errors.unprocessable(`invalid schema: ${compiled.reason}`);
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The stored record: validated input plus the service-set fields, in the spec's field order. */
+function toRecord(input: EventTypeInput, schema: EventTypeSchema, createdAt: string, updatedAt: string): EventType {
+  return {
+    name: input.name,
+    owning_application: input.owning_application,
+    category: input.category,
+    enrichment_strategies: input.enrichment_strategies,
+    partition_strategy: input.partition_strategy,
+    ...(input.partition_key_fields ? { partition_key_fields: input.partition_key_fields } : {}),
+    compatibility_mode: input.compatibility_mode,
+    schema,
+    cleanup_policy: input.cleanup_policy,
+    ...(input.default_statistic ? { default_statistic: input.default_statistic } : {}),
+    options: input.options,
+    ...(input.authorization ? { authorization: input.authorization } : {}),
+    ...(input.annotations ? { annotations: input.annotations } : {}),
+    ...(input.labels ? { labels: input.labels } : {}),
+    ...(input.ordering_key_fields ? { ordering_key_fields: input.ordering_key_fields } : {}),
+    ...(input.event_owner_selector ? { event_owner_selector: input.event_owner_selector } : {}),
+    created_at: createdAt,
+    updated_at: updatedAt,
+  };
+}

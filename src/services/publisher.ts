@@ -1,0 +1,85 @@
+import type { Redis } from 'ioredis';
+import type { BrokerConfig } from '../config/config-schema.js';
+import { BrokerError, errors } from '../errors/catalog.js';
+import type { PartitionStore } from '../storage/partition-store.js';
+import type { BatchItemResponse } from '../../workers/publish-protocol.js';
+import type { EventTypeCache } from './event-type-cache.js';
+import type { WorkerPool } from './worker-pool.js';
+
+/** The answer to a publish request (WIRE.md "Publishing"): 200 empty, or 422/207 with one item per event. */
+export type PublishOutcome =
+  | { readonly status: 200; readonly events: number; readonly bytes: number }
+  | { readonly status: 422 | 207; readonly items: BatchItemResponse[]; readonly events: number; readonly bytes: number };
+
+/** Who publishes and under which flow id (enrichment inputs). */
+export interface PublishContext {
+  readonly publishedBy: string;
+  readonly flowId: string;
+}
+
+/**
+ * Publishing `POST /event-types/{name}/events` (spec "Publishing"; DESIGN.md §5): event type from the
+ * cache, the body to a worker, one `publishBatch` script per partition, then 200 / 207 / 422.
+ * Nothing is written unless every event passed validation, size and partitioning.
+ */
+export class Publisher {
+  constructor(
+    private readonly cache: EventTypeCache,
+    private readonly pool: WorkerPool,
+    private readonly partitions: PartitionStore,
+    private readonly redis: Redis,
+    private readonly config: BrokerConfig['publish'],
+  ) {}
+
+  /**
+   * @param body the request body (gunzipped); it is handed to a worker and must not be used afterwards
+   * @throws BrokerError 404 unknown event type, 400 malformed body, 503 storage unreachable or node busy
+   */
+  async publish(name: string, body: Buffer, context: PublishContext): Promise<PublishOutcome> {
+    const eventType = await this.cache.get(name);
+    if (!eventType) throw errors.eventTypeNotFound(name);
+    if (this.redis.status !== 'ready') {
+      throw new BrokerError('STORAGE_UNAVAILABLE', 'Storage is unavailable: not connected to Redis; nothing was written', { 'Retry-After': '1' });
+    }
+    const result = await this.pool.publish(
+      {
+        kind: 'publish',
+        body: ownedBytes(body),
+        spec: eventType.publishSpec,
+        maxEventBytes: this.config.maxEventBytes,
+        receivedAt: new Date().toISOString(),
+        publishedBy: context.publishedBy,
+        flowId: context.flowId,
+      },
+      this.config.workerTaskTimeoutMs,
+    );
+    if (result.kind === 'malformed') throw errors.badRequest(result.detail);
+    if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
+    const events = result.eids.length;
+    if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
+
+    const writes = await this.partitions.append(
+      name,
+      eventType.topology.timeline,
+      result.partitions.map((p) => ({ partition: String(p.partition), count: p.count, data: p.data })),
+    );
+    const failed = new Map<number, string>();
+    writes.forEach((w, i) => {
+      if (!w.ok) failed.set((result.partitions[i] as { partition: number }).partition, w.reason);
+    });
+    if (failed.size === 0) return { status: 200, events, bytes: result.bytes };
+    const items = result.eids.map((eid, i): BatchItemResponse => {
+      const reason = failed.get(result.itemPartitions[i] as number);
+      return reason === undefined
+        ? { eid, publishing_status: 'submitted', step: 'none', detail: '' }
+        : { eid, publishing_status: 'failed', step: 'publishing', detail: reason };
+    });
+    return { status: 207, items, events, bytes: result.bytes };
+  }
+}
+
+/** The body as bytes that own their whole ArrayBuffer, so they can be transferred to a worker. */
+function ownedBytes(body: Buffer): Uint8Array {
+  if (body.byteOffset === 0 && body.byteLength === body.buffer.byteLength) return body;
+  return new Uint8Array(body);
+}

@@ -1,0 +1,59 @@
+import type { Redis } from 'ioredis';
+import { randomUUID } from 'node:crypto';
+import { partitionIds } from '../domain/event-type.js';
+import type { EventTypeStore } from '../storage/event-type-store.js';
+import type { PartitionStore } from '../storage/partition-store.js';
+import type { Logger } from '../observability/logger.js';
+
+/**
+ * Time-based retention (DESIGN.md §3; `options.retention_time`): every `checkIntervalMs` one node per
+ * event type (a lock with that expiry) trims each partition to events received within the retention
+ * time, measured on Redis's clock. Offsets of kept events never change; `oldest_available_offset`
+ * moves up.
+ */
+export class RetentionTrimmer {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private readonly owner = randomUUID();
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly eventTypes: EventTypeStore,
+    private readonly partitions: PartitionStore,
+    private readonly checkIntervalMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => {
+      this.running ??= this.runOnce()
+        .then(() => undefined)
+        .catch((err: unknown) => this.logger.warn({ err }, 'retention round failed; retrying next interval'))
+        .finally(() => (this.running = undefined));
+    }, this.checkIntervalMs);
+    this.timer.unref();
+  }
+
+  /** One round over all event types. @returns partitions trimmed by this node */
+  async runOnce(): Promise<number> {
+    const [seconds] = await this.redis.time();
+    const now = Number(seconds);
+    let trimmed = 0;
+    for (const record of await this.eventTypes.list()) {
+      if (!(await this.partitions.tryRetentionLock(record.name, this.owner, this.checkIntervalMs))) continue;
+      const stored = await this.eventTypes.get(record.name);
+      if (!stored) continue;
+      const cutoff = now - Math.floor(stored.record.options.retention_time / 1000);
+      for (const p of partitionIds(stored.topology)) {
+        await this.partitions.trim(record.name, stored.topology.timeline, p, cutoff);
+        trimmed++;
+      }
+    }
+    return trimmed;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+}

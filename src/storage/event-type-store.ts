@@ -1,0 +1,117 @@
+import type { Redis } from 'ioredis';
+import { partitionIds, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
+import type { Keys } from './keys.js';
+import { storageError } from './redis-connection.js';
+import type { Scripts } from './scripts.js';
+
+/** An event type as stored: the served record, its topology, and the revision used for compare-and-set. */
+export interface StoredEventType {
+  readonly record: EventType;
+  readonly topology: EventTypeTopology;
+  readonly revision: string;
+}
+
+/** Result codes of {@link EventTypeStore.update} (STYLE.md habit 3). */
+export type UpdateOutcome = 'updated' | 'not_found' | 'conflict';
+
+/**
+ * Event type metadata in Redis (DESIGN.md §1): one hash per event type (record, topology, revision),
+ * a hash of schema versions, and the set of names. Every multi-key change is one Lua script.
+ * Redis failures surface as `STORAGE_UNAVAILABLE` (503).
+ */
+export class EventTypeStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly scripts: Scripts,
+    private readonly keys: Keys,
+  ) {}
+
+  /** @returns false when the name is taken */
+  async create(record: EventType, topology: EventTypeTopology): Promise<boolean> {
+    const { name } = record;
+    const created = await this.scripts
+      .run('createEventType', [this.keys.eventTypeNames, this.keys.eventType(name), this.keys.eventTypeSchemas(name)], [
+        name,
+        JSON.stringify(record),
+        JSON.stringify(topology),
+        record.schema.version,
+        JSON.stringify(record.schema),
+      ])
+      .catch(storageError);
+    return created === 1;
+  }
+
+  /** @returns the stored event type, or undefined when there is none */
+  async get(name: string): Promise<StoredEventType | undefined> {
+    const [record, topology, revision] = await this.redis.hmget(this.keys.eventType(name), 'record', 'topology', 'revision').catch(storageError);
+    if (record == null || topology == null || revision == null) return undefined;
+    return { record: JSON.parse(record) as EventType, topology: JSON.parse(topology) as EventTypeTopology, revision };
+  }
+
+  /** Every event type record, sorted by name. */
+  async list(): Promise<EventType[]> {
+    const names = (await this.redis.smembers(this.keys.eventTypeNames).catch(storageError)).sort();
+    if (names.length === 0) return [];
+    const pipeline = this.redis.pipeline();
+    for (const name of names) pipeline.hget(this.keys.eventType(name), 'record');
+    const results = (await pipeline.exec().catch(storageError)) ?? [];
+    return results.flatMap(([err, value]) => (err === null && typeof value === 'string' ? [JSON.parse(value) as EventType] : []));
+  }
+
+  /**
+   * Replaces the record if its revision is still `expectedRevision`, adding `newSchema` as a version.
+   * @returns `conflict` when another writer changed it first (callers answer 409)
+   */
+  async update(record: EventType, expectedRevision: string, newSchema: EventTypeSchema | undefined): Promise<UpdateOutcome> {
+    const outcome = await this.scripts
+      .run('updateEventType', [this.keys.eventType(record.name), this.keys.eventTypeSchemas(record.name)], [
+        expectedRevision,
+        JSON.stringify(record),
+        newSchema ? newSchema.version : '',
+        newSchema ? JSON.stringify(newSchema) : '',
+      ])
+      .catch(storageError);
+    return outcome === 1 ? 'updated' : outcome === 0 ? 'not_found' : 'conflict';
+  }
+
+  /** All schema versions of an event type, newest first. */
+  async schemas(name: string): Promise<EventTypeSchema[]> {
+    const values = await this.redis.hvals(this.keys.eventTypeSchemas(name)).catch(storageError);
+    return values.map((v) => JSON.parse(v) as EventTypeSchema).sort((a, b) => compareVersions(b.version, a.version));
+  }
+
+  /** One schema version, or undefined. */
+  async schema(name: string, version: string): Promise<EventTypeSchema | undefined> {
+    const value = await this.redis.hget(this.keys.eventTypeSchemas(name), version).catch(storageError);
+    return value === null ? undefined : (JSON.parse(value) as EventTypeSchema);
+  }
+
+  /**
+   * Deletes the metadata, then each partition's log, counters and time index.
+   * @returns false when the event type did not exist
+   */
+  async delete(name: string): Promise<boolean> {
+    const topologyJson = await this.scripts
+      .run('deleteEventType', [this.keys.eventTypeNames, this.keys.eventType(name), this.keys.eventTypeSchemas(name)], [name])
+      .catch(storageError);
+    if (typeof topologyJson !== 'string') return false;
+    const topology = JSON.parse(topologyJson) as EventTypeTopology;
+    const pipeline = this.redis.pipeline();
+    for (const p of partitionIds(topology)) {
+      pipeline.del(this.keys.partitionLog(name, topology.timeline, p), this.keys.partitionMeta(name, topology.timeline, p), this.keys.partitionTimeIndex(name, topology.timeline, p));
+    }
+    await pipeline.exec().catch(storageError);
+    return true;
+  }
+}
+
+/** Orders `MAJOR.MINOR.PATCH` strings numerically. */
+export function compareVersions(a: string, b: string): number {
+  const pa = a.split('.').map(Number);
+  const pb = b.split('.').map(Number);
+  for (let i = 0; i < 3; i++) {
+    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}

@@ -1,0 +1,23 @@
+--[[
+  Appends the events of one batch that landed in one partition as ONE stream entry, assigning them
+  the next dense offsets (DESIGN.md §3).
+
+  KEYS[1] partition meta   (hash)   field `next` = next offset to assign, `oldest` = first retained offset
+  KEYS[2] partition log    (stream) entry id `<next after this entry>-0`, fields n = event count, d = events
+  KEYS[3] time index       (zset)   member = first offset received in a second, score = that unix second
+
+  ARGV[1] event count      (integer >= 1)
+  ARGV[2] events           (bytes: the JSON texts joined by "\n")
+
+  Returns the offset of the first event of the entry (integer).
+]]
+local count = tonumber(ARGV[1])
+local next_offset = redis.call('HINCRBY', KEYS[1], 'next', count)
+local first = next_offset - count
+redis.call('XADD', KEYS[2], next_offset .. '-0', 'n', count, 'd', ARGV[2])
+local now = tonumber(redis.call('TIME')[1])
+local last = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+if #last == 0 or tonumber(last[2]) < now then
+  redis.call('ZADD', KEYS[3], now, first)
+end
+return first

@@ -1,0 +1,40 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Redis } from 'ioredis';
+import { projectRoot } from '../config/load-config.js';
+
+/** Names of the Lua scripts in `src/storage/lua` (file `<name>-<numberOfKeys>.lua`). */
+export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 'updateEventType' | 'deleteEventType';
+
+export type ScriptArg = string | number | Buffer;
+
+/**
+ * The one script loader (STYLE.md habit 2): registers every `lua/*.lua` file with ioredis
+ * `defineCommand` (EVALSHA with a transparent EVAL fallback) and runs them by name.
+ */
+export class Scripts {
+  private readonly numberOfKeys = new Map<string, number>();
+
+  constructor(private readonly redis: Redis) {
+    const dir = path.join(projectRoot, 'src', 'storage', 'lua');
+    for (const file of readdirSync(dir)) {
+      const match = /^([a-zA-Z]+)-(\d+)\.lua$/.exec(file);
+      if (!match) continue;
+      const [, name, keys] = match as unknown as [string, string, string];
+      redis.defineCommand(name, { numberOfKeys: Number(keys), lua: readFileSync(path.join(dir, file), 'utf8') });
+      this.numberOfKeys.set(name, Number(keys));
+    }
+  }
+
+  /**
+   * Runs a script. @param keys exactly the script's declared keys, in its header's order
+   * @throws Error when the key count does not match the script's contract, or from Redis
+   */
+  run(name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
+    const expected = this.numberOfKeys.get(name);
+    if (expected !== keys.length) throw new Error(`script ${name} takes ${String(expected)} keys, got ${keys.length}`);
+    const command = (this.redis as unknown as Record<string, (...a: ScriptArg[]) => Promise<unknown>>)[name];
+    if (!command) throw new Error(`script ${name} is not loaded`);
+    return command.call(this.redis, ...keys, ...args);
+  }
+}

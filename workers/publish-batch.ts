@@ -1,0 +1,187 @@
+/**
+ * The publish hot path inside a worker (DESIGN.md §5 step 3; spec "Publishing"; WIRE.md "Publishing"):
+ * parse the batch, validate every event against the effective schema, check sizes, choose partitions,
+ * enrich metadata and serialize, grouped per partition. Pure apart from the validator cache, so it is
+ * unit-tested without threads.
+ */
+import type { ValidateFunction } from 'ajv';
+import { compileSchema, createSchemaCompiler, describeValidationError, type SchemaCompiler } from '../src/domain/schema-compiler.js';
+import { hashPartition, userDefinedPartition } from '../src/domain/partitioner.js';
+import type { JsonObject } from '../src/domain/json-schema-walk.js';
+import type { BatchItemResponse, CompileResult, PartitionPayload, PublishResult, PublishSpec, PublishStep, PublishTask } from './publish-protocol.js';
+
+/** Compiled validators per schema key, bounded; one per worker thread. */
+export class ValidatorCache {
+  private readonly compiler: SchemaCompiler = createSchemaCompiler();
+  private readonly validators = new Map<string, { validate: ValidateFunction; schema: JsonObject }>();
+
+  constructor(private readonly maxEntries = 256) {}
+
+  /** The validator of a spec's effective schema, compiled on first use. @throws Error when the schema does not compile */
+  get(spec: Pick<PublishSpec, 'schemaKey' | 'effectiveSchema'>): ValidateFunction {
+    const cached = this.validators.get(spec.schemaKey);
+    if (cached) return cached.validate;
+    const schema = JSON.parse(spec.effectiveSchema) as JsonObject;
+    const validate = compileSchema(this.compiler, schema);
+    if (this.validators.size >= this.maxEntries) this.evictOldest();
+    this.validators.set(spec.schemaKey, { validate, schema });
+    return validate;
+  }
+
+  /** Compiles a schema without caching it: the registry's check that a new schema is usable. */
+  check(effectiveSchema: string): CompileResult {
+    try {
+      const schema = JSON.parse(effectiveSchema) as JsonObject;
+      compileSchema(this.compiler, schema);
+      this.compiler.removeSchema(schema);
+      return { ok: true };
+    } catch (err) {
+      return { ok: false, reason: `the schema cannot be compiled: ${(err as Error).message}` };
+    }
+  }
+
+  private evictOldest(): void {
+    const oldest = this.validators.entries().next().value;
+    if (!oldest) return;
+    this.validators.delete(oldest[0]);
+    this.compiler.removeSchema(oldest[1].schema);
+  }
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+const SERVICE_SET_FIELDS = ['received_at', 'published_by', 'version'] as const;
+
+type Event = Record<string, unknown>;
+
+function isEvent(value: unknown): value is Event {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function metadataOf(event: Event): Event | undefined {
+  const metadata = event.metadata;
+  return isEvent(metadata) ? metadata : undefined;
+}
+
+/** Checks one business/data event; returns the failure detail or undefined. */
+function validationFailure(event: Event, spec: PublishSpec, validate: ValidateFunction): string | undefined {
+  const metadata = metadataOf(event);
+  if (metadata) {
+    for (const field of SERVICE_SET_FIELDS) {
+      if (field in metadata) return `metadata.${field} is set by the service and must not be sent`;
+    }
+    if (metadata.event_type !== undefined && metadata.event_type !== spec.name) {
+      return `metadata.event_type ${JSON.stringify(metadata.event_type)} does not match the event type "${spec.name}"`;
+    }
+  }
+  if (!validate(event)) return describeValidationError(validate.errors);
+  return undefined;
+}
+
+function choosePartition(event: Event, spec: PublishSpec): number | string {
+  switch (spec.partitionStrategy) {
+    case 'random':
+      return Math.floor(Math.random() * spec.partitionCount);
+    case 'hash':
+      return hashPartition(event, spec.partitionKeyPaths, spec.partitionCount);
+    case 'user_defined':
+      return userDefinedPartition(event, spec.partitionCount);
+  }
+}
+
+function eidOf(event: Event): string {
+  const eid = metadataOf(event)?.eid;
+  return typeof eid === 'string' ? eid : '';
+}
+
+/** The 422 answer: failed items with their step and detail, every other item aborted. */
+function rejection(events: readonly Event[], failures: ReadonlyMap<number, { step: PublishStep; detail: string }>): PublishResult {
+  const items: BatchItemResponse[] = events.map((event, i) => {
+    const failure = failures.get(i);
+    return failure
+      ? { eid: eidOf(event), publishing_status: 'failed', step: failure.step, detail: failure.detail }
+      : { eid: eidOf(event), publishing_status: 'aborted', step: 'none', detail: 'aborted: another event of the batch failed' };
+  });
+  return { kind: 'rejected', items };
+}
+
+/**
+ * Processes one batch.
+ * @returns `malformed` (answer 400) when the body is not a UTF-8 JSON array of objects; `rejected`
+ *   (answer 422) when any event fails validation, size or partitioning, listing every failure;
+ *   otherwise `accepted` with the serialized events grouped per partition, in input order.
+ * @throws Error when the effective schema does not compile (a registry bug; answered 500)
+ */
+export function processBatch(task: PublishTask, validators: ValidatorCache): PublishResult {
+  const { spec } = task;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(utf8.decode(task.body));
+  } catch (err) {
+    return { kind: 'malformed', detail: err instanceof SyntaxError ? `body is not valid JSON: ${err.message}` : 'body is not valid UTF-8' };
+  }
+  if (!Array.isArray(parsed)) return { kind: 'malformed', detail: 'body must be a JSON array of events' };
+  const events = parsed as unknown[];
+  for (let i = 0; i < events.length; i++) {
+    if (!isEvent(events[i])) return { kind: 'malformed', detail: `item ${i} of the body is not a JSON object` };
+  }
+  const batch = events as Event[];
+  const validate = spec.category === 'undefined' ? undefined : validators.get(spec);
+
+  const failures = new Map<number, { step: PublishStep; detail: string }>();
+  const itemPartitions = new Uint32Array(batch.length);
+  for (let i = 0; i < batch.length; i++) {
+    const event = batch[i] as Event;
+    const invalid = validate ? validationFailure(event, spec, validate) : undefined;
+    if (invalid) {
+      failures.set(i, { step: 'validating', detail: invalid });
+      continue;
+    }
+    const partition = choosePartition(event, spec);
+    if (typeof partition === 'string') failures.set(i, { step: 'partitioning', detail: partition });
+    else itemPartitions[i] = partition;
+  }
+  if (failures.size > 0) return rejection(batch, failures);
+
+  // Enrich and serialize. A size check is only needed when the body itself exceeds the limit.
+  const checkSize = task.body.byteLength > task.maxEventBytes;
+  const texts: string[][] = Array.from({ length: spec.partitionCount }, () => []);
+  const eids: string[] = new Array<string>(batch.length);
+  for (let i = 0; i < batch.length; i++) {
+    const event = batch[i] as Event;
+    const partition = itemPartitions[i] as number;
+    eids[i] = eidOf(event);
+    if (spec.enrich) enrich(event, spec, partition, task);
+    const text = JSON.stringify(event);
+    if (checkSize) {
+      const size = Buffer.byteLength(text);
+      if (size > task.maxEventBytes) failures.set(i, { step: 'validating', detail: `event size ${size} bytes exceeds the limit of ${task.maxEventBytes} bytes` });
+    }
+    (texts[partition] as string[]).push(text);
+  }
+  if (failures.size > 0) return rejection(batch, failures);
+
+  const partitions: PartitionPayload[] = [];
+  let bytes = 0;
+  texts.forEach((list, partition) => {
+    if (list.length === 0) return;
+    const joined = list.join('\n');
+    // Its own ArrayBuffer (not the shared pool slab), so the worker can transfer it without a copy.
+    const data = Buffer.allocUnsafeSlow(Buffer.byteLength(joined));
+    data.write(joined);
+    bytes += data.byteLength - (list.length - 1);
+    partitions.push({ partition, count: list.length, data });
+  });
+  return { kind: 'accepted', eids, itemPartitions, partitions, bytes };
+}
+
+/** `metadata_enrichment` (spec "Events" item 6; WIRE.md): service-set fields, and flow_id when absent. */
+function enrich(event: Event, spec: PublishSpec, partition: number, task: PublishTask): void {
+  const metadata = metadataOf(event);
+  if (!metadata) return;
+  metadata.received_at = task.receivedAt;
+  metadata.event_type = spec.name;
+  metadata.version = spec.schemaVersion;
+  metadata.partition = String(partition);
+  metadata.published_by = task.publishedBy;
+  if (metadata.flow_id === undefined || metadata.flow_id === '') metadata.flow_id = task.flowId;
+}

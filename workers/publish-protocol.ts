@@ -1,0 +1,76 @@
+/**
+ * Messages between the main thread and the publish workers (DESIGN.md §5). Plain data only:
+ * structured-cloned by piscina, with the body's bytes transferred rather than copied.
+ */
+import type { Category, PartitionStrategy } from '../src/domain/event-type.js';
+
+/** What a worker needs to know about the event type; built once per cache fill on the main thread. */
+export interface PublishSpec {
+  readonly name: string;
+  readonly category: Category;
+  readonly enrich: boolean;
+  readonly partitionStrategy: PartitionStrategy;
+  /** Hash key fields, each as a path over the whole event (for `data`, prefixed with `data`). */
+  readonly partitionKeyPaths: readonly (readonly string[])[];
+  readonly partitionCount: number;
+  readonly schemaVersion: string;
+  /** Identifies the effective schema text (content hash): the worker's validator cache key. */
+  readonly schemaKey: string;
+  /** The effective schema as JSON text; compiled by a worker on its first use of `schemaKey`. */
+  readonly effectiveSchema: string;
+}
+
+/** One batch to process. */
+export interface PublishTask {
+  readonly kind: 'publish';
+  /** The request body (already gunzipped): a JSON array of events, UTF-8. */
+  readonly body: Uint8Array;
+  readonly spec: PublishSpec;
+  readonly maxEventBytes: number;
+  /** Enrichment inputs: the same for every event of the batch. */
+  readonly receivedAt: string;
+  readonly publishedBy: string;
+  readonly flowId: string;
+}
+
+/** A schema compilation check for the registry (run in a worker so a slow compile cannot stall the node). */
+export interface CompileTask {
+  readonly kind: 'compile';
+  readonly effectiveSchema: string;
+}
+
+export type WorkerTask = PublishTask | CompileTask;
+
+/** Step names of BatchItemResponse (spec "BatchItemResponse"). */
+export type PublishStep = 'none' | 'validating' | 'partitioning' | 'enriching' | 'publishing';
+
+/** One item of a 422/207 answer (spec "BatchItemResponse"). */
+export interface BatchItemResponse {
+  eid: string;
+  publishing_status: 'submitted' | 'failed' | 'aborted';
+  step: PublishStep;
+  detail: string;
+}
+
+/** The events of one partition, serialized: the JSON texts joined by `\n` (JSON text never contains a raw newline). */
+export interface PartitionPayload {
+  readonly partition: number;
+  readonly count: number;
+  readonly data: Uint8Array;
+}
+
+export type PublishResult =
+  | { readonly kind: 'malformed'; readonly detail: string }
+  | { readonly kind: 'rejected'; readonly items: BatchItemResponse[] }
+  | {
+      readonly kind: 'accepted';
+      /** `metadata.eid` per input event ('' when absent), in input order. */
+      readonly eids: string[];
+      /** Partition index per input event, in input order. */
+      readonly itemPartitions: Uint32Array;
+      readonly partitions: PartitionPayload[];
+      /** Total bytes of the serialized events. */
+      readonly bytes: number;
+    };
+
+export type CompileResult = { readonly ok: true } | { readonly ok: false; readonly reason: string };
