@@ -33,7 +33,6 @@ export interface BrokerConfig {
     /** 0 = one per available core. */
     readonly workerThreads: number;
     readonly workerTaskTimeoutMs: number;
-    readonly writeTimeoutMs: number;
   };
   readonly eventTypes: {
     readonly defaultPartitionCount: number;
@@ -67,7 +66,7 @@ export const configSchema = {
       properties: {
         url: { type: 'string', pattern: '^(|rediss?://.+|unix://.+)$', description: 'Redis to use; empty starts the embedded redis-server' },
         keyPrefix: { type: 'string', pattern: '^[a-zA-Z0-9_:.-]*$', description: 'prefix of every key the broker writes' },
-        commandTimeoutMs: positiveInt('a Redis command that takes longer fails (the request answers instead of hanging)'),
+        commandTimeoutMs: positiveInt('a Redis command that takes longer fails: the request answers 503, or 207 for the partitions of a batch not acknowledged in time'),
         connectTimeoutMs: positiveInt('timeout of one connection attempt to Redis'),
       },
     },
@@ -95,12 +94,11 @@ export const configSchema = {
     publish: {
       type: 'object',
       additionalProperties: false,
-      required: ['maxEventBytes', 'workerThreads', 'workerTaskTimeoutMs', 'writeTimeoutMs'],
+      required: ['maxEventBytes', 'workerThreads', 'workerTaskTimeoutMs'],
       properties: {
         maxEventBytes: positiveInt('largest event, as JSON text in UTF-8 bytes'),
         workerThreads: { type: 'integer', minimum: 0, maximum: 64, description: 'validation worker threads (0 = one per core)' },
         workerTaskTimeoutMs: positiveInt('a batch whose validation takes longer is failed (the worker is replaced)'),
-        writeTimeoutMs: positiveInt('a partition write not acknowledged by Redis within this time is failed (207)'),
       },
     },
     eventTypes: {

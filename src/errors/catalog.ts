@@ -8,7 +8,6 @@ import { STATUS_CODES } from 'node:http';
 export const errorCatalog = {
   BAD_REQUEST: { status: 400, meaning: 'The request is malformed: not JSON, wrong JSON shape, bad enum value, bad query parameter or header.' },
   BAD_GZIP: { status: 400, meaning: 'A `Content-Encoding: gzip` body that does not inflate.' },
-  FORBIDDEN: { status: 403, meaning: 'The operation is not permitted.' },
   NOT_FOUND: { status: 404, meaning: 'No such route, event type, partition or schema version.' },
   METHOD_NOT_ALLOWED: { status: 405, meaning: 'The route exists but not for this method.' },
   CONFLICT: { status: 409, meaning: 'The resource exists already (event type name) or is being changed.' },
@@ -16,7 +15,7 @@ export const errorCatalog = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: 'A `Content-Encoding` other than gzip or identity.' },
   UNPROCESSABLE: { status: 422, meaning: 'The body parses but breaks a rule: a field, a schema, a strategy, a cursor.' },
   INTERNAL: { status: 500, meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
-  STORAGE_UNAVAILABLE: { status: 503, meaning: 'Redis cannot be reached or did not answer within `redis.commandTimeoutMs`; nothing was written.' },
+  STORAGE_UNAVAILABLE: { status: 503, meaning: 'Redis cannot be reached or did not answer within `redis.commandTimeoutMs`. A publish answered 503 wrote nothing.' },
   SHUTTING_DOWN: { status: 503, meaning: 'The node is draining on SIGTERM; retry on another node.' },
   BUSY: { status: 503, meaning: 'The batch was not processed within `publish.workerTaskTimeoutMs`; nothing was written; retry.' },
 } as const satisfies Record<string, { status: number; meaning: string }>;

@@ -1,0 +1,48 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { envNameOf, leafKeyPaths, loadConfig, projectRoot } from '../../src/config/load-config.js';
+
+describe('configuration', () => {
+  const defaults = JSON.parse(readFileSync(path.join(projectRoot, 'config', 'default.json'), 'utf8')) as Record<string, unknown>;
+
+  it('config/default.json holds exactly the keys of the schema', () => {
+    const leaves = (obj: Record<string, unknown>, prefix: string[] = []): string[][] =>
+      Object.entries(obj).flatMap(([k, v]) => (typeof v === 'object' && v !== null && !Array.isArray(v) ? leaves(v as Record<string, unknown>, [...prefix, k]) : [[...prefix, k]]));
+    expect(leaves(defaults).map((p) => p.join('.')).sort()).toEqual(leafKeyPaths().map((p) => p.join('.')).sort());
+  });
+
+  it('loads the defaults and lets BROKER_* variables override, coerced to the key type', () => {
+    const config = loadConfig({ BROKER_PORT: '9999', BROKER_REDIS_URL: 'redis://h:1', BROKER_PUBLISH_MAX_EVENT_BYTES: '1234' });
+    expect(config.port).toBe(9999);
+    expect(config.redis.url).toBe('redis://h:1');
+    expect(config.publish.maxEventBytes).toBe(1234);
+    expect(config.eventTypes.defaultRetentionTimeMs).toBe(172_800_000);
+    expect(Object.isFrozen(config.redis)).toBe(true);
+  });
+
+  it('derives env names from key paths', () => {
+    expect(envNameOf(['redis', 'url'])).toBe('BROKER_REDIS_URL');
+    expect(envNameOf(['port'])).toBe('BROKER_PORT');
+    expect(envNameOf(['publish', 'maxEventBytes'])).toBe('BROKER_PUBLISH_MAX_EVENT_BYTES');
+  });
+
+  it.each([
+    [{ BROKER_PORT: 'eighty' }, 'port'],
+    [{ BROKER_PORT: '70000' }, 'port'],
+    [{ BROKER_LOG_LEVEL: 'loud' }, 'logLevel'],
+    [{ BROKER_REDIS_URL: 'http://nope' }, 'redis.url'],
+    [{ BROKER_EMBEDDED_REDIS_APPENDFSYNC: 'sometimes' }, 'embeddedRedis.appendfsync'],
+    [{ BROKER_CONFIG_FILE: '/nonexistent/file.json' }, '/nonexistent/file.json'],
+  ])('stops on invalid configuration %j naming %s', (env, key) => {
+    expect(() => loadConfig(env)).toThrow(key);
+  });
+
+  it('documents every key in the README configuration table', () => {
+    const readme = readFileSync(path.join(projectRoot, 'README.md'), 'utf8');
+    for (const keyPath of leafKeyPaths()) {
+      expect(readme, `README lacks ${keyPath.join('.')}`).toContain(`\`${keyPath.join('.')}\``);
+      expect(readme, `README lacks ${envNameOf(keyPath)}`).toContain(envNameOf(keyPath));
+    }
+  });
+});
