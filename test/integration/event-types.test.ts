@@ -111,6 +111,25 @@ describe('event type registry', () => {
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 
+  it('gzips large answers for clients that accept it, answers 405 with Allow for a wrong method and 404 problems for unknown routes', async () => {
+    for (let i = 0; i < 5; i++) await call(broker.url, 'POST', '/event-types', businessEventType(`registry.many${i}`));
+    const res = await fetch(`${broker.url}/event-types`, { headers: { 'accept-encoding': 'gzip' } });
+    expect(res.headers.get('content-encoding')).toBe('gzip');
+    expect(((await res.json()) as unknown[]).length).toBeGreaterThanOrEqual(5);
+    const plain = await fetch(`${broker.url}/event-types`, { headers: { 'accept-encoding': 'identity' } });
+    expect(plain.headers.get('content-encoding')).toBeNull();
+    await plain.arrayBuffer();
+
+    const wrongMethod = await call(broker.url, 'PATCH', '/event-types/registry.many0', {});
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.get('allow')).toBe('GET, PUT, DELETE');
+    expect(wrongMethod.headers.get('content-type')).toBe('application/problem+json');
+    const unknown = await call(broker.url, 'GET', '/no/such/route');
+    expect(unknown.status).toBe(404);
+    expect(unknown.json).toMatchObject({ title: 'Not Found', status: 404 });
+    expect(unknown.headers.get('x-flow-id')).toBeTruthy();
+  });
+
   it('serves the strategy registries', async () => {
     expect((await call(broker.url, 'GET', '/registry/partition-strategies')).json).toEqual(['random', 'hash', 'user_defined']);
     expect((await call(broker.url, 'GET', '/registry/enrichment-strategies')).json).toEqual(['metadata_enrichment']);
