@@ -1,0 +1,436 @@
+/**
+ * What the benchmark scenarios share: figures and targets, a fresh Redis + broker node per scenario,
+ * an autocannon wrapper that counts events and bytes per answered request and keeps exact latencies,
+ * and a CPU meter (per thread, from /proc) that tells where the time goes.
+ *
+ * Benchmarks are scripts with recorded results (STYLE.md habit 10), never timed tests.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import autocannon from 'autocannon';
+import { startBroker, startRedis, type BrokerProcess, type RedisProcess } from '../scripts/local-processes.js';
+
+/** A target a figure is compared with: `value op target`. */
+export interface Target {
+  readonly op: '>=' | '<=' | '<';
+  readonly value: number;
+}
+
+/** One measured figure: one line of `bench/results.jsonl`. */
+export interface Figure {
+  readonly scenario: string;
+  readonly metric: string;
+  readonly value: number;
+  readonly unit: string;
+  readonly target?: Target;
+}
+
+/** Whether a figure meets its target; `undefined` without a target. */
+export function meets(figure: Figure): boolean | undefined {
+  const target = figure.target;
+  if (target === undefined) return undefined;
+  switch (target.op) {
+    case '>=':
+      return figure.value >= target.value;
+    case '<=':
+      return figure.value <= target.value;
+    case '<':
+      return figure.value < target.value;
+  }
+}
+
+/** `>= 100000` */
+export function describeTarget(target: Target | undefined): string {
+  return target === undefined ? '' : `${target.op} ${target.value}`;
+}
+
+/** Collects the figures of one scenario and prints progress lines. */
+export class Recorder {
+  readonly figures: Figure[] = [];
+
+  constructor(readonly scenario: string) {}
+
+  add(metric: string, value: number, unit: string, target?: Target): void {
+    this.figures.push({ scenario: this.scenario, metric, value, unit, ...(target ? { target } : {}) });
+  }
+
+  log(message: string): void {
+    process.stdout.write(`  [${this.scenario}] ${message}\n`);
+  }
+
+  /** A line that must not go unnoticed (non-2xx answers, broker errors). */
+  alarm(message: string): void {
+    process.stdout.write(`  [${this.scenario}] !!! ${message}\n`);
+  }
+}
+
+/** A scenario of `bench/`: one file each, run by `bench/run.ts`. */
+export interface Scenario {
+  readonly name: string;
+  /** One line for the runner's listing. */
+  readonly title: string;
+  run(recorder: Recorder): Promise<void>;
+}
+
+/** 10^6 bytes: MB/s figures are decimal megabytes. */
+export const MB = 1_000_000;
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+// ---------------------------------------------------------------------------------------------
+
+/** A fresh redis-server and one broker node using it. */
+export interface Stack {
+  readonly redis: RedisProcess;
+  readonly broker: BrokerProcess;
+  /** Stops the broker (SIGTERM) then Redis; reports a non-zero exit and warn/error log lines. */
+  stop(recorder: Recorder): Promise<void>;
+}
+
+/**
+ * Pause before stopping a broker: autocannon ends a run by closing its connections with requests in
+ * flight, and the broker's SIGTERM drain does not wait for a request whose client went away (it
+ * destroys the worker pool under it and logs a 500 "Terminating worker thread"). Letting those
+ * abandoned requests finish first keeps that shutdown artefact out of the warn/error count.
+ */
+const SETTLE_BEFORE_STOP_MS = 1000;
+
+/** pino levels: 40 warn, 50 error, 60 fatal. */
+const WARN_LEVEL = 40;
+
+/** Log lines of a broker at warn level or above (pino JSON lines; other text lines count too). */
+export function brokerWarnings(output: string): string[] {
+  return output.split('\n').filter((line) => {
+    if (line.trim() === '') return false;
+    try {
+      const parsed: unknown = JSON.parse(line);
+      if (typeof parsed === 'object' && parsed !== null && 'level' in parsed && typeof parsed.level === 'number') return parsed.level >= WARN_LEVEL;
+      return true;
+    } catch {
+      return true;
+    }
+  });
+}
+
+/** Starts a fresh Redis on a free port and a broker node from `dist/` with `BROKER_LOG_LEVEL=warn`. */
+export async function startStack(env: Record<string, string> = {}): Promise<Stack> {
+  const redis = await startRedis();
+  let broker: BrokerProcess;
+  try {
+    broker = await startBroker({ BROKER_REDIS_URL: redis.url, BROKER_LOG_LEVEL: 'warn', ...env });
+  } catch (err) {
+    await redis.stop();
+    throw err;
+  }
+  return {
+    redis,
+    broker,
+    stop: async (recorder) => {
+      await sleep(SETTLE_BEFORE_STOP_MS);
+      const code = await broker.stop('SIGTERM');
+      await redis.stop();
+      if (code !== 0) recorder.alarm(`broker exited with code ${String(code)} on SIGTERM`);
+      const warnings = brokerWarnings(broker.output());
+      if (warnings.length > 0) {
+        recorder.alarm(`broker wrote ${warnings.length} log line(s) at warn or above; first ones:`);
+        for (const line of warnings.slice(0, 5)) recorder.alarm(`  ${line.slice(0, 400)}`);
+      }
+      recorder.add('broker log lines at warn or above', warnings.length, 'lines');
+    },
+  };
+}
+
+/** The pid of a child process. @throws Error when it has none (it failed to spawn) */
+export function pidOf(child: { readonly pid?: number | undefined }): number {
+  if (child.pid === undefined) throw new Error('child process has no pid');
+  return child.pid;
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP helpers
+// ---------------------------------------------------------------------------------------------
+
+/** POSTs a JSON text. */
+export async function post(url: string, body: string | Buffer): Promise<{ status: number; text: string }> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(120_000) });
+  return { status: response.status, text: await response.text() };
+}
+
+/** Registers an event type. @throws Error unless the broker answers 201 */
+export async function createEventType(brokerUrl: string, definition: object): Promise<void> {
+  const { status, text } = await post(`${brokerUrl}/event-types`, JSON.stringify(definition));
+  if (status !== 201) throw new Error(`POST /event-types answered ${status}: ${text.slice(0, 500)}`);
+}
+
+/** Runs `tasks` with at most `limit` in flight; rejects on the first failure. */
+export async function runBounded(count: number, limit: number, task: (index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < count) {
+      const index = next++;
+      await task(index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, count) }, lane));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load generation
+// ---------------------------------------------------------------------------------------------
+
+/** One request body of a load run, with what it carries. */
+export interface LoadRequest {
+  readonly path: string;
+  readonly body: Buffer;
+  /** Events in the body. */
+  readonly events: number;
+  /** Sum of the events' JSON text sizes (the body minus brackets and commas). */
+  readonly eventBytes: number;
+}
+
+/** Builds a {@link LoadRequest} from events (serialized as one JSON array). */
+export function loadRequest(path: string, events: readonly object[]): LoadRequest {
+  const texts = events.map((e) => JSON.stringify(e));
+  const body = Buffer.from(`[${texts.join(',')}]`);
+  return { path, body, events: texts.length, eventBytes: texts.reduce((sum, t) => sum + Buffer.byteLength(t), 0) };
+}
+
+export interface LoadOptions {
+  readonly url: string;
+  readonly requests: readonly LoadRequest[];
+  readonly connections: number;
+  readonly durationSeconds: number;
+  readonly pipelining?: number;
+}
+
+/** What one load run measured (2xx answers only, unless said otherwise). */
+export interface LoadResult {
+  readonly durationSeconds: number;
+  readonly okRequests: number;
+  readonly events: number;
+  readonly bodyBytes: number;
+  readonly eventBytes: number;
+  /** Answers that were not 2xx. */
+  readonly non2xx: number;
+  /** Connection errors and timeouts. */
+  readonly errors: number;
+  /** Count per status code. */
+  readonly statuses: Readonly<Record<string, number>>;
+  /** Status and start of the body of the first non-2xx answer. */
+  readonly firstFailure: string | undefined;
+  /** Exact latency percentiles (ms) of the 2xx answers; autocannon's own histogram has 1 ms resolution. */
+  readonly latencyMs: { readonly p50: number; readonly p97_5: number; readonly p99: number; readonly mean: number; readonly max: number };
+  readonly requestsPerSecond: number;
+  readonly eventsPerSecond: number;
+  /** Request body MB/s. */
+  readonly bodyMBps: number;
+  /** Event JSON MB/s. */
+  readonly eventMBps: number;
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index] ?? Number.NaN;
+}
+
+/**
+ * Runs autocannon against `url` with the requests rotated per connection (each connection cycles
+ * through the list). Counts events and bytes of every 2xx answer through the per-request
+ * `onResponse` hook, and keeps every response time for exact percentiles.
+ */
+export function runLoad(options: LoadOptions): Promise<LoadResult> {
+  let okRequests = 0;
+  let events = 0;
+  let bodyBytes = 0;
+  let eventBytes = 0;
+  let firstFailure: string | undefined;
+  const latencies: number[] = [];
+  const requests: autocannon.Request[] = options.requests.map((request) => ({
+    method: 'POST',
+    path: request.path,
+    headers: { 'content-type': 'application/json' },
+    body: request.body,
+    onResponse: (status: number, body: string) => {
+      if (status >= 200 && status < 300) {
+        okRequests++;
+        events += request.events;
+        bodyBytes += request.body.byteLength;
+        eventBytes += request.eventBytes;
+      } else {
+        firstFailure ??= `${status} ${String(body).slice(0, 1000)}`;
+      }
+    },
+  }));
+  return new Promise((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: options.url,
+        connections: options.connections,
+        duration: options.durationSeconds,
+        pipelining: options.pipelining ?? 1,
+        requests,
+        timeout: 60,
+      },
+      (err, result) => {
+        if (err) {
+          reject(err instanceof Error ? err : new Error(String(err)));
+          return;
+        }
+        const sorted = Float64Array.from(latencies).sort();
+        const seconds = result.duration;
+        const statuses: Record<string, number> = {};
+        for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = stat.count ?? 0;
+        resolve({
+          durationSeconds: seconds,
+          okRequests,
+          events,
+          bodyBytes,
+          eventBytes,
+          non2xx: result.non2xx,
+          errors: result.errors,
+          statuses,
+          firstFailure,
+          latencyMs: {
+            p50: percentile(sorted, 50),
+            p97_5: percentile(sorted, 97.5),
+            p99: percentile(sorted, 99),
+            mean: sorted.length === 0 ? Number.NaN : latencies.reduce((a, b) => a + b, 0) / sorted.length,
+            max: sorted.length === 0 ? Number.NaN : (sorted[sorted.length - 1] ?? Number.NaN),
+          },
+          requestsPerSecond: okRequests / seconds,
+          eventsPerSecond: events / seconds,
+          bodyMBps: bodyBytes / MB / seconds,
+          eventMBps: eventBytes / MB / seconds,
+        });
+      },
+    );
+    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+      if (statusCode >= 200 && statusCode < 300) latencies.push(responseTime);
+    });
+  });
+}
+
+/** Reports non-2xx answers and connection errors of a load run loudly. @returns whether there were any */
+export function reportFailures(recorder: Recorder, label: string, result: LoadResult): boolean {
+  if (result.non2xx === 0 && result.errors === 0) return false;
+  recorder.alarm(`${label}: ${result.non2xx} non-2xx answers, ${result.errors} connection errors/timeouts; statuses ${JSON.stringify(result.statuses)}`);
+  if (result.firstFailure !== undefined) recorder.alarm(`${label}: first failure: ${result.firstFailure}`);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU accounting
+// ---------------------------------------------------------------------------------------------
+
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** utime + stime in clock ticks per thread id of a process (Linux /proc); empty elsewhere or after exit. */
+function threadTicks(pid: number): Map<number, number> {
+  const ticks = new Map<number, number>();
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return ticks;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+      ticks.set(Number(tid), Number(fields[11]) + Number(fields[12]));
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return ticks;
+}
+
+/** Busy and steal ticks of the whole machine (first line of /proc/stat); zeros elsewhere. */
+function machineTicks(): { busy: number; steal: number } {
+  try {
+    const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = fields;
+    return { busy: user + nice + system + irq + softirq, steal };
+  } catch {
+    return { busy: 0, steal: 0 };
+  }
+}
+
+/** CPU use over an interval, in % of one core (the machine's total is 100 × cores). */
+export interface CpuUse {
+  /** Per label: for a process measured `split`, `<label> main thread` and `<label> other threads`. */
+  readonly byLabel: Readonly<Record<string, number>>;
+}
+
+/** Measures CPU of processes (by pid) and of this process (the load generator) over an interval. */
+export class CpuMeter {
+  private startTicks = new Map<string, Map<number, number>>();
+  private startSelf: NodeJS.CpuUsage = process.cpuUsage();
+  private startedAt = 0;
+  private startMachine = machineTicks();
+
+  /**
+   * @param processes label → pid; `split: true` separates the main thread (tid = pid) from the other
+   *   threads (for a Node process: worker threads, GC and libuv helpers)
+   */
+  constructor(private readonly processes: readonly { label: string; pid: number; split?: boolean }[]) {}
+
+  start(): void {
+    this.startedAt = performance.now();
+    this.startSelf = process.cpuUsage();
+    this.startMachine = machineTicks();
+    this.startTicks = new Map(this.processes.map((p) => [p.label, threadTicks(p.pid)]));
+  }
+
+  stop(): CpuUse {
+    const seconds = (performance.now() - this.startedAt) / 1000;
+    const percent = (ticks: number) => (ticks / CLOCK_TICKS / seconds) * 100;
+    const byLabel: Record<string, number> = {};
+    for (const p of this.processes) {
+      const before = this.startTicks.get(p.label) ?? new Map<number, number>();
+      let main = 0;
+      let others = 0;
+      for (const [tid, now] of threadTicks(p.pid)) {
+        const used = now - (before.get(tid) ?? 0);
+        if (tid === p.pid) main += used;
+        else others += used;
+      }
+      if (p.split) {
+        byLabel[`${p.label} main thread`] = percent(main);
+        byLabel[`${p.label} other threads`] = percent(others);
+      } else byLabel[p.label] = percent(main + others);
+    }
+    const self = process.cpuUsage(this.startSelf);
+    byLabel['load generator (bench process)'] = ((self.user + self.system) / 1e6 / seconds) * 100;
+    // Whatever else ran on the machine meanwhile (should be ~0: a busy neighbour skews every figure).
+    const machine = machineTicks();
+    const measured = Object.values(byLabel).reduce((sum, v) => sum + v, 0);
+    byLabel['other processes'] = Math.max(0, percent(machine.busy - this.startMachine.busy) - measured);
+    if (machine.steal > this.startMachine.steal) byLabel['stolen by the hypervisor'] = percent(machine.steal - this.startMachine.steal);
+    return { byLabel };
+  }
+}
+
+/** Records a CPU breakdown as figures `<prefix>CPU <label>` in % of one core. */
+export function recordCpu(recorder: Recorder, prefix: string, use: CpuUse): void {
+  for (const [label, value] of Object.entries(use.byLabel)) recorder.add(`${prefix}CPU ${label}`, round(value, 0), '% of a core');
+}
+
+/** Rounds to `digits` decimals. */
+export function round(value: number, digits: number): number {
+  const factor = 10 ** digits;
+  return Math.round(value * factor) / factor;
+}
+
+/** Waits `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,183 @@
+/**
+ * Benchmark runner (STYLE.md habit 10): runs the selected scenarios one after the other, each on its
+ * own fresh redis-server and broker node, prints a table, appends one JSON line per figure to
+ * `bench/results.jsonl` (date, commit, machine, command, scenario, metric, value, unit, target, met)
+ * and regenerates the "Latest results" table of `bench/README.md` from the latest run.
+ *
+ *   npm run bench                                   # build, then every scenario
+ *   node dist/bench/run.js [publish-batches] [github] [single-event] [memory]
+ *
+ * A missed target never fails the run: it is printed as MISSED. The exit code is 1 only when a
+ * scenario crashed (its figures so far are still recorded).
+ */
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { repoRoot } from '../scripts/local-processes.js';
+import { githubPayloads } from './github-payloads.js';
+import { Recorder, describeTarget, meets, type Figure, type Scenario, type Target } from './harness.js';
+import { memory } from './memory.js';
+import { publishBatches } from './publish-batches.js';
+import { singleEvent } from './single-event.js';
+
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, memory];
+const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
+const README_FILE = path.join(repoRoot, 'bench', 'README.md');
+const START_MARKER = '<!-- results:start -->';
+const END_MARKER = '<!-- results:end -->';
+
+/** The machine a run measured. */
+interface Machine {
+  readonly cpu: string;
+  readonly cores: number;
+  readonly memory_gib: number;
+  readonly node: string;
+  readonly redis: string;
+}
+
+/** One line of `bench/results.jsonl`. */
+interface ResultLine {
+  readonly run_id: string;
+  readonly date: string;
+  readonly commit: string;
+  readonly machine: Machine;
+  readonly command: string;
+  readonly scenario: string;
+  readonly metric: string;
+  readonly value: number;
+  readonly unit: string;
+  readonly target: Target | null;
+  readonly met: boolean | null;
+}
+
+function output(command: string, args: string[]): string {
+  try {
+    return execFileSync(command, args, { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return '';
+  }
+}
+
+/** `git rev-parse --short HEAD`, with `-dirty` when the working tree has changes. */
+function commitOf(): string {
+  const head = output('git', ['rev-parse', '--short', 'HEAD']) || 'unknown';
+  return output('git', ['status', '--porcelain']) === '' ? head : `${head}-dirty`;
+}
+
+function machineOf(): Machine {
+  const cpus = os.cpus();
+  return {
+    cpu: cpus[0]?.model.trim() ?? 'unknown',
+    cores: cpus.length,
+    memory_gib: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    node: process.version,
+    redis: /v=(\S+)/.exec(output('redis-server', ['--version']))?.[1] ?? 'unknown',
+  };
+}
+
+function formatValue(value: number): string {
+  return value.toLocaleString('en-US', { maximumFractionDigits: 3 });
+}
+
+function status(met: boolean | null): string {
+  return met === null ? '' : met ? 'MET' : 'MISSED';
+}
+
+function printTable(lines: readonly ResultLine[]): void {
+  const rows = lines.map((l) => [l.scenario, l.metric, formatValue(l.value), l.unit, describeTarget(l.target ?? undefined), status(l.met)]);
+  const header = ['scenario', 'metric', 'value', 'unit', 'target', ''];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i === 2 ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd();
+  process.stdout.write(`\n${line(header)}\n${widths.map((w) => '-'.repeat(w)).join('  ')}\n`);
+  for (const row of rows) process.stdout.write(`${line(row)}\n`);
+}
+
+/** The README block for one run's lines. */
+function markdownTable(lines: readonly ResultLine[]): string {
+  const first = lines[0];
+  if (first === undefined) return '_No results yet: run `npm run bench`._';
+  const m = first.machine;
+  const escape = (s: string) => s.replaceAll('|', '\\|');
+  const out = [
+    `Run ${first.date} · commit \`${first.commit}\` · ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB · Node ${m.node} · Redis ${m.redis}`,
+    '',
+    `Command: \`${first.command}\``,
+    '',
+    '| scenario | metric | value | unit | target | |',
+    '|---|---|--:|---|---|---|',
+    ...lines.map((l) => `| ${l.scenario} | ${escape(l.metric)} | ${formatValue(l.value)} | ${l.unit} | ${escape(describeTarget(l.target ?? undefined))} | ${status(l.met)} |`),
+  ];
+  return out.join('\n');
+}
+
+/** Rewrites the block between the markers of bench/README.md with the latest run of results.jsonl. */
+function updateReadme(): void {
+  const all = readFileSync(RESULTS_FILE, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as ResultLine);
+  const latest = all[all.length - 1]?.run_id;
+  const block = `${START_MARKER}\n${markdownTable(all.filter((l) => l.run_id === latest))}\n${END_MARKER}`;
+  const readme = existsSync(README_FILE) ? readFileSync(README_FILE, 'utf8') : '# Benchmarks\n\n## Latest results\n\n';
+  const start = readme.indexOf(START_MARKER);
+  const end = readme.indexOf(END_MARKER);
+  const updated = start >= 0 && end > start ? readme.slice(0, start) + block + readme.slice(end + END_MARKER.length) : `${readme.trimEnd()}\n\n${block}\n`;
+  writeFileSync(README_FILE, updated);
+}
+
+async function main(): Promise<number> {
+  const names = process.argv.slice(2);
+  const unknown = names.filter((n) => !SCENARIOS.some((s) => s.name === n));
+  if (unknown.length > 0) {
+    process.stderr.write(`unknown scenario(s): ${unknown.join(', ')}\nscenarios:\n${SCENARIOS.map((s) => `  ${s.name.padEnd(16)} ${s.title}`).join('\n')}\n`);
+    return 2;
+  }
+  const selected = names.length === 0 ? SCENARIOS : SCENARIOS.filter((s) => names.includes(s.name));
+  const date = new Date().toISOString();
+  const commit = commitOf();
+  const machine = machineOf();
+  const command = ['node', path.relative(repoRoot, process.argv[1] ?? 'dist/bench/run.js'), ...names].join(' ');
+  process.stdout.write(`bench: ${selected.map((s) => s.name).join(', ')} · commit ${commit} · ${machine.cpu} (${machine.cores} cores) · Node ${machine.node} · Redis ${machine.redis}\n`);
+  process.stdout.write('broker, Redis and the load generator share this machine\'s cores.\n');
+
+  const figures: Figure[] = [];
+  let crashed = false;
+  for (const scenario of selected) {
+    process.stdout.write(`\n== ${scenario.name}: ${scenario.title}\n`);
+    const recorder = new Recorder(scenario.name);
+    const started = performance.now();
+    try {
+      await scenario.run(recorder);
+    } catch (err) {
+      crashed = true;
+      recorder.alarm(`CRASHED: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+    figures.push(...recorder.figures);
+    recorder.log(`done in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  }
+
+  const lines: ResultLine[] = figures.map((f) => {
+    const met = meets(f);
+    return { run_id: date, date, commit, machine, command, scenario: f.scenario, metric: f.metric, value: f.value, unit: f.unit, target: f.target ?? null, met: met ?? null };
+  });
+  printTable(lines);
+  const withTargets = lines.filter((l) => l.met !== null);
+  const missed = withTargets.filter((l) => l.met === false);
+  process.stdout.write(`\ntargets: ${withTargets.length - missed.length} MET, ${missed.length} MISSED${missed.length > 0 ? `: ${missed.map((l) => `${l.scenario} / ${l.metric}`).join('; ')}` : ''}\n`);
+  if (lines.length > 0) {
+    appendFileSync(RESULTS_FILE, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+    updateReadme();
+    process.stdout.write(`appended ${lines.length} figures to ${path.relative(repoRoot, RESULTS_FILE)}; updated ${path.relative(repoRoot, README_FILE)}\n`);
+  }
+  if (crashed) process.stdout.write('a scenario crashed: exit code 1\n');
+  return crashed ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);
