@@ -61,7 +61,8 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
     },
     async close() {
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref());
-      await Promise.race([http.shutdown(), grace]);
+      // The HTTP server waits for live requests; the publisher also for batches whose client left.
+      await Promise.race([Promise.all([http.shutdown(), publisher.drain()]), grace]);
       await retention.stop();
       await pool.close();
       subscriber.disconnect();

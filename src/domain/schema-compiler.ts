@@ -19,7 +19,7 @@ type AjvOptions = NonNullable<ConstructorParameters<typeof Ajv04>[0]>;
  * fails to compile), formats from ajv-formats (`uuid`, `date-time`, ...).
  *
  * Used by the publish worker (one instance per thread, validators cached per schema) and by the
- * registry's schema checks.
+ * registry's schema checks. Formats use ajv-formats' fast mode (shape, not calendar validity).
  */
 export function createSchemaCompiler(): SchemaCompiler {
   const ajv = new Ajv04({
@@ -29,7 +29,9 @@ export function createSchemaCompiler(): SchemaCompiler {
     $data: false,
     code: { regExp: RE2 as unknown as NonNullable<AjvOptions['code']>['regExp'] },
   });
-  addFormats(ajv);
+  // Fast mode: formats are checked by shape (RFC 3339 date-time, UUID, URI syntax) but not by calendar
+  // validity (2026-02-30 passes); measured at ~0.35 instead of ~1.0 ms per 1000-event batch.
+  addFormats(ajv, { mode: 'fast' });
   return ajv;
 }
 

@@ -102,7 +102,8 @@ export class HttpServer {
   private async handle(method: Method, req: HyperExpress.Request, res: HyperExpress.Response, handler: Handler): Promise<void> {
     const started = process.hrtime.bigint();
     const flowId = this.flowIdOf(req.headers);
-    const log = this.logger.child({ flow_id: flowId });
+    let child: Logger | undefined;
+    const log = (): Logger => (child ??= this.logger.child({ flow_id: flowId }));
     let status = 500;
     try {
       if (!this.accepting) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
@@ -116,7 +117,9 @@ export class HttpServer {
         query: new URLSearchParams(req.path_query),
         headers: req.headers,
         flowId,
-        log,
+        get log() {
+          return log();
+        },
         body: () => (bodyPromise ??= this.readBody(req)),
         json: async () => parseJson(await ctx.body()),
       };
@@ -128,9 +131,9 @@ export class HttpServer {
     } finally {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       const line = { method, path: req.path, status, ms: Math.round(ms * 100) / 100 };
-      if (status >= 500) log.error(line, 'request failed');
-      else if (status >= 400) log.info(line, 'request rejected');
-      else log.debug(line, 'request');
+      if (status >= 500) log().error(line, 'request failed');
+      else if (status >= 400) log().info(line, 'request rejected');
+      else if (this.logger.isLevelEnabled('debug')) log().debug(line, 'request');
     }
   }
 

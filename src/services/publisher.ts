@@ -23,6 +23,9 @@ export interface PublishContext {
  * Nothing is written unless every event passed validation, size and partitioning.
  */
 export class Publisher {
+  /** Batches between receipt and answer, awaited on shutdown even when their client went away. */
+  private readonly inFlight = new Set<Promise<unknown>>();
+
   constructor(
     private readonly cache: EventTypeCache,
     private readonly pool: WorkerPool,
@@ -35,7 +38,19 @@ export class Publisher {
    * @param body the request body (gunzipped); it is handed to a worker and must not be used afterwards
    * @throws BrokerError 404 unknown event type, 400 malformed body, 503 storage unreachable or node busy
    */
-  async publish(name: string, body: Buffer, context: PublishContext): Promise<PublishOutcome> {
+  publish(name: string, body: Buffer, context: PublishContext): Promise<PublishOutcome> {
+    const work = this.process(name, body, context);
+    const tracked = work.catch(() => undefined).finally(() => this.inFlight.delete(tracked));
+    this.inFlight.add(tracked);
+    return work;
+  }
+
+  /** Resolves once every batch accepted so far has been written or refused (graceful shutdown). */
+  async drain(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
+  }
+
+  private async process(name: string, body: Buffer, context: PublishContext): Promise<PublishOutcome> {
     const eventType = await this.cache.get(name);
     if (!eventType) throw errors.eventTypeNotFound(name);
     if (this.redis.status !== 'ready') {
