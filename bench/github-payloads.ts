@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { loadGithubEventTypes, wrapAsDataEvent } from '../scripts/github-event-types.js';
-import { CpuMeter, MB, createEventType, loadRequest, pidOf, post, recordCpu, reportFailures, round, runLoad, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
+import { MB, createEventType, loadRequest, post, recordCpu, reportFailures, round, runLoad, startStack, type LoadRequest, type Recorder, type Scenario, stackMeter } from './harness.js';
 
 export const BATCH = 100;
 export const CONNECTIONS = 8;
@@ -58,10 +58,7 @@ async function run(recorder: Recorder): Promise<void> {
     recorder.add('events rejected in the warm-up', rejected, 'events', { op: '<=', value: 0 });
     await runLoad({ url: stack.broker.url, requests, connections: CONNECTIONS, durationSeconds: WARMUP_SECONDS });
 
-    const meter = new CpuMeter([
-      { label: 'broker', pid: pidOf(stack.broker.process), split: true },
-      { label: 'redis-server', pid: pidOf(stack.redis.process) },
-    ]);
+    const meter = stackMeter(stack);
     meter.start();
     const result = await runLoad({ url: stack.broker.url, requests, connections: CONNECTIONS, durationSeconds: DURATION_SECONDS });
     const cpu = meter.stop();

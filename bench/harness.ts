@@ -112,6 +112,14 @@ export function brokerWarnings(output: string): string[] {
   });
 }
 
+/** A CPU meter over a stack's broker node (main thread and other threads apart) and its redis-server. */
+export function stackMeter(stack: Stack): CpuMeter {
+  return new CpuMeter([
+    { label: 'broker', pid: pidOf(stack.broker.process), split: true },
+    { label: 'redis-server', pid: pidOf(stack.redis.process) },
+  ]);
+}
+
 /** Starts a fresh Redis on a free port and a broker node from `dist/` with `BROKER_LOG_LEVEL=warn`. */
 export async function startStack(env: Record<string, string> = {}): Promise<Stack> {
   const redis = await startRedis();

@@ -28,6 +28,7 @@ import {
   type LoadResult,
   type Recorder,
   type Scenario,
+  stackMeter,
 } from './harness.js';
 
 const EVENT_TYPE = 'bench.order';
@@ -173,10 +174,7 @@ async function run(recorder: Recorder): Promise<void> {
   const stack = await startStack();
   try {
     await createEventType(stack.broker.url, businessEventType(EVENT_TYPE, ORDER_SCHEMA, PARTITIONS));
-    const meter = new CpuMeter([
-      { label: 'broker', pid: pidOf(stack.broker.process), split: true },
-      { label: 'redis-server', pid: pidOf(stack.redis.process) },
-    ]);
+    const meter = stackMeter(stack);
     for (const [i, point] of POINTS.entries()) {
       const requests = bodies[i] ?? [];
       const label = `batch ${point.batch}`;

@@ -5,7 +5,7 @@
  * (its own histogram rounds to whole milliseconds). For comparison, a 5 s run with one producer.
  */
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
-import { CpuMeter, createEventType, loadRequest, pidOf, recordCpu, reportFailures, round, runLoad, startStack, type Recorder, type Scenario } from './harness.js';
+import { createEventType, loadRequest, recordCpu, reportFailures, round, runLoad, startStack, type Recorder, type Scenario, stackMeter } from './harness.js';
 
 const EVENT_TYPE = 'bench.order';
 const PATH = `/event-types/${EVENT_TYPE}/events`;
@@ -23,10 +23,7 @@ async function run(recorder: Recorder): Promise<void> {
   try {
     await createEventType(stack.broker.url, businessEventType(EVENT_TYPE, ORDER_SCHEMA, 4));
     await runLoad({ url: stack.broker.url, requests, connections: CONNECTIONS, durationSeconds: WARMUP_SECONDS });
-    const meter = new CpuMeter([
-      { label: 'broker', pid: pidOf(stack.broker.process), split: true },
-      { label: 'redis-server', pid: pidOf(stack.redis.process) },
-    ]);
+    const meter = stackMeter(stack);
     meter.start();
     const result = await runLoad({ url: stack.broker.url, requests, connections: CONNECTIONS, durationSeconds: DURATION_SECONDS });
     const cpu = meter.stop();

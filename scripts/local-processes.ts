@@ -9,6 +9,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../src/storage/free-port.js';
+
+export { freePort };
 
 /** Repository root, from `scripts/` or `dist/scripts/`. */
 export const repoRoot = (() => {
@@ -16,18 +19,6 @@ export const repoRoot = (() => {
   const up = path.resolve(here, '..');
   return path.basename(up) === 'dist' ? path.dirname(up) : up;
 })();
-
-/** A free TCP port on 127.0.0.1 (bound, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 async function waitForPort(port: number, timeoutMs: number, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs;

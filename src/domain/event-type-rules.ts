@@ -17,7 +17,6 @@ import {
   PARTITION_STRATEGIES,
   type AuthorizationAttribute,
   type Category,
-  type CleanupPolicy,
   type CompatibilityMode,
   type EnrichmentStrategy,
   type EventOwnerSelector,
@@ -25,7 +24,6 @@ import {
   type EventTypeAuthorization,
   type EventTypeOptions,
   type EventTypeStatistics,
-  type PartitionStrategy,
 } from './event-type.js';
 import { lookupField } from './effective-schema.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
@@ -55,24 +53,9 @@ export interface EventTypeLimits {
  * forward`, `cleanup_policy delete`, `options.retention_time` = the installation default) and optional
  * fields that were absent or `null` are left out. `partition_key_fields` is present only for `hash`.
  */
-export interface EventTypeInput {
-  readonly name: string;
-  readonly owning_application: string;
-  readonly category: Category;
-  readonly enrichment_strategies: readonly EnrichmentStrategy[];
-  readonly partition_strategy: PartitionStrategy;
-  readonly partition_key_fields?: readonly string[];
-  readonly compatibility_mode: CompatibilityMode;
+export type EventTypeInput = Omit<EventType, 'schema' | 'created_at' | 'updated_at'> & {
   readonly schema: { readonly type: 'json_schema'; readonly schema: string };
-  readonly cleanup_policy: CleanupPolicy;
-  readonly default_statistic?: EventTypeStatistics;
-  readonly options: EventTypeOptions;
-  readonly authorization?: EventTypeAuthorization;
-  readonly annotations?: Readonly<Record<string, string>>;
-  readonly labels?: Readonly<Record<string, string>>;
-  readonly ordering_key_fields?: readonly string[];
-  readonly event_owner_selector?: EventOwnerSelector;
-}
+};
 
 /**
  * Outcome of a rule check: the validated value, or the HTTP status (400 when any problem is of the

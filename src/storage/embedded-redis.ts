@@ -4,6 +4,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { BrokerConfig } from '../config/config-schema.js';
 import type { Logger } from '../observability/logger.js';
+import { freePort } from './free-port.js';
 
 /** A Redis the node started (or adopted) and stops on exit. */
 export interface EmbeddedRedis {
@@ -26,17 +27,6 @@ function canConnect(options: net.NetConnectOpts): Promise<boolean> {
       resolve(true);
     });
     socket.once('error', () => resolve(false));
-  });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
   });
 }
 
