@@ -59,6 +59,7 @@ export interface PartitionPayload {
   readonly data: Uint8Array;
 }
 
+/** A worker's answer to a {@link PublishTask}: 400, 422 or the payloads to write. */
 export type PublishResult =
   | { readonly kind: 'malformed'; readonly detail: string }
   | { readonly kind: 'rejected'; readonly items: BatchItemResponse[] }
@@ -73,4 +74,5 @@ export type PublishResult =
       readonly bytes: number;
     };
 
+/** A worker's answer to a {@link CompileTask}. */
 export type CompileResult = { readonly ok: true } | { readonly ok: false; readonly reason: string };

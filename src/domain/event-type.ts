@@ -28,6 +28,7 @@ export interface EventTypeSchema {
   readonly created_at: string;
 }
 
+/** `default_statistic` (spec "EventTypeStatistics"): all ≥ 1; partitions = max(read, write parallelism), capped. */
 export interface EventTypeStatistics {
   readonly messages_per_minute: number;
   readonly message_size: number;
@@ -35,22 +36,26 @@ export interface EventTypeStatistics {
   readonly write_parallelism: number;
 }
 
+/** `options` of an event type (WIRE.md: retention_time in ms, default 2 days). */
 export interface EventTypeOptions {
   /** Retention in milliseconds. */
   readonly retention_time: number;
 }
 
+/** One attribute of an authorization list (spec "AuthorizationAttribute"); `*`/`*` is the wildcard. */
 export interface AuthorizationAttribute {
   readonly data_type: string;
   readonly value: string;
 }
 
+/** An event type's authorization section (spec "Authentication" 4–8): stored, not removable; enforced from issue 4. */
 export interface EventTypeAuthorization {
   readonly admins: readonly AuthorizationAttribute[];
   readonly readers: readonly AuthorizationAttribute[];
   readonly writers: readonly AuthorizationAttribute[];
 }
 
+/** Per-event owner (spec "EventOwnerSelector"): `path` into the event or a `static` value; immutable once set. */
 export interface EventOwnerSelector {
   readonly type: 'path' | 'static';
   readonly name: string;

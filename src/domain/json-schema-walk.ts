@@ -5,10 +5,12 @@
  */
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
+/** A parsed JSON object. */
 export interface JsonObject {
   [key: string]: JsonValue;
 }
 
+/** Whether a value is a JSON object (not null, not an array). */
 export function isJsonObject(v: unknown): v is JsonObject {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -35,8 +35,10 @@ export interface RequestContext {
   json(): Promise<unknown>;
 }
 
+/** A route handler: answers, or throws a BrokerError (mapped to a problem) or anything else (500). */
 export type Handler = (ctx: RequestContext) => Promise<HttpAnswer>;
 
+/** Body limits in bytes (config `http.*`). */
 export interface HttpServerOptions {
   readonly maxBodyBytes: number;
   readonly maxInflatedBodyBytes: number;

@@ -55,6 +55,7 @@ export class WorkerPool {
     }
   }
 
+  /** Waits for running tasks, then stops the threads (graceful shutdown). */
   async close(): Promise<void> {
     await this.pool.close();
   }
