@@ -46,6 +46,15 @@ export interface BrokerConfig {
   readonly retention: {
     readonly checkIntervalMs: number;
   };
+  readonly subscriptions: {
+    readonly maxPartitions: number;
+    readonly leaseTtlMs: number;
+  };
+  readonly consumption: {
+    readonly maxStreamBufferBytes: number;
+    readonly pollIntervalMs: number;
+    readonly readEntries: number;
+  };
 }
 
 const positiveInt = (description: string, minimum = 1): Record<string, unknown> => ({ type: 'integer', minimum, description });
@@ -54,7 +63,7 @@ const positiveInt = (description: string, minimum = 1): Record<string, unknown> 
 export const configSchema = {
   type: 'object',
   additionalProperties: false,
-  required: ['port', 'host', 'logLevel', 'redis', 'embeddedRedis', 'http', 'publish', 'eventTypes', 'retention'],
+  required: ['port', 'host', 'logLevel', 'redis', 'embeddedRedis', 'http', 'publish', 'eventTypes', 'retention', 'subscriptions', 'consumption'],
   properties: {
     port: { type: 'integer', minimum: 0, maximum: 65535, description: 'HTTP port of this broker node (0 = any free port)' },
     host: { type: 'string', minLength: 1, description: 'address the HTTP server binds to' },
@@ -121,6 +130,25 @@ export const configSchema = {
       required: ['checkIntervalMs'],
       properties: {
         checkIntervalMs: positiveInt('how often each partition is trimmed to its retention time'),
+      },
+    },
+    subscriptions: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['maxPartitions', 'leaseTtlMs'],
+      properties: {
+        maxPartitions: positiveInt('most partitions (over all its event types) a subscription may have (422 above)'),
+        leaseTtlMs: positiveInt('a streaming session not renewed for this long is dead and its partitions move (heartbeat every third of it)', 1000),
+      },
+    },
+    consumption: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['maxStreamBufferBytes', 'pollIntervalMs', 'readEntries'],
+      properties: {
+        maxStreamBufferBytes: positiveInt('most bytes one stream holds read but not yet taken by its client; reading pauses above', 65536),
+        pollIntervalMs: positiveInt('safety-net poll of a partition with an idle reader (publishes wake readers at once)', 10),
+        readEntries: positiveInt('stream entries (each one batch of one partition) fetched per read'),
       },
     },
   },

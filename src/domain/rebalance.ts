@@ -70,13 +70,23 @@ function effectiveOwner(a: PartitionAssignment | undefined): string {
  *   at once; one that leaves a live holder becomes `reassigning` (`session` = holder, `nextSession` =
  *   new owner); one moving back to its live holder is `assigned` again;
  * - without an owner (no sessions, or only direct sessions and no auto session for the rest) a
- *   partition is `unassigned` with empty `session` and `nextSession`.
+ *   partition is `unassigned` with empty `session` and `nextSession` — unless its holder is still in
+ *   `holders` (a closed stream inside its commit window): then it is `reassigning` to nobody
+ *   (`nextSession` '') until the holder committed or expired.
+ *
+ * `holders` are the sessions that still hold partitions and may commit (the streaming `sessions` plus
+ * closed ones inside their commit timeout); it defaults to the ids of `sessions`.
  *
  * Input order does not matter. Entries of `current` for partitions not in `partitions` are dropped.
  * @returns one entry per distinct input partition, sorted by (eventType, partition)
  */
-export function rebalance(partitions: readonly PartitionKey[], sessions: readonly Session[], current: readonly PartitionAssignment[]): PartitionAssignment[] {
-  const live = new Set(sessions.map((s) => s.id));
+export function rebalance(
+  partitions: readonly PartitionKey[],
+  sessions: readonly Session[],
+  current: readonly PartitionAssignment[],
+  holders: ReadonlySet<string> = new Set(sessions.map((s) => s.id)),
+): PartitionAssignment[] {
+  const live = new Set([...holders, ...sessions.map((s) => s.id)]);
   const currentByKey = new Map<string, PartitionAssignment>();
   for (const a of current) currentByKey.set(keyOf(a.eventType, a.partition), a);
 
@@ -143,7 +153,12 @@ export function rebalance(partitions: readonly PartitionKey[], sessions: readonl
     const owner = target.get(k) ?? '';
     const assignmentType = directOwner.has(k) ? 'direct' : 'auto';
     const before = currentByKey.get(k);
-    if (owner === '') return { ...p, state: 'unassigned', session: '', nextSession: '', assignmentType };
+    if (owner === '') {
+      // No new owner: a holder that may still commit keeps it as `reassigning` to nobody.
+      const holder = before === undefined || before.state === 'unassigned' ? '' : before.session;
+      if (holder !== '' && live.has(holder)) return { ...p, state: 'reassigning', session: holder, nextSession: '', assignmentType };
+      return { ...p, state: 'unassigned', session: '', nextSession: '', assignmentType };
+    }
     if (before !== undefined && effectiveOwner(before) === owner) {
       // Unchanged owner: an ongoing reassignment stays as it is, unless its holder is gone.
       if (before.state === 'reassigning' && live.has(before.session)) {
@@ -160,14 +175,15 @@ export function rebalance(partitions: readonly PartitionKey[], sessions: readonl
 }
 
 /**
- * Completes the move of one `reassigning` partition: it becomes `assigned` to its `nextSession`.
+ * Completes the move of one `reassigning` partition: it becomes `assigned` to its `nextSession`
+ * (`unassigned` when that is '').
  * Called once the old stream committed what it was sent, or its commit timeout passed.
  * @returns a copy of `current` in the same order; unchanged when `key` is absent or not reassigning
  */
 export function completeReassignment(current: readonly PartitionAssignment[], key: PartitionKey): PartitionAssignment[] {
   return current.map((a) =>
     a.eventType === key.eventType && a.partition === key.partition && a.state === 'reassigning'
-      ? { ...a, state: 'assigned', session: a.nextSession, nextSession: '' }
+      ? { ...a, state: a.nextSession === '' ? 'unassigned' : 'assigned', session: a.nextSession, nextSession: '' }
       : a,
   );
 }

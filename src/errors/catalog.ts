@@ -8,9 +8,10 @@ import { STATUS_CODES } from 'node:http';
 export const errorCatalog = {
   BAD_REQUEST: { status: 400, meaning: 'The request is malformed: not JSON, wrong JSON shape, bad enum value, bad query parameter or header.' },
   BAD_GZIP: { status: 400, meaning: 'A `Content-Encoding: gzip` body that does not inflate.' },
-  NOT_FOUND: { status: 404, meaning: 'No such route, event type, partition or schema version.' },
+  NOT_FOUND: { status: 404, meaning: 'No such route, event type, partition, schema version or subscription.' },
   METHOD_NOT_ALLOWED: { status: 405, meaning: 'The route exists but not for this method.' },
-  CONFLICT: { status: 409, meaning: 'The resource exists already (event type name) or is being changed.' },
+  CONFLICT: { status: 409, meaning: 'The resource exists already (event type name) or is being changed; no free streaming slot; a requested partition is taken; a cursor reset runs.' },
+  PRECONDITION_FAILED: { status: 412, meaning: 'A low-level stream was asked to start from an invalid cursor: unknown partition, malformed, expired or beyond the newest offset.' },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: 'The body is larger than `http.maxBodyBytes`, or inflates past `http.maxInflatedBodyBytes`.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: 'A `Content-Encoding` other than gzip or identity.' },
   UNPROCESSABLE: { status: 422, meaning: 'The body parses but breaks a rule: a field, a schema, a strategy, a cursor.' },

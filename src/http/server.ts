@@ -20,6 +20,33 @@ export interface HttpAnswer {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
+/**
+ * Where a streamed answer writes (DESIGN.md §6): lines go to the client as HTTP chunks. `write`
+ * reports backpressure like a Node writable; a stream must `await drained()` after it returned false
+ * before writing more, so a slow client never makes the node buffer without bound.
+ */
+export interface StreamSink {
+  /** Queues a chunk. @returns false when the client is behind (wait for `drained()`) or gone */
+  write(chunk: string): boolean;
+  /** Resolves when the queued bytes went out, or at once when the client is gone. */
+  drained(): Promise<void>;
+  /** Bytes queued for the client and not yet sent. */
+  readonly bufferedBytes: number;
+  /** True once the client disconnected. */
+  readonly closed: boolean;
+  /** Aborted when the client disconnects or the node shuts down: the stream should end (flushing what it may). */
+  readonly signal: AbortSignal;
+}
+
+/** A streamed answer: status and headers go out at once, then `stream` writes until it returns. */
+export interface StreamingAnswer {
+  readonly status: number;
+  readonly contentType: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  /** Writes the body; the response ends when it settles. A rejection after the headers went out ends the response and is logged. */
+  stream(sink: StreamSink): Promise<void>;
+}
+
 /** Per-request context handed to handlers. */
 export interface RequestContext {
   readonly method: Method;
@@ -36,7 +63,7 @@ export interface RequestContext {
 }
 
 /** A route handler: answers, or throws a BrokerError (mapped to a problem) or anything else (500). */
-export type Handler = (ctx: RequestContext) => Promise<HttpAnswer>;
+export type Handler = (ctx: RequestContext) => Promise<HttpAnswer | StreamingAnswer>;
 
 /** Body limits in bytes (config `http.*`). */
 export interface HttpServerOptions {
@@ -57,6 +84,8 @@ export class HttpServer {
   private readonly app: HyperExpress.Server;
   private readonly routes: { pattern: RegExp; method: Method }[] = [];
   private accepting = true;
+  /** Aborted on shutdown: open streams end so the drain does not wait for them. */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly options: HttpServerOptions,
@@ -93,6 +122,7 @@ export class HttpServer {
   /** Stops accepting requests (new ones get 503) and waits until in-flight requests finish. */
   async shutdown(): Promise<void> {
     this.accepting = false;
+    this.stopping.abort();
     await this.app.shutdown();
   }
 
@@ -127,7 +157,8 @@ export class HttpServer {
       };
       const answer = await handler(ctx);
       status = answer.status;
-      await this.sendAnswer(req, res, flowId, answer);
+      if ('stream' in answer) await this.sendStream(res, flowId, answer, log);
+      else await this.sendAnswer(req, res, flowId, answer);
     } catch (err) {
       status = this.sendProblem(res, flowId, err);
     } finally {
@@ -181,6 +212,53 @@ export class HttpServer {
       return;
     }
     res.send(body);
+  }
+
+  private async sendStream(res: HyperExpress.Response, flowId: string, answer: StreamingAnswer, log: () => Logger): Promise<void> {
+    const controller = new AbortController();
+    const stopOnShutdown = (): void => controller.abort();
+    this.stopping.signal.addEventListener('abort', stopOnShutdown);
+    let closed = false;
+    res.on('close', () => {
+      closed = true;
+      controller.abort();
+    });
+    res.status(answer.status);
+    res.header('X-Flow-Id', flowId);
+    res.header('Content-Type', answer.contentType);
+    for (const [key, value] of Object.entries(answer.headers ?? {})) res.header(key, value);
+    // An empty write sends the status line and headers now (clients wait for them, WIRE.md "Streaming").
+    res.write('');
+    const sink: StreamSink = {
+      write: (chunk) => (closed ? false : res.write(chunk)),
+      drained: () =>
+        new Promise<void>((resolve) => {
+          if (closed || res.writableLength === 0) return resolve();
+          const done = (): void => {
+            res.off('drain', done);
+            res.off('close', done);
+            resolve();
+          };
+          res.on('drain', done);
+          res.on('close', done);
+        }),
+      get bufferedBytes() {
+        return res.writableLength;
+      },
+      get closed() {
+        return closed;
+      },
+      signal: controller.signal,
+    };
+    try {
+      if (this.stopping.signal.aborted) controller.abort();
+      await answer.stream(sink);
+    } catch (err) {
+      log().error({ err }, 'stream failed');
+    } finally {
+      this.stopping.signal.removeEventListener('abort', stopOnShutdown);
+      if (!closed) res.end();
+    }
   }
 
   /** Sends the problem for an error. @returns the status sent */

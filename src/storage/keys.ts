@@ -6,7 +6,9 @@
  * slot while partitions spread over shards; registry keys share `{registry}` so the Lua scripts that
  * change an event type touch one slot. Event type names match `[a-zA-Z][-0-9a-zA-Z_.]*` (checked before
  * any key is built), so they can contain neither braces nor the `:` separator and cannot escape into
- * another key.
+ * another key. A subscription's records live in `{registry}` (created and listed with the event
+ * types); its consumption state (offsets, sessions, topology) shares the tag `{sub:<id>}` so the Lua
+ * scripts that fence commits and assignments touch one slot.
  */
 export interface Keys {
   /** Set of all event type names. */
@@ -23,12 +25,36 @@ export interface Keys {
   partitionTimeIndex(name: string, timeline: number, partition: string): string;
   /** String with expiry: held by the node trimming an event type's partitions this round. */
   retentionLock(name: string): string;
+  /** Sharded pub/sub channel (SPUBLISH, same slot as the partition): a batch was appended; readers wake. */
+  partitionNotices(name: string, timeline: number, partition: string): string;
   /** Pub/sub channel announcing metadata changes (event type names) to every node. */
   readonly metadataChannel: string;
+
+  /** Sorted set: subscription ids, score = created_at in ms (newest first = ZREVRANGE). */
+  readonly subscriptionIds: string;
+  /** String: the subscription record as JSON. */
+  subscription(id: string): string;
+  /** Hash: subscription key (owning_application, sorted event types, consumer_group as JSON) → id. */
+  readonly subscriptionsByKey: string;
+  /** Set: ids of the subscriptions that read an event type. */
+  eventTypeSubscriptions(name: string): string;
+  /** Hash: `<event type>:<partition>` → last committed offset (integer; -1 = nothing yet). Exists once initialized. */
+  subscriptionOffsets(id: string): string;
+  /** Sorted set: streaming session (stream id) → lease expiry in ms on Redis's clock. */
+  subscriptionSessions(id: string): string;
+  /** Hash: stream id → session JSON (requested partitions, commit timeout, node, state). */
+  subscriptionSessionInfo(id: string): string;
+  /** String: the partition assignment JSON `{version, partitions}`. */
+  subscriptionTopology(id: string): string;
+  /** String with expiry: a cursor reset runs. */
+  subscriptionReset(id: string): string;
+  /** Pub/sub channel: subscription ids whose topology, offsets or sessions changed (`<id>` or `<id>:commit`). */
+  readonly subscriptionChannel: string;
 }
 
 const NAME = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
 const PARTITION = /^(0|[1-9][0-9]{0,5})$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 function checked(value: string, pattern: RegExp, what: string): string {
   if (!pattern.test(value)) throw new Error(`refusing to build a key from invalid ${what} ${JSON.stringify(value)}`);
@@ -40,6 +66,7 @@ export function createKeys(prefix: string): Keys {
   const registry = `${prefix}{registry}`;
   const partition = (name: string, timeline: number, p: string) =>
     `${prefix}{et:${checked(name, NAME, 'event type name')}:${checked(p, PARTITION, 'partition')}}:t${timeline}`;
+  const subscriptionState = (id: string) => `${prefix}{sub:${checked(id, UUID, 'subscription id')}}`;
   return {
     eventTypeNames: `${registry}:event-types`,
     eventType: (name) => `${registry}:event-type:${checked(name, NAME, 'event type name')}`,
@@ -48,6 +75,17 @@ export function createKeys(prefix: string): Keys {
     partitionMeta: (name, timeline, p) => `${partition(name, timeline, p)}:meta`,
     partitionTimeIndex: (name, timeline, p) => `${partition(name, timeline, p)}:time-index`,
     retentionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:retention-lock`,
+    partitionNotices: (name, timeline, p) => `${partition(name, timeline, p)}:notices`,
     metadataChannel: `${prefix}metadata-changes`,
+    subscriptionIds: `${registry}:subscriptions`,
+    subscription: (id) => `${registry}:subscription:${checked(id, UUID, 'subscription id')}`,
+    subscriptionsByKey: `${registry}:subscription-keys`,
+    eventTypeSubscriptions: (name) => `${registry}:event-type:${checked(name, NAME, 'event type name')}:subscriptions`,
+    subscriptionOffsets: (id) => `${subscriptionState(id)}:offsets`,
+    subscriptionSessions: (id) => `${subscriptionState(id)}:sessions`,
+    subscriptionSessionInfo: (id) => `${subscriptionState(id)}:session-info`,
+    subscriptionTopology: (id) => `${subscriptionState(id)}:topology`,
+    subscriptionReset: (id) => `${subscriptionState(id)}:reset`,
+    subscriptionChannel: `${prefix}subscription-changes`,
   };
 }

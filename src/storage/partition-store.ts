@@ -7,6 +7,12 @@ import type { Scripts } from './scripts.js';
 /** Outcome of writing one partition's share of a batch. */
 export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string };
 
+/** Events read from one partition: `events[i]` (JSON text) has offset `first + i`; `first` is -1 when empty. */
+export interface PartitionSlice {
+  readonly first: number;
+  readonly events: readonly string[];
+}
+
 /**
  * Partition logs on Redis Streams with dense offsets (DESIGN.md §3): one stream entry per partition per
  * batch, written by `publishBatch`; ranges are O(1) reads of the partition's counters.
@@ -32,7 +38,8 @@ export class PartitionStore {
       writes.map(async (w): Promise<PartitionWrite> => {
         try {
           const data = Buffer.from(w.data.buffer, w.data.byteOffset, w.data.byteLength);
-          const first = await this.scripts.run('publishBatch', this.keysOf(name, timeline, w.partition), [w.count, data]);
+          const keys = [...this.keysOf(name, timeline, w.partition), this.keys.partitionNotices(name, timeline, w.partition)];
+          const first = await this.scripts.run('publishBatch', keys, [w.count, data]);
           return { ok: true, firstOffset: Number(first) };
         } catch (err) {
           return { ok: false, reason: /timed out/i.test((err as Error).message) ? 'timed out' : `storage error: ${(err as Error).message}` };
@@ -51,6 +58,35 @@ export class PartitionStore {
       const [next, oldest] = value as [string | null, string | null];
       return { oldest: Number(oldest ?? 0), newest: Number(next ?? 0) - 1 };
     });
+  }
+
+  /**
+   * Reads the events after offset `after` (the last consumed one) of one partition: up to `maxEntries`
+   * stream entries, each one batch's share of the partition (DESIGN.md §3). Entries are
+   * `<offset after the entry>-0`, so the entry holding offset `after + 1` is the first with id ≥
+   * `after + 2`. Events of the first entry at or before `after` are dropped. An expired `after` reads
+   * from the oldest retained entry.
+   * @returns the events in offset order with the offset of the first; empty when nothing is newer
+   * @throws BrokerError 503 when Redis fails
+   */
+  async read(name: string, timeline: number, partition: string, after: number, maxEntries: number): Promise<PartitionSlice> {
+    const entries = await this.redis.xrange(this.keys.partitionLog(name, timeline, partition), `${after + 2}-0`, '+', 'COUNT', maxEntries).catch(storageError);
+    const events: string[] = [];
+    let first = -1;
+    for (const [id, fields] of entries) {
+      const end = Number.parseInt(id, 10);
+      const count = Number(fields[1]);
+      const texts = (fields[3] ?? '').split('\n');
+      let offset = end - count;
+      for (const text of texts) {
+        if (offset > after) {
+          if (first < 0) first = offset;
+          events.push(text);
+        }
+        offset += 1;
+      }
+    }
+    return { first, events };
   }
 
   /** Removes entries received before `cutoffSeconds` (unix seconds). @returns the new oldest offset */

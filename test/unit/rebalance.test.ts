@@ -8,7 +8,8 @@ const direct = (id: string, ...partitions: string[]): Session => ({ id, requeste
 
 /**
  * Compact notation, one string per partition of `ET` in partition order:
- * `A` assigned to A, `A>B` reassigning from A to B, `-` unassigned; a trailing `*` marks a direct assignment.
+ * `A` assigned to A, `A>B` reassigning from A to B, `A>-` reassigning from A to nobody, `-` unassigned;
+ * a trailing `*` marks a direct assignment.
  */
 function assignments(notation: readonly string[], eventType = ET): PartitionAssignment[] {
   return notation.map((n, i) => {
@@ -17,13 +18,14 @@ function assignments(notation: readonly string[], eventType = ET): PartitionAssi
     const base = { eventType, partition: String(i), assignmentType } as const;
     if (owner === '-') return { ...base, state: 'unassigned', session: '', nextSession: '' };
     const [from = '', to = ''] = owner.split('>');
-    return to === '' ? { ...base, state: 'assigned', session: from, nextSession: '' } : { ...base, state: 'reassigning', session: from, nextSession: to };
+    if (to === '') return { ...base, state: 'assigned', session: from, nextSession: '' };
+    return { ...base, state: 'reassigning', session: from, nextSession: to === '-' ? '' : to };
   });
 }
 
 function notate(result: readonly PartitionAssignment[]): string[] {
   return result.map((a) => {
-    const owner = a.state === 'unassigned' ? '-' : a.state === 'reassigning' ? `${a.session}>${a.nextSession}` : a.session;
+    const owner = a.state === 'unassigned' ? '-' : a.state === 'reassigning' ? `${a.session}>${a.nextSession || '-'}` : a.session;
     return owner + (a.assignmentType === 'direct' ? '*' : '');
   });
 }
@@ -55,6 +57,16 @@ describe('rebalance', () => {
     { name: 'reassignment redirected to another live session', sessions: [auto('A'), auto('C')], current: ['A', 'A', 'A>B', 'A>B'], expected: ['A', 'A', 'A>C', 'A>C'] },
   ])('$name', ({ sessions, current, expected }) => {
     const result = rebalance(keys(expected.length), sessions, assignments(current));
+    expect(notate(result)).toEqual(expected);
+  });
+
+  it.each<{ name: string; sessions: Session[]; holders: string[]; current: string[]; expected: string[] }>([
+    { name: 'closed holder inside its commit window, no other session: reassigning to nobody', sessions: [], holders: ['A'], current: ['A', 'A', '-'], expected: ['A>-', 'A>-', '-'] },
+    { name: 'closed holder inside its commit window, another session: reassigning to it', sessions: [auto('B')], holders: ['A', 'B'], current: ['A', 'A'], expected: ['A>B', 'A>B'] },
+    { name: 'closed holder expired: assigned at once', sessions: [auto('B')], holders: ['B'], current: ['A', 'A>-'], expected: ['B', 'B'] },
+    { name: 'closed holder never gets new partitions', sessions: [auto('B')], holders: ['A', 'B'], current: ['-', '-'], expected: ['B', 'B'] },
+  ])('holders: $name', ({ sessions, holders, current, expected }) => {
+    const result = rebalance(keys(expected.length), sessions, assignments(current), new Set(holders));
     expect(notate(result)).toEqual(expected);
   });
 
@@ -108,6 +120,7 @@ describe('completeReassignment', () => {
     { name: 'keeps the assignment type', current: ['A', 'A>B', 'A>B*'], key: '2', expected: ['A', 'A>B', 'B*'] },
     { name: 'leaves an assigned partition alone', current: ['A', 'A>B'], key: '0', expected: ['A', 'A>B'] },
     { name: 'ignores an unknown partition', current: ['A', 'A>B'], key: '7', expected: ['A', 'A>B'] },
+    { name: 'reassigning to nobody becomes unassigned', current: ['A>-', 'A'], key: '0', expected: ['-', 'A'] },
   ])('$name', ({ current, key, expected }) => {
     expect(notate(completeReassignment(assignments(current), { eventType: ET, partition: key }))).toEqual(expected);
   });

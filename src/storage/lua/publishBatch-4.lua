@@ -5,6 +5,7 @@
   KEYS[1] partition meta   (hash)   field `next` = next offset to assign, `oldest` = first retained offset
   KEYS[2] partition log    (stream) entry id `<next after this entry>-0`, fields n = event count, d = events
   KEYS[3] time index       (zset)   member = first offset received in a second, score = that unix second
+  KEYS[4] notices          (sharded pub/sub channel) receives the new `next` offset so readers wake at once
 
   ARGV[1] event count      (integer >= 1)
   ARGV[2] events           (bytes: the JSON texts joined by "\n")
@@ -20,4 +21,5 @@ local last = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 if #last == 0 or tonumber(last[2]) < now then
   redis.call('ZADD', KEYS[3], now, first)
 end
+redis.call('SPUBLISH', KEYS[4], next_offset)
 return first

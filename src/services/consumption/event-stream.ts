@@ -1,0 +1,321 @@
+import type { BrokerConfig } from '../../config/config-schema.js';
+import type { StreamParameters } from '../../domain/stream-parameters.js';
+import type { StreamSink } from '../../http/server.js';
+import type { Keys } from '../../storage/keys.js';
+import type { PartitionStore } from '../../storage/partition-store.js';
+import type { PartitionWakeups } from './partition-wakeups.js';
+
+/** One partition a stream reads: positions are offsets (last consumed = -1 before the first event). */
+export class StreamPartition {
+  /** Last offset handed to the client (or the start cursor). */
+  sent: number;
+  /** Last offset read from Redis into `buffer`. */
+  read: number;
+  /** Read events not yet sent, offsets `sent + 1 …`; their bytes count against the stream's cap. */
+  buffer: string[] = [];
+  bufferBytes = 0;
+  /** When the current batch window started (ms, `performance.now()`): reset by every batch sent. */
+  windowStartedAt: number;
+  /** Empty batches sent in a row. */
+  keepAlives = 0;
+  /** `next` offset announced by the last notice, or Infinity before the first read (read at once). */
+  knownNext = Number.POSITIVE_INFINITY;
+  lastReadAt = Number.NEGATIVE_INFINITY;
+  /** False while the partition leaves the stream (reassigning): nothing is read or sent. */
+  active = true;
+  unlisten: () => void = () => undefined;
+
+  constructor(
+    readonly eventType: string,
+    readonly partition: string,
+    readonly timeline: number,
+    start: number,
+    now: number,
+  ) {
+    this.sent = start;
+    this.read = start;
+    this.windowStartedAt = now;
+  }
+}
+
+/**
+ * What differs between the low-level stream and the subscription stream: flow control, end
+ * conditions and the batch line. The loop asks the policy every round.
+ */
+export interface StreamPolicy {
+  /** Events the stream may still send right now over all its partitions (`Infinity` = no limit). */
+  allowance(): number;
+  /** A reason to end the stream now (the closing batch's `info.debug`), or undefined to go on. */
+  endReason(): string | undefined;
+  /** Called after a batch with `count` events of `partition` went out; `partition.sent` is already advanced. */
+  sent(partition: StreamPartition, count: number): void;
+  /** The batch line without its newline: cursor of `partition.sent`, `events` (absent = keep-alive), `info.debug`. */
+  line(partition: StreamPartition, events: readonly string[] | undefined, debug: string | undefined): string;
+}
+
+/** Why a stream ended: a debug message for the closing batch, or the client left / the node stops. */
+export type StreamEnd = { readonly kind: 'reason'; readonly debug: string } | { readonly kind: 'aborted' };
+
+/** Debug message of the closing batch when `stream_timeout` passed (WIRE.md "Streaming"). */
+export const STREAM_TIMEOUT_REACHED = 'Stream timeout reached';
+/** Debug message of the closing batch when every partition sent `stream_keep_alive_limit` empty batches. */
+export const KEEP_ALIVE_LIMIT_REACHED = 'Stream keep-alive limit reached';
+
+/** Debug message of the closing batch when the node stops (SIGTERM). */
+export const NODE_SHUTTING_DOWN = 'Node is shutting down';
+
+const now = (): number => performance.now();
+
+/**
+ * The batch loop shared by the low-level and the subscription streams (spec "Stream parameters";
+ * WIRE.md "Low-level stream", "Streaming"; DESIGN.md §6).
+ *
+ * Per partition it reads stream entries after the last read offset into a buffer, cuts batches of at
+ * most `batch_limit` events, flushes a batch as soon as it is full or when `batch_flush_timeout`
+ * passed since the partition's last batch (an empty batch is a keep-alive), and counts keep-alives in
+ * a row for `stream_keep_alive_limit`. It reads only while the stream's buffered bytes (its own plus
+ * the client socket's) stay under `consumption.maxStreamBufferBytes`, and writes only after the client
+ * drained what it had, so a slow reader costs at most that much memory. It wakes on a publish notice
+ * for one of its partitions, on a flush deadline, on `poke()` (a commit, a topology change), or on the
+ * slow safety-net poll.
+ */
+export class EventStreamLoop {
+  private readonly partitions = new Map<string, StreamPartition>();
+  private wake: (() => void) | undefined;
+  private woken = false;
+  private first = true;
+  private readonly deadline: number;
+
+  constructor(
+    private readonly params: StreamParameters,
+    private readonly sink: StreamSink,
+    private readonly policy: StreamPolicy,
+    private readonly store: PartitionStore,
+    private readonly wakeups: PartitionWakeups,
+    private readonly keys: Keys,
+    private readonly config: BrokerConfig['consumption'],
+  ) {
+    this.deadline = now() + params.streamTimeoutSeconds * 1000;
+    sink.signal.addEventListener('abort', () => this.poke());
+  }
+
+  /** The partitions currently in the stream (active or leaving). */
+  get current(): readonly StreamPartition[] {
+    return [...this.partitions.values()];
+  }
+
+  /** Adds a partition starting after offset `start` and listens to its notices. Replaces an entry with the same key. */
+  add(eventType: string, partition: string, timeline: number, start: number): StreamPartition {
+    this.remove(eventType, partition);
+    const p = new StreamPartition(eventType, partition, timeline, start, now());
+    p.unlisten = this.wakeups.listen(this.keys.partitionNotices(eventType, timeline, partition), (next) => {
+      p.knownNext = next;
+      this.poke();
+    });
+    this.partitions.set(keyOf(eventType, partition), p);
+    this.poke();
+    return p;
+  }
+
+  /** Drops a partition and its buffered events. */
+  remove(eventType: string, partition: string): void {
+    const p = this.partitions.get(keyOf(eventType, partition));
+    if (!p) return;
+    p.unlisten();
+    this.partitions.delete(keyOf(eventType, partition));
+  }
+
+  /** The partition entry, if the stream has it. */
+  get(eventType: string, partition: string): StreamPartition | undefined {
+    return this.partitions.get(keyOf(eventType, partition));
+  }
+
+  /** Stops sending a partition (it is leaving): its buffered events are dropped, reading stops. */
+  deactivate(p: StreamPartition): void {
+    p.active = false;
+    p.buffer = [];
+    p.bufferBytes = 0;
+    p.read = p.sent;
+  }
+
+  /** Moves a partition's position (a commit beyond what was sent skips ahead): buffered events are dropped. */
+  skipTo(p: StreamPartition, offset: number): void {
+    if (offset <= p.sent) return;
+    p.sent = offset;
+    p.read = offset;
+    p.buffer = [];
+    p.bufferBytes = 0;
+    this.poke();
+  }
+
+  /** Wakes the loop to re-check its conditions (commit, topology change, abort). */
+  poke(): void {
+    this.woken = true;
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+
+  /**
+   * Runs until an end condition: `stream_timeout`, keep-alive limit, the policy's end reason, or the
+   * client leaving. On a reason, buffered events are flushed (within the policy's allowance) and, when
+   * `closingBatch` is set, a last empty batch carries the reason. Every partition's listener is removed.
+   * @throws BrokerError 503 when Redis fails while reading
+   */
+  async run(closingBatch: boolean): Promise<StreamEnd> {
+    try {
+      for (;;) {
+        this.woken = false;
+        if (this.sink.signal.aborted) return await this.finish(this.sink.closed ? undefined : NODE_SHUTTING_DOWN, closingBatch);
+        const reason = this.policy.endReason() ?? (now() >= this.deadline ? STREAM_TIMEOUT_REACHED : undefined);
+        if (reason !== undefined) return await this.finish(reason, closingBatch);
+
+        await this.fill();
+        const out: string[] = [];
+        const keepAliveLimitReached = this.cut(out, false);
+        if (out.length > 0 && !(await this.write(out))) return { kind: 'aborted' };
+        if (keepAliveLimitReached) return await this.finish(KEEP_ALIVE_LIMIT_REACHED, closingBatch);
+        if (!this.woken) await this.sleep();
+      }
+    } finally {
+      for (const p of this.partitions.values()) p.unlisten();
+    }
+  }
+
+  /** Reads more events for partitions that have room and something new (or are due a poll). */
+  private async fill(): Promise<void> {
+    const capBytes = this.config.maxStreamBufferBytes;
+    let buffered = this.sink.bufferedBytes;
+    for (const p of this.partitions.values()) buffered += p.bufferBytes;
+    if (buffered >= capBytes) return;
+    const t = now();
+    const due = [...this.partitions.values()].filter(
+      (p) => p.active && p.buffer.length < this.params.batchLimit && (p.knownNext - 1 > p.read || t - p.lastReadAt >= this.config.pollIntervalMs),
+    );
+    const slices = await Promise.all(
+      due.map((p) => {
+        p.lastReadAt = t;
+        return this.store.read(p.eventType, p.timeline, p.partition, p.read, this.config.readEntries);
+      }),
+    );
+    due.forEach((p, i) => {
+      const slice = slices[i];
+      if (!slice || !p.active || this.partitions.get(keyOf(p.eventType, p.partition)) !== p) return;
+      if (slice.events.length === 0) {
+        if (p.knownNext - 1 > p.read) p.knownNext = p.read + 1;
+        return;
+      }
+      if (slice.first > p.read + 1 && p.buffer.length === 0) {
+        // Retention removed events the stream had not reached: continue at the oldest kept one.
+        p.sent = slice.first - 1;
+      }
+      for (const text of slice.events) {
+        p.buffer.push(text);
+        p.bufferBytes += text.length;
+      }
+      p.read = slice.first + slice.events.length - 1;
+      if (p.knownNext - 1 <= p.read) p.knownNext = p.read + 1;
+    });
+  }
+
+  /**
+   * Cuts the batches that are due into `out`: full batches at once; at a partition's flush deadline a
+   * partial batch or a keep-alive (or everything buffered when `final`).
+   * @returns true when every partition has now sent `stream_keep_alive_limit` keep-alives in a row
+   */
+  private cut(out: string[], final: boolean): boolean {
+    const { batchLimit, batchFlushTimeoutSeconds, streamKeepAliveLimit } = this.params;
+    const flushMs = batchFlushTimeoutSeconds * 1000;
+    const t = now();
+    for (const p of this.partitions.values()) {
+      if (!p.active) continue;
+      // A batch is full at batch_limit, or at what flow control or stream_limit still allow.
+      for (let full = Math.min(batchLimit, this.policy.allowance()); full > 0 && p.buffer.length >= full; full = Math.min(batchLimit, this.policy.allowance())) {
+        this.emit(out, p, this.take(p, full), t);
+      }
+      if (!final && t - p.windowStartedAt < flushMs) continue;
+      let count = Math.min(p.buffer.length, batchLimit, this.policy.allowance());
+      if (count === 0 && !final) {
+        // Keep-alive. A stream paused by flow control with events waiting does not count it.
+        out.push(this.line(p, undefined));
+        if (p.buffer.length === 0) p.keepAlives += 1;
+        p.windowStartedAt = t;
+      }
+      while (count > 0) {
+        this.emit(out, p, this.take(p, count), t);
+        count = final ? Math.min(p.buffer.length, batchLimit, this.policy.allowance()) : 0;
+      }
+    }
+    if (streamKeepAliveLimit === 0 || final) return false;
+    const active = [...this.partitions.values()].filter((p) => p.active);
+    return active.length > 0 && active.every((p) => p.keepAlives >= streamKeepAliveLimit);
+  }
+
+  /** Takes `count` events off the front of a partition's buffer. */
+  private take(p: StreamPartition, count: number): string[] {
+    const events = p.buffer.splice(0, count);
+    for (const e of events) p.bufferBytes -= e.length;
+    return events;
+  }
+
+  /** Appends one data batch and advances the partition. */
+  private emit(out: string[], p: StreamPartition, events: readonly string[], t: number): void {
+    p.sent += events.length;
+    out.push(this.line(p, events));
+    p.keepAlives = 0;
+    p.windowStartedAt = t;
+    this.policy.sent(p, events.length);
+  }
+
+  private line(p: StreamPartition, events: readonly string[] | undefined, debug?: string): string {
+    const text = this.policy.line(p, events, debug ?? (this.first ? 'Stream started' : undefined));
+    this.first = false;
+    return text;
+  }
+
+  /** Writes lines; waits until the client drained them. @returns false when the client is gone */
+  private async write(lines: readonly string[]): Promise<boolean> {
+    if (this.sink.closed) return false;
+    if (!this.sink.write(lines.join('\n') + '\n')) await this.sink.drained();
+    return !this.sink.closed;
+  }
+
+  /** Flushes buffered events (unless the client left) and sends the closing batch. */
+  private async finish(reason: string | undefined, closingBatch: boolean): Promise<StreamEnd> {
+    if (reason === undefined || this.sink.closed) return { kind: 'aborted' };
+    const out: string[] = [];
+    this.cut(out, true);
+    if (closingBatch) {
+      const any = [...this.partitions.values()][0];
+      if (any) out.push(this.line(any, undefined, reason));
+    }
+    if (out.length > 0) await this.write(out);
+    return { kind: 'reason', debug: reason };
+  }
+
+  /** Waits for a notice, a poke, a drain, the next flush deadline or the next poll. */
+  private async sleep(): Promise<void> {
+    const t = now();
+    let until = this.deadline;
+    const flushMs = this.params.batchFlushTimeoutSeconds * 1000;
+    for (const p of this.partitions.values()) {
+      if (!p.active) continue;
+      until = Math.min(until, p.windowStartedAt + flushMs, p.lastReadAt + this.config.pollIntervalMs);
+    }
+    const ms = Math.max(1, Math.ceil(until - t));
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.wake = undefined;
+        resolve();
+      }, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
+function keyOf(eventType: string, partition: string): string {
+  return `${eventType}\n${partition}`;
+}

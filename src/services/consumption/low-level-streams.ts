@@ -1,0 +1,144 @@
+import type { BrokerConfig } from '../../config/config-schema.js';
+import { partitionIds } from '../../domain/event-type.js';
+import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '../../domain/offsets.js';
+import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
+import { BrokerError, errors } from '../../errors/catalog.js';
+import type { StreamingAnswer, StreamSink } from '../../http/server.js';
+import type { Logger } from '../../observability/logger.js';
+import type { EventTypeStore } from '../../storage/event-type-store.js';
+import type { Keys } from '../../storage/keys.js';
+import type { PartitionStore } from '../../storage/partition-store.js';
+import { EventStreamLoop, type StreamPartition, type StreamPolicy } from './event-stream.js';
+import type { PartitionWakeups } from './partition-wakeups.js';
+
+/** The `Warning` header of every low-level stream (spec "Low-level consumption (deprecated)"). */
+export const DEPRECATION_WARNING = '299 - "The low-level API is deprecated and will be removed; use subscriptions"';
+
+/** Where a low-level stream starts: the last consumed offset per partition. */
+interface Start {
+  readonly partition: string;
+  readonly offset: number;
+}
+
+/**
+ * Low-level streams `GET /event-types/{name}/events` (spec "Low-level consumption (deprecated)";
+ * WIRE.md "Low-level stream"): the client names its cursors in `X-Broker-Cursors` (absent = every
+ * partition from its newest offset) and tracks offsets itself; there are no commits.
+ */
+export class LowLevelStreams {
+  private open = 0;
+
+  constructor(
+    private readonly eventTypes: EventTypeStore,
+    private readonly partitions: PartitionStore,
+    private readonly wakeups: PartitionWakeups,
+    private readonly keys: Keys,
+    private readonly config: BrokerConfig['consumption'],
+    private readonly logger: Logger,
+  ) {}
+
+  /** Streams open on this node. */
+  get openStreams(): number {
+    return this.open;
+  }
+
+  /**
+   * Checks everything that can fail before the first byte, then answers with the stream.
+   * @param cursorsHeader the raw `X-Broker-Cursors` value, if sent
+   * @throws BrokerError 400 (malformed header or parameter), 404 (event type), 412 (invalid cursor),
+   *   422 (parameter rules), 503 (storage)
+   */
+  async start(name: string, cursorsHeader: string | undefined, query: URLSearchParams): Promise<StreamingAnswer> {
+    const parsed = parseStreamParameters(query, undefined, 'low-level');
+    if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
+    const requested = cursorsHeader === undefined ? undefined : parseCursorsHeader(cursorsHeader);
+    const eventType = await this.eventTypes.get(name);
+    if (!eventType) throw errors.eventTypeNotFound(name);
+    const { timeline } = eventType.topology;
+    const ids = partitionIds(eventType.topology);
+    const ranges = new Map<string, PartitionRange>();
+    (await this.partitions.ranges(name, timeline, ids)).forEach((range, i) => ranges.set(ids[i] as string, range));
+
+    const starts: Start[] = [];
+    if (requested === undefined) {
+      for (const id of ids) starts.push({ partition: id, offset: (ranges.get(id) as PartitionRange).newest });
+    } else {
+      for (const cursor of requested) {
+        const range = ranges.get(cursor.partition);
+        const describe = `invalid cursor ${JSON.stringify(cursor)}`;
+        if (!range) throw new BrokerError('PRECONDITION_FAILED', `${describe}: partition not found`);
+        const offset = parseOffset(cursor.offset);
+        if (!offset) throw new BrokerError('PRECONDITION_FAILED', `${describe}: malformed offset`);
+        const resolved = resolveCursor(offset, range, timeline);
+        if (!resolved.ok) throw new BrokerError('PRECONDITION_FAILED', `${describe}: ${resolved.reason}`);
+        starts.push({ partition: cursor.partition, offset: resolved.offset });
+      }
+    }
+    return {
+      status: 200,
+      contentType: 'application/x-json-stream',
+      headers: { Warning: DEPRECATION_WARNING },
+      stream: (sink) => this.stream(name, timeline, starts, parsed.value, sink),
+    };
+  }
+
+  private async stream(name: string, timeline: number, starts: readonly Start[], params: StreamParameters, sink: StreamSink): Promise<void> {
+    this.open += 1;
+    try {
+      const loop = new EventStreamLoop(params, sink, new LowLevelPolicy(params.streamLimit), this.partitions, this.wakeups, this.keys, this.config);
+      for (const start of starts) loop.add(name, start.partition, timeline, start.offset);
+      const end = await loop.run(false);
+      this.logger.debug({ eventType: name, end }, 'low-level stream ended');
+    } finally {
+      this.open -= 1;
+    }
+  }
+}
+
+/** `stream_limit` over all partitions; batch lines `{"cursor":{"partition","offset"},"events":[...]}`. */
+class LowLevelPolicy implements StreamPolicy {
+  private sentEvents = 0;
+
+  constructor(private readonly streamLimit: number) {}
+
+  allowance(): number {
+    return this.streamLimit === 0 ? Number.POSITIVE_INFINITY : this.streamLimit - this.sentEvents;
+  }
+
+  endReason(): string | undefined {
+    return this.streamLimit !== 0 && this.sentEvents >= this.streamLimit ? `Stream limit in events reached: ${this.streamLimit}` : undefined;
+  }
+
+  sent(_partition: StreamPartition, count: number): void {
+    this.sentEvents += count;
+  }
+
+  line(p: StreamPartition, events: readonly string[] | undefined): string {
+    const cursor = `{"cursor":{"partition":${JSON.stringify(p.partition)},"offset":"${formatOffset(p.timeline, p.sent)}"}`;
+    return events === undefined ? `${cursor}}` : `${cursor},"events":[${events.join(',')}]}`;
+  }
+}
+
+/**
+ * Parses `X-Broker-Cursors`: a JSON array of `{partition, offset}` with string values, each partition
+ * at most once. @throws BrokerError 400 when it is not that
+ */
+export function parseCursorsHeader(text: string): { partition: string; offset: string }[] {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw errors.badRequest('X-Broker-Cursors is not valid JSON');
+  }
+  if (!Array.isArray(value)) throw errors.badRequest('X-Broker-Cursors must be a JSON array of cursors');
+  const seen = new Set<string>();
+  return value.map((item: unknown, i) => {
+    const { partition, offset } = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
+    if (typeof partition !== 'string' || typeof offset !== 'string') {
+      throw errors.badRequest(`X-Broker-Cursors item ${i} must be an object with string fields partition and offset`);
+    }
+    if (seen.has(partition)) throw errors.badRequest(`X-Broker-Cursors names partition "${partition}" twice`);
+    seen.add(partition);
+    return { partition, offset };
+  });
+}

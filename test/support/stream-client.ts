@@ -1,0 +1,132 @@
+/** One batch line of a stream, parsed. */
+export interface StreamBatch {
+  cursor: { partition: string; offset: string; event_type?: string; cursor_token?: string };
+  events?: Record<string, unknown>[];
+  info?: { debug?: string };
+}
+
+/**
+ * A client of an `application/x-json-stream` response for tests: reads lines as they arrive.
+ * `next()` waits for the next batch; `close()` disconnects like a consumer that goes away.
+ */
+export class StreamClient {
+  private readonly lines: StreamBatch[] = [];
+  private waiting: (() => void) | undefined;
+  private ended = false;
+  private readonly controller = new AbortController();
+  status = 0;
+  headers: Headers = new Headers();
+  /** Body of an error answer (problem JSON), when the status is not 200. */
+  problem: unknown;
+  /** Every batch received so far, in order. */
+  readonly received: StreamBatch[] = [];
+
+  private constructor() {}
+
+  /** Opens a stream; resolves once the status and headers arrived. */
+  static async open(url: string, init: RequestInit = {}): Promise<StreamClient> {
+    const client = new StreamClient();
+    const res = await fetch(url, { ...init, signal: client.controller.signal });
+    client.status = res.status;
+    client.headers = res.headers;
+    if (res.status !== 200 || !res.body) {
+      const text = await res.text();
+      client.problem = text ? (JSON.parse(text) as unknown) : undefined;
+      client.ended = true;
+      return client;
+    }
+    void client.pump(res.body);
+    return client;
+  }
+
+  private async pump(body: ReadableStream<Uint8Array>): Promise<void> {
+    const decoder = new TextDecoder();
+    let rest = '';
+    try {
+      for await (const chunk of body) {
+        rest += decoder.decode(chunk, { stream: true });
+        let newline = rest.indexOf('\n');
+        while (newline >= 0) {
+          const line = rest.slice(0, newline);
+          rest = rest.slice(newline + 1);
+          if (line.length > 0) {
+            const batch = JSON.parse(line) as StreamBatch;
+            this.lines.push(batch);
+            this.received.push(batch);
+          }
+          newline = rest.indexOf('\n');
+        }
+        this.notify();
+      }
+    } catch {
+      // aborted by close()
+    } finally {
+      this.ended = true;
+      this.notify();
+    }
+  }
+
+  private notify(): void {
+    const w = this.waiting;
+    this.waiting = undefined;
+    w?.();
+  }
+
+  /** True once the server ended the response (or it was closed). */
+  get done(): boolean {
+    return this.ended && this.lines.length === 0;
+  }
+
+  /**
+   * The next batch, or undefined when the stream ended first.
+   * @throws Error when nothing arrives within `timeoutMs`
+   */
+  async next(timeoutMs = 10_000): Promise<StreamBatch | undefined> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const line = this.lines.shift();
+      if (line) return line;
+      if (this.ended) return undefined;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`no batch within ${timeoutMs} ms`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiting = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  }
+
+  /** Reads batches until `count` events arrived (keep-alives skipped). @returns the batches with events */
+  async events(count: number, timeoutMs = 10_000): Promise<StreamBatch[]> {
+    const out: StreamBatch[] = [];
+    let seen = 0;
+    const deadline = Date.now() + timeoutMs;
+    while (seen < count) {
+      const batch = await this.next(Math.max(1, deadline - Date.now()));
+      if (!batch) throw new Error(`stream ended after ${seen} of ${count} events`);
+      if (batch.events) {
+        out.push(batch);
+        seen += batch.events.length;
+      }
+    }
+    return out;
+  }
+
+  /** Waits until the server ends the stream. @returns every batch that arrived meanwhile */
+  async untilEnd(timeoutMs = 10_000): Promise<StreamBatch[]> {
+    const out: StreamBatch[] = [];
+    for (;;) {
+      const batch = await this.next(timeoutMs);
+      if (!batch) return out;
+      out.push(batch);
+    }
+  }
+
+  /** Disconnects. */
+  close(): void {
+    this.controller.abort();
+  }
+}
