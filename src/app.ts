@@ -3,12 +3,21 @@ import type { BrokerConfig } from './config/config-schema.js';
 import { HttpServer } from './http/server.js';
 import { eventTypeRoutes } from './http/routes/event-types.js';
 import { publishingRoutes } from './http/routes/publishing.js';
+import { subscriptionRoutes } from './http/routes/subscriptions.js';
+import { lowLevelStreamRoutes } from './http/routes/low-level-streams.js';
+import { LowLevelStreams } from './services/consumption/low-level-streams.js';
+import { PartitionWakeups } from './services/consumption/partition-wakeups.js';
+import { subscriptionStreamRoutes } from './http/routes/subscription-streams.js';
+import { SubscriptionCursors } from './services/consumption/subscription-cursors.js';
+import { SubscriptionStreams } from './services/consumption/subscription-streams.js';
+import { SubscriptionStateStore } from './storage/subscription-state-store.js';
 import type { Logger } from './observability/logger.js';
 import { CursorService } from './services/cursor-service.js';
 import { EventTypeCache } from './services/event-type-cache.js';
 import { EventTypeRegistry } from './services/event-type-registry.js';
 import { Publisher } from './services/publisher.js';
 import { RetentionTrimmer } from './services/retention.js';
+import { SubscriptionRegistry } from './services/subscription-registry.js';
 import { WorkerPool } from './services/worker-pool.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from './storage/embedded-redis.js';
 import { EventTypeStore } from './storage/event-type-store.js';
@@ -16,6 +25,7 @@ import { createKeys } from './storage/keys.js';
 import { PartitionStore } from './storage/partition-store.js';
 import { connectRedis, duplicateForSubscribe } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
+import { SubscriptionStore } from './storage/subscription-store.js';
 
 /** A composed broker node. */
 export interface App {
@@ -45,12 +55,31 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes);
   const publisher = new Publisher(cache, pool, partitionStore, redis, config.publish);
   const cursors = new CursorService(eventTypeStore, partitionStore);
+  const wakeups = new PartitionWakeups(duplicateForSubscribe(redis), logger);
+  const lowLevelStreams = new LowLevelStreams(eventTypeStore, partitionStore, wakeups, keys, config.consumption, logger);
+  const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
+  const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
+  const subscriptionStreams = new SubscriptionStreams(
+    subscriptionStore,
+    eventTypeStore,
+    subscriptionState,
+    partitionStore,
+    wakeups,
+    keys,
+    config,
+    logger,
+  );
+  await subscriptionStreams.start(subscriber);
+  const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, partitionStore);
   const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger);
 
   const http = new HttpServer(config.http, logger);
   http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }));
   eventTypeRoutes(http, registry);
   publishingRoutes(http, publisher, cursors);
+  subscriptionRoutes(http, new SubscriptionRegistry(subscriptionStore, eventTypeStore, partitionStore, config.subscriptions));
+  lowLevelStreamRoutes(http, lowLevelStreams);
+  subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors);
 
   return {
     async start() {
@@ -61,11 +90,14 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
     },
     async close() {
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref());
-      // The HTTP server waits for live requests; the publisher also for batches whose client left.
-      await Promise.race([Promise.all([http.shutdown(), publisher.drain()]), grace]);
+      // Subscription streams release their sessions at once; the HTTP server waits for live requests
+      // (open streams end as it stops); the publisher also waits for batches whose client left.
+      const releasing = subscriptionStreams.close();
+      await Promise.race([Promise.all([http.shutdown(), publisher.drain(), releasing]), grace]);
       await retention.stop();
       await pool.close();
       subscriber.disconnect();
+      wakeups.close();
       await redis.quit().catch(() => redis.disconnect());
       await embedded?.stop();
     },

@@ -227,7 +227,7 @@ export class HttpServer {
     res.header('X-Flow-Id', flowId);
     res.header('Content-Type', answer.contentType);
     for (const [key, value] of Object.entries(answer.headers ?? {})) res.header(key, value);
-    // An empty write sends the status line and headers now (clients wait for them, WIRE.md "Streaming").
+    // uWS completes the header block only with the first body bytes: streams send an opening batch at once.
     res.write('');
     const sink: StreamSink = {
       write: (chunk) => (closed ? false : res.write(chunk)),

@@ -4,7 +4,11 @@ import type { Redis } from 'ioredis';
 import { projectRoot } from '../config/load-config.js';
 
 /** Names of the Lua scripts in `src/storage/lua` (file `<name>-<numberOfKeys>.lua`). */
-export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 'updateEventType' | 'deleteEventType';
+export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 'updateEventType' | 'deleteEventType' | 'createSubscription' | 'deleteSubscription'
+  | 'applyTopology'
+  | 'heartbeat'
+  | 'commitCursors'
+  | 'initOffsets';
 
 export type ScriptArg = string | number | Buffer;
 

@@ -49,6 +49,8 @@ export interface StreamPolicy {
   endReason(): string | undefined;
   /** Called after a batch with `count` events of `partition` went out; `partition.sent` is already advanced. */
   sent(partition: StreamPartition, count: number): void;
+  /** An opening keep-alive line for a stream that has no partition to send yet (undefined = none). */
+  opening?(debug: string): string | undefined;
   /** The batch line without its newline: cursor of `partition.sent`, `events` (absent = keep-alive), `info.debug`. */
   line(partition: StreamPartition, events: readonly string[] | undefined, debug: string | undefined): string;
 }
@@ -173,6 +175,16 @@ export class EventStreamLoop {
         await this.fill();
         const out: string[] = [];
         const keepAliveLimitReached = this.cut(out, false);
+        if (this.first && out.length === 0) {
+          // Nothing to send yet: an opening keep-alive lets the status and headers out now (uWS sends
+          // them with the first body bytes, and clients such as fetch wait for them).
+          const opening = [...this.partitions.values()].find((p) => p.active);
+          const line = opening ? this.line(opening, undefined) : this.policy.opening?.('Stream started');
+          if (line !== undefined) {
+            this.first = false;
+            out.push(line);
+          }
+        }
         if (out.length > 0 && !(await this.write(out))) return { kind: 'aborted' };
         if (keepAliveLimitReached) return await this.finish(KEEP_ALIVE_LIMIT_REACHED, closingBatch);
         if (!this.woken) await this.sleep();

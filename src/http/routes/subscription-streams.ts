@@ -1,0 +1,36 @@
+import type { SubscriptionCursors } from '../../services/consumption/subscription-cursors.js';
+import type { SubscriptionStreams } from '../../services/consumption/subscription-streams.js';
+import type { HttpServer } from '../server.js';
+
+/**
+ * Subscription consumption routes (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset,
+ * stats"): streams (GET, or POST with a body for direct assignment), commits, committed cursors,
+ * cursor reset and stats.
+ */
+export function subscriptionStreamRoutes(http: HttpServer, streams: SubscriptionStreams, cursors: SubscriptionCursors): void {
+  const id = (params: Readonly<Record<string, string>>): string => params.id ?? '';
+
+  http.route('GET', '/subscriptions/:id/events', async (ctx) => streams.open(id(ctx.params), ctx.query, undefined));
+
+  http.route('POST', '/subscriptions/:id/events', async (ctx) => {
+    const body = await ctx.body();
+    return streams.open(id(ctx.params), ctx.query, body.byteLength === 0 ? undefined : await ctx.json());
+  });
+
+  http.route('POST', '/subscriptions/:id/cursors', async (ctx) => {
+    const answer = await cursors.commit(id(ctx.params), ctx.headers['x-broker-streamid'], await ctx.json());
+    return answer.status === 204 ? { status: 204 } : { status: 200, body: answer.body };
+  });
+
+  http.route('GET', '/subscriptions/:id/cursors', async (ctx) => ({ status: 200, body: await cursors.committed(id(ctx.params)) }));
+
+  http.route('PATCH', '/subscriptions/:id/cursors', async (ctx) => {
+    await cursors.reset(id(ctx.params), await ctx.json());
+    return { status: 204 };
+  });
+
+  http.route('GET', '/subscriptions/:id/stats', async (ctx) => ({
+    status: 200,
+    body: await cursors.stats(id(ctx.params), ctx.query.get('show_time_lag') === 'true'),
+  }));
+}

@@ -1,0 +1,203 @@
+import { randomUUID } from 'node:crypto';
+import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream-parameters.js';
+import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '../../domain/offsets.js';
+import { BrokerError, errors } from '../../errors/catalog.js';
+import type { PartitionStore } from '../../storage/partition-store.js';
+import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
+import type { SubscriptionPartition, SubscriptionStreams } from './subscription-streams.js';
+
+/** A subscription cursor as sent and served (spec "SubscriptionCursor"). */
+export interface SubscriptionCursor {
+  partition: string;
+  offset: string;
+  event_type: string;
+  cursor_token: string;
+}
+
+/** One partition in `GET /subscriptions/{id}/stats` (WIRE.md "Commits, cursor reset, stats"). */
+export interface PartitionStats {
+  partition: string;
+  state: 'unassigned' | 'reassigning' | 'assigned';
+  unconsumed_events?: number;
+  consumer_lag_seconds?: number;
+  stream_id: string;
+  assignment_type: 'auto' | 'direct';
+}
+
+/** Answer of a commit: 204 when every cursor advanced, else 200 with a result per cursor. */
+export type CommitAnswer = { status: 204 } | { status: 200; body: { items: { cursor: unknown; result: 'committed' | 'outdated' }[] } };
+
+/** How often a cursor reset checks whether the streams are gone. */
+const RESET_POLL_MS = 50;
+
+/**
+ * Commits, committed cursors, cursor reset and stats of a subscription (spec "Subscriptions";
+ * WIRE.md "Commits, cursor reset, stats"). Commits are fenced in Lua against the assignment and the
+ * session's lease, so they are accepted on any node.
+ */
+export class SubscriptionCursors {
+  constructor(
+    private readonly streams: SubscriptionStreams,
+    private readonly state: SubscriptionStateStore,
+    private readonly partitions: PartitionStore,
+  ) {}
+
+  /**
+   * Commits cursors for the stream `streamId`.
+   * @throws BrokerError 400 (missing stream id, body shape), 404, 422 (unknown or expired stream,
+   *   partition not held by that stream, invalid cursor), 503
+   */
+  async commit(id: string, streamId: string | undefined, body: unknown): Promise<CommitAnswer> {
+    if (!streamId) throw errors.badRequest('the X-Broker-StreamId header is required');
+    const subscription = await this.streams.resolve(id);
+    const items = itemsOf(body);
+    const byField = new Map(subscription.partitions.map((p) => [offsetField(p.eventType, p.partition), p]));
+    const ranges = await this.streams.rangesOf([...new Set(items.map((c) => byField.get(offsetField(c.event_type, c.partition))).filter((p) => p !== undefined))]);
+    const cursors = items.map((c, i) => {
+      const field = offsetField(c.event_type, c.partition);
+      const partition = byField.get(field);
+      if (!partition) throw errors.unprocessable(`cursor ${i}: event type "${c.event_type}" partition "${c.partition}" is not part of the subscription`);
+      return { field, offset: this.offsetOf(c, partition, ranges.get(field), i) };
+    });
+    const outcome = await this.state.commit(id, streamId, cursors);
+    if (outcome.kind === 'no_session') throw errors.unprocessable(`Session with stream id ${streamId} not found`);
+    if (outcome.kind === 'not_owned') {
+      const c = items[outcome.index];
+      throw errors.unprocessable(`Cursor of event type "${c?.event_type ?? ''}" partition "${c?.partition ?? ''}" is not assigned to stream ${streamId}`);
+    }
+    if (outcome.committed.every(Boolean)) return { status: 204 };
+    const sent = (body as { items: unknown[] }).items;
+    return { status: 200, body: { items: sent.map((cursor, i) => ({ cursor, result: outcome.committed[i] ? 'committed' : 'outdated' })) } };
+  }
+
+  /** Committed cursors (`{items}`; empty before the subscription was first streamed or reset). @throws BrokerError 404 */
+  async committed(id: string): Promise<{ items: SubscriptionCursor[] }> {
+    const subscription = await this.streams.resolve(id);
+    const offsets = await this.state.offsets(id);
+    const items: SubscriptionCursor[] = [];
+    for (const p of subscription.partitions) {
+      const offset = offsets.get(offsetField(p.eventType, p.partition));
+      if (offset !== undefined) items.push({ event_type: p.eventType, partition: p.partition, offset: formatOffset(p.timeline, offset), cursor_token: randomUUID() });
+    }
+    return { items };
+  }
+
+  /**
+   * Cursor reset (WIRE.md "Commits, cursor reset, stats"): refuses new streams, closes the open ones
+   * (`Resetting subscription cursors`), waits until they are gone (at most the commit timeout), then
+   * initializes missing offsets and writes the given ones.
+   * @throws BrokerError 400 (shape), 404, 409 (a reset runs), 422 (invalid cursor), 503
+   */
+  async reset(id: string, body: unknown): Promise<void> {
+    const subscription = await this.streams.resolve(id);
+    const items = itemsOf(body);
+    const byField = new Map(subscription.partitions.map((p) => [offsetField(p.eventType, p.partition), p]));
+    const ranges = await this.streams.rangesOf(subscription.partitions);
+    const offsets = new Map<string, number>();
+    items.forEach((c, i) => {
+      const field = offsetField(c.event_type, c.partition);
+      const partition = byField.get(field);
+      if (!partition) throw errors.unprocessable(`cursor ${i}: event type "${c.event_type}" partition "${c.partition}" is not part of the subscription`);
+      offsets.set(field, this.offsetOf(c, partition, ranges.get(field), i));
+    });
+    const windowMs = MAX_COMMIT_TIMEOUT_SECONDS * 1000;
+    if (!(await this.state.startReset(id, windowMs + 10_000))) throw new BrokerError('CONFLICT', 'Cursors of this subscription are being reset already');
+    try {
+      const deadline = Date.now() + windowMs;
+      for (;;) {
+        const state = await this.state.read(id);
+        const live = state.sessions.filter((s) => s.expiresAt > state.nowMs && s.info.state === 'streaming');
+        if (live.length === 0 || Date.now() > deadline) break;
+        await new Promise((resolve) => setTimeout(resolve, RESET_POLL_MS));
+      }
+      const state = await this.state.read(id);
+      await this.streams.initialize(subscription);
+      await this.state.writeOffsets(id, offsets);
+      // Every session is gone now (closed ones lose their commit window): partitions are unassigned.
+      await this.state.apply(id, {
+        expectedVersion: state.version,
+        assignments: subscription.partitions.map((p) => ({ eventType: p.eventType, partition: p.partition, state: 'unassigned', session: '', nextSession: '', assignmentType: 'auto' })),
+        removeSessions: state.sessions.map((s) => s.id),
+        refuseDuringReset: false,
+      });
+    } finally {
+      await this.state.endReset(id);
+    }
+  }
+
+  /**
+   * Per-partition statistics (WIRE.md "Commits, cursor reset, stats"): assignment state, stream,
+   * `unconsumed_events` once initialized, `consumer_lag_seconds` with `showTimeLag` (age of the oldest
+   * unconsumed event from its `metadata.received_at`, 0 when nothing is unconsumed; omitted when that
+   * cannot be told, e.g. category `undefined` without metadata).
+   * @throws BrokerError 404, 503
+   */
+  async stats(id: string, showTimeLag: boolean): Promise<{ items: { event_type: string; partitions: PartitionStats[] }[] }> {
+    const subscription = await this.streams.resolve(id);
+    const [state, offsets, ranges] = await Promise.all([this.state.read(id), this.state.offsets(id), this.streams.rangesOf(subscription.partitions)]);
+    const live = new Set(state.sessions.filter((s) => s.expiresAt > state.nowMs).map((s) => s.id));
+    const byEventType = new Map<string, PartitionStats[]>(subscription.record.event_types.map((name) => [name, []]));
+    await Promise.all(
+      subscription.partitions.map(async (p) => {
+        const field = offsetField(p.eventType, p.partition);
+        const a = state.assignments.find((x) => x.eventType === p.eventType && x.partition === p.partition);
+        const owner = a && a.state !== 'unassigned' && live.has(a.session) ? a : undefined;
+        const entry: PartitionStats = {
+          partition: p.partition,
+          state: owner ? owner.state : 'unassigned',
+          stream_id: owner ? owner.session : '',
+          assignment_type: a?.assignmentType ?? 'auto',
+        };
+        const committed = offsets.get(field);
+        const range = ranges.get(field);
+        if (committed !== undefined && range) {
+          const unconsumed = Math.max(0, range.newest - Math.max(committed, range.oldest - 1));
+          entry.unconsumed_events = unconsumed;
+          if (showTimeLag) {
+            const lag = unconsumed === 0 ? 0 : await this.ageOfNext(p, Math.max(committed, range.oldest - 1), state.nowMs);
+            if (lag !== undefined) entry.consumer_lag_seconds = lag;
+          }
+        }
+        byEventType.get(p.eventType)?.push(entry);
+      }),
+    );
+    return {
+      items: [...byEventType].map(([event_type, partitions]) => ({ event_type, partitions: partitions.sort((x, y) => Number(x.partition) - Number(y.partition)) })),
+    };
+  }
+
+  /** Seconds since the first event after `committed` was received; undefined without `metadata.received_at`. */
+  private async ageOfNext(p: SubscriptionPartition, committed: number, nowMs: number): Promise<number | undefined> {
+    const slice = await this.partitions.read(p.eventType, p.timeline, p.partition, committed, 1);
+    const text = slice.events[0];
+    if (text === undefined) return 0;
+    const match = /"received_at":"([^"]+)"/.exec(text);
+    const received = match ? Date.parse(match[1] as string) : Number.NaN;
+    return Number.isNaN(received) ? undefined : Math.max(0, Math.floor((nowMs - received) / 1000));
+  }
+
+  /** The last consumed offset a cursor names. @throws BrokerError 422 for a malformed, foreign-timeline, expired or future offset */
+  private offsetOf(c: SubscriptionCursor, partition: SubscriptionPartition, range: PartitionRange | undefined, i: number): number {
+    const parsed = parseOffset(c.offset);
+    if (!parsed) throw errors.unprocessable(`cursor ${i}: offset "${c.offset}" is malformed`);
+    const resolved = resolveCursor(parsed, range ?? { oldest: 0, newest: -1 }, partition.timeline);
+    if (!resolved.ok) throw errors.unprocessable(`cursor ${i}: offset "${c.offset}" is invalid: ${resolved.reason}`);
+    return resolved.offset;
+  }
+}
+
+/** Parses `{items: [SubscriptionCursor]}`. @throws BrokerError 400 for the shape, 422 for a cursor without its fields */
+function itemsOf(body: unknown): SubscriptionCursor[] {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.badRequest('the body must be an object with "items", an array of cursors');
+  const items = (body as Record<string, unknown>).items;
+  if (!Array.isArray(items)) throw errors.badRequest('"items" must be an array of cursors');
+  return items.map((item: unknown, i) => {
+    const c = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
+    const { partition, offset, event_type: eventType, cursor_token: token } = c;
+    if (typeof partition !== 'string' || typeof offset !== 'string' || typeof eventType !== 'string') {
+      throw errors.unprocessable(`cursor ${i} must have string fields partition, offset and event_type`);
+    }
+    return { partition, offset, event_type: eventType, cursor_token: typeof token === 'string' ? token : '' };
+  });
+}
+

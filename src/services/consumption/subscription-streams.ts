@@ -1,0 +1,490 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { BrokerConfig } from '../../config/config-schema.js';
+import { partitionIds } from '../../domain/event-type.js';
+import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '../../domain/offsets.js';
+import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type PartitionAssignment, type PartitionKey, type Session } from '../../domain/rebalance.js';
+import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
+import { isSubscriptionId, type Subscription } from '../../domain/subscription.js';
+import { BrokerError, errors } from '../../errors/catalog.js';
+import type { StreamingAnswer, StreamSink } from '../../http/server.js';
+import type { Logger } from '../../observability/logger.js';
+import type { EventTypeStore } from '../../storage/event-type-store.js';
+import type { Keys } from '../../storage/keys.js';
+import type { PartitionStore } from '../../storage/partition-store.js';
+import type { SubscriptionStore } from '../../storage/subscription-store.js';
+import { offsetField, type SessionInfo, type SubscriptionState, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
+import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamPartition, type StreamPolicy } from './event-stream.js';
+import type { PartitionWakeups } from './partition-wakeups.js';
+
+/** One partition of a subscription with the timeline it is read on. */
+export interface SubscriptionPartition extends PartitionKey {
+  readonly timeline: number;
+}
+
+/** A subscription resolved for consumption: its record and every partition of its event types. */
+export interface ResolvedSubscription {
+  readonly record: Subscription;
+  readonly partitions: readonly SubscriptionPartition[];
+}
+
+/** Closing-batch debug messages (WIRE.md "Streaming"). */
+export const END_REASONS = {
+  commitTimeout: 'Commit timeout reached',
+  streamLimit: (n: number) => `Stream limit in events reached: ${n}`,
+  reset: 'Resetting subscription cursors',
+  sessionLost: 'Stream session ended: its lease expired or the subscription changed',
+} as const;
+
+const MAX_APPLY_ATTEMPTS = 50;
+
+/**
+ * Subscription streams (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset, stats",
+ * "Rebalancing"; DESIGN.md §6). Every stream is a session in Redis with a lease renewed by heartbeat;
+ * the partition assignment is recomputed by the pure `rebalance` whenever a session joins, leaves or
+ * expires, and written with compare-and-set on its version. Every node listens to the subscription
+ * channel: a change of assignment, a commit or a reset reaches its streams at once.
+ */
+export class SubscriptionStreams {
+  private readonly runners = new Map<string, SessionRunner>();
+  private stopping = false;
+
+  constructor(
+    private readonly subscriptions: SubscriptionStore,
+    private readonly eventTypes: EventTypeStore,
+    private readonly state: SubscriptionStateStore,
+    private readonly partitions: PartitionStore,
+    private readonly wakeups: PartitionWakeups,
+    private readonly keys: Keys,
+    private readonly config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>,
+    private readonly logger: Logger,
+    readonly nodeId: string = randomUUID(),
+  ) {}
+
+  /** Listens to the subscription channel on `subscriber` (a connection in subscribe mode). */
+  async start(subscriber: Redis): Promise<void> {
+    subscriber.on('message', (channel: string, message: string) => {
+      if (channel !== this.keys.subscriptionChannel) return;
+      const [id = '', kind = 'topology'] = message.split(':');
+      for (const runner of this.runners.values()) if (runner.subscriptionId === id) runner.notice(kind);
+    });
+    await subscriber.subscribe(this.keys.subscriptionChannel);
+  }
+
+  /** Streams open on this node. */
+  get openStreams(): number {
+    return this.runners.size;
+  }
+
+  /** The subscription and its partitions. @throws BrokerError 404 */
+  async resolve(id: string): Promise<ResolvedSubscription> {
+    if (!isSubscriptionId(id)) throw new BrokerError('NOT_FOUND', `Subscription "${id}" does not exist.`);
+    const record = await this.subscriptions.get(id);
+    if (!record) throw new BrokerError('NOT_FOUND', `Subscription "${id}" does not exist.`);
+    const partitions: SubscriptionPartition[] = [];
+    for (const name of record.event_types) {
+      const eventType = await this.eventTypes.get(name);
+      if (!eventType) continue;
+      for (const partition of partitionIds(eventType.topology)) partitions.push({ eventType: name, partition, timeline: eventType.topology.timeline });
+    }
+    return { record, partitions };
+  }
+
+  /**
+   * Opens a stream: checks parameters, joins the subscription as a new session (rebalancing its
+   * partitions), and answers with the stream (`X-Broker-StreamId` in the headers).
+   * @throws BrokerError 400/422 (parameters, foreign or duplicated partitions), 404, 409 (no free slot,
+   *   partition requested by another stream, cursor reset running), 503
+   */
+  async open(id: string, query: URLSearchParams, body: unknown): Promise<StreamingAnswer> {
+    if (this.stopping) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
+    const parsed = parseStreamParameters(query, body, 'subscription');
+    if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
+    const params = parsed.value;
+    const subscription = await this.resolve(id);
+    const streamId = randomUUID();
+    const session: Session = { id: streamId, requested: params.partitions };
+    const current = await this.state.read(id);
+    if (current.resetRunning) throw new BrokerError('CONFLICT', 'Cursors are being reset; try again shortly');
+    const live = streamingSessions(current);
+    const check = validateDirectRequests(subscription.partitions, live, session);
+    if (!check.ok) throw check.status === 409 ? new BrokerError('CONFLICT', check.detail) : errors.unprocessable(check.detail);
+    if (session.requested.length === 0 && freeSlots(subscription.partitions, live) <= 0) throw new BrokerError('CONFLICT', 'No free slots for streaming available');
+    await this.initialize(subscription);
+    const info: SessionInfo = { requested: params.partitions, state: 'streaming', node: this.nodeId };
+    const joined = await this.applyChange(subscription, { upsert: { id: streamId, info, leaseMs: this.config.subscriptions.leaseTtlMs }, refuseDuringReset: true });
+    if (joined === 'reset') throw new BrokerError('CONFLICT', 'Cursors are being reset; try again shortly');
+    const runner = new SessionRunner(this, subscription, streamId, params);
+    this.runners.set(streamId, runner);
+    return {
+      status: 200,
+      contentType: 'application/x-json-stream',
+      headers: { 'X-Broker-StreamId': streamId },
+      stream: async (sink) => {
+        try {
+          await runner.run(sink);
+        } finally {
+          void runner.released.finally(() => this.runners.delete(streamId));
+        }
+      },
+    };
+  }
+
+  /**
+   * Lazy `read_from` (WIRE.md "Subscriptions"): partitions without a committed offset get one now —
+   * `end` = the newest offset at this moment, `begin` = before the oldest, `cursors` = the initial
+   * cursor (before the oldest if it expired meanwhile). Racing nodes keep the first value.
+   */
+  async initialize(subscription: ResolvedSubscription): Promise<void> {
+    const { record } = subscription;
+    const existing = await this.state.offsets(record.id);
+    const missing = subscription.partitions.filter((p) => !existing.has(offsetField(p.eventType, p.partition)));
+    if (missing.length === 0) return;
+    const ranges = await this.rangesOf(missing);
+    const initial = new Map<string, number>();
+    for (const p of missing) {
+      const field = offsetField(p.eventType, p.partition);
+      const range = ranges.get(field) as PartitionRange;
+      let offset = record.read_from === 'begin' ? range.oldest - 1 : range.newest;
+      if (record.read_from === 'cursors') {
+        const cursor = record.initial_cursors.find((c) => c.event_type === p.eventType && c.partition === p.partition);
+        const parsed = cursor ? parseOffset(cursor.offset) : { kind: 'begin' as const };
+        const resolved = parsed ? resolveCursor(parsed, range, p.timeline) : undefined;
+        offset = resolved?.ok ? resolved.offset : range.oldest - 1;
+      }
+      initial.set(field, offset);
+    }
+    await this.state.initOffsets(record.id, initial);
+  }
+
+  /** Partition ranges by offsets field. */
+  async rangesOf(partitions: readonly SubscriptionPartition[]): Promise<Map<string, PartitionRange>> {
+    const out = new Map<string, PartitionRange>();
+    await Promise.all(
+      partitions.map(async (p) => {
+        const [range] = await this.partitions.ranges(p.eventType, p.timeline, [p.partition]);
+        out.set(offsetField(p.eventType, p.partition), range ?? { oldest: 0, newest: -1 });
+      }),
+    );
+    return out;
+  }
+
+  /**
+   * Recomputes and writes the assignment with compare-and-set, retrying on a concurrent change:
+   * expired sessions and `remove` leave, `upsert` joins or changes; streaming sessions get partitions,
+   * closed ones inside their commit window keep theirs as `reassigning` (see `rebalance`).
+   * @returns 'ok', or 'reset' when `refuseDuringReset` and a cursor reset runs
+   * @throws BrokerError 503 when the assignment keeps changing under it
+   */
+  async applyChange(
+    subscription: ResolvedSubscription,
+    change: { remove?: readonly string[]; upsert?: { id: string; info: SessionInfo; leaseMs: number }; complete?: PartitionKey & { from: string }; refuseDuringReset?: boolean },
+  ): Promise<'ok' | 'reset'> {
+    const id = subscription.record.id;
+    for (let attempt = 0; attempt < MAX_APPLY_ATTEMPTS; attempt++) {
+      const state = await this.state.read(id);
+      const removed = new Set(change.remove ?? []);
+      for (const s of state.sessions) if (s.expiresAt <= state.nowMs && s.id !== change.upsert?.id) removed.add(s.id);
+      const remaining = state.sessions.filter((s) => !removed.has(s.id) && s.id !== change.upsert?.id).map((s) => ({ id: s.id, info: s.info }));
+      if (change.upsert) remaining.push({ id: change.upsert.id, info: change.upsert.info });
+      const streaming = remaining.filter((s) => s.info.state === 'streaming').map((s) => ({ id: s.id, requested: s.info.requested }));
+      let assignments = state.assignments;
+      const completing = change.complete;
+      if (completing) {
+        const current = assignments.find((a) => a.eventType === completing.eventType && a.partition === completing.partition);
+        if (current?.state === 'reassigning' && current.session === completing.from) assignments = completeReassignment(assignments, completing);
+      }
+      assignments = rebalance(subscription.partitions, streaming, assignments, new Set(remaining.map((s) => s.id)));
+      const outcome = await this.state.apply(id, {
+        expectedVersion: state.version,
+        assignments,
+        removeSessions: [...removed],
+        upsertSession: change.upsert,
+        refuseDuringReset: change.refuseDuringReset ?? false,
+      });
+      if (outcome !== 'conflict') return outcome;
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
+    }
+    throw new BrokerError('STORAGE_UNAVAILABLE', 'The subscription assignment kept changing; try again', { 'Retry-After': '1' });
+  }
+
+  /** Refuses new streams and ends the open ones at once; their sessions are released (DESIGN.md §6). */
+  async close(): Promise<void> {
+    this.stopping = true;
+    await Promise.all([...this.runners.values()].map(async (r) => {
+      await r.stop();
+      await r.released;
+    }));
+  }
+
+  /** Internals for the session runner. */
+  get deps(): { state: SubscriptionStateStore; partitions: PartitionStore; wakeups: PartitionWakeups; keys: Keys; config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>; logger: Logger; stopping: boolean } {
+    return { state: this.state, partitions: this.partitions, wakeups: this.wakeups, keys: this.keys, config: this.config, logger: this.logger, stopping: this.stopping };
+  }
+}
+
+/** Streaming sessions whose lease has not expired, as `rebalance` sees them. */
+export function streamingSessions(state: SubscriptionState): Session[] {
+  return state.sessions.filter((s) => s.expiresAt > state.nowMs && s.info.state === 'streaming').map((s) => ({ id: s.id, requested: s.info.requested }));
+}
+
+/**
+ * One subscription stream on this node: the state machine streaming → closing → done (STYLE.md
+ * habit 6). It follows the assignment (adds partitions it is given, stops sending partitions that
+ * move away and hands them over once committed), applies flow control (`max_uncommitted_events`),
+ * `commit_timeout` and `stream_limit` over committed events, and renews its lease. It sends only while
+ * its lease is known valid on the local clock, so a node paused past its lease sends nothing before a
+ * heartbeat confirms the session still exists (the heartbeat and every commit are fenced in Lua).
+ */
+class SessionRunner implements StreamPolicy {
+  private loop: EventStreamLoop | undefined;
+  private readonly committed = new Map<string, number>();
+  private assignments: readonly PartitionAssignment[] = [];
+  private lastOffsets: ReadonlyMap<string, number> = new Map();
+  private readonly timelines = new Map<string, number>();
+  private sentInStream = 0;
+  private committedInStream = 0;
+  private uncommittedSince: number | undefined;
+  private leaseUntil: number;
+  private override: string | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private refreshing: Promise<void> = Promise.resolve();
+  private refreshQueued = false;
+  private commitsSeen: (() => void) | undefined;
+  private finished = false;
+  private readonly leaseMs: number;
+  private readonly commitTimeoutMs: number;
+
+  constructor(
+    private readonly owner: SubscriptionStreams,
+    private readonly subscription: ResolvedSubscription,
+    readonly streamId: string,
+    private readonly params: StreamParameters,
+  ) {
+    this.released = new Promise<void>((resolve) => (this.markReleased = resolve));
+    this.leaseMs = owner.deps.config.subscriptions.leaseTtlMs;
+    this.commitTimeoutMs = params.commitTimeoutSeconds * 1000;
+    this.leaseUntil = performance.now() + this.leaseMs;
+    for (const p of subscription.partitions) this.timelines.set(offsetField(p.eventType, p.partition), p.timeline);
+  }
+
+  get subscriptionId(): string {
+    return this.subscription.record.id;
+  }
+
+  /** A message on the subscription channel: `topology`, `commit` or `reset`. */
+  notice(kind: string): void {
+    if (kind === 'reset') {
+      this.override = END_REASONS.reset;
+      this.loop?.poke();
+      return;
+    }
+    this.scheduleRefresh();
+  }
+
+  /**
+   * Streams until an end condition. Returns when the HTTP stream may end; the session is released in
+   * the background (`released`), after the commit window when events are uncommitted.
+   */
+  async run(sink: StreamSink): Promise<void> {
+    const { partitions, wakeups, keys, config } = this.owner.deps;
+    this.loop = new EventStreamLoop(this.params, sink, this, partitions, wakeups, keys, config.consumption);
+    this.heartbeat = setInterval(() => void this.beat(), Math.max(100, Math.floor(this.leaseMs / 3)));
+    let releaseNow = true;
+    try {
+      await this.refresh();
+      const end = await this.loop.run(true);
+      releaseNow =
+        this.owner.deps.stopping ||
+        this.override === END_REASONS.reset ||
+        this.override === END_REASONS.sessionLost ||
+        (end.kind === 'reason' && end.debug === NODE_SHUTTING_DOWN);
+    } finally {
+      clearInterval(this.heartbeat);
+      void this.leave(releaseNow).finally(() => {
+        this.finished = true;
+        this.markReleased();
+      });
+    }
+  }
+
+  /** Settles once the session left Redis (at once, or after its commit window). */
+  readonly released: Promise<void>;
+  private markReleased: () => void = () => undefined;
+
+  /** Node shutdown: end the stream now and release the session (also one inside its commit window). */
+  async stop(): Promise<void> {
+    this.override ??= NODE_SHUTTING_DOWN;
+    this.loop?.poke();
+    this.commitsSeen?.();
+    await this.refreshing;
+  }
+
+  // ---- StreamPolicy ----
+
+  allowance(): number {
+    if (performance.now() > this.leaseUntil) return 0;
+    const byCommits = this.params.maxUncommittedEvents - this.uncommitted();
+    const byLimit = this.params.streamLimit === 0 ? Number.POSITIVE_INFINITY : this.params.streamLimit - this.sentInStream;
+    return Math.max(0, Math.min(byCommits, byLimit));
+  }
+
+  endReason(): string | undefined {
+    if (this.override !== undefined) return this.override;
+    if (this.uncommittedSince !== undefined && performance.now() - this.uncommittedSince >= this.commitTimeoutMs && this.uncommitted() > 0) return END_REASONS.commitTimeout;
+    if (this.params.streamLimit !== 0 && this.committedInStream >= this.params.streamLimit) return END_REASONS.streamLimit(this.params.streamLimit);
+    return undefined;
+  }
+
+  sent(_partition: StreamPartition, count: number): void {
+    this.sentInStream += count;
+    this.uncommittedSince ??= performance.now();
+  }
+
+  /** Before this stream holds a partition: a keep-alive on a partition it is about to get (or any), at its committed offset. */
+  opening(debug: string): string | undefined {
+    const a = this.assignments.find((x) => x.nextSession === this.streamId) ?? this.assignments[0];
+    if (!a) return undefined;
+    const field = offsetField(a.eventType, a.partition);
+    const cursor = `{"partition":${JSON.stringify(a.partition)},"offset":"${formatOffset(this.timelines.get(field) ?? 1, this.committed.get(field) ?? this.lastOffsets.get(field) ?? -1)}","event_type":${JSON.stringify(a.eventType)},"cursor_token":"${randomUUID()}"}`;
+    return `{"cursor":${cursor},"info":{"debug":${JSON.stringify(debug)}}}`;
+  }
+
+  line(p: StreamPartition, events: readonly string[] | undefined, debug: string | undefined): string {
+    const cursor = `{"cursor":{"partition":${JSON.stringify(p.partition)},"offset":"${formatOffset(p.timeline, p.sent)}","event_type":${JSON.stringify(p.eventType)},"cursor_token":"${randomUUID()}"}`;
+    const body = events === undefined ? '' : `,"events":[${events.join(',')}]`;
+    const info = debug === undefined ? '' : `,"info":{"debug":${JSON.stringify(debug)}}`;
+    return `${cursor}${body}${info}}`;
+  }
+
+  // ---- state ----
+
+  /** Events sent on this stream and not committed, over all its partitions. */
+  private uncommitted(): number {
+    let n = 0;
+    for (const p of this.loop?.current ?? []) n += Math.max(0, p.sent - (this.committed.get(offsetField(p.eventType, p.partition)) ?? p.sent));
+    return n;
+  }
+
+  private scheduleRefresh(): void {
+    if (this.refreshQueued) return;
+    this.refreshQueued = true;
+    this.refreshing = this.refreshing.then(async () => {
+      this.refreshQueued = false;
+      await this.refresh().catch((err: unknown) => this.owner.deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'cannot refresh the stream state; retrying on the next heartbeat'));
+    });
+  }
+
+  /** Reads assignment and offsets and follows them. */
+  private async refresh(): Promise<void> {
+    const loop = this.loop;
+    if (!loop) return;
+    const { state: store } = this.owner.deps;
+    const [state, offsets] = await Promise.all([store.read(this.subscriptionId), store.offsets(this.subscriptionId)]);
+    this.assignments = state.assignments;
+    this.lastOffsets = offsets;
+    this.applyOffsets(offsets);
+    const me = state.sessions.find((s) => s.id === this.streamId);
+    if (!me || me.expiresAt <= state.nowMs) {
+      if (!this.finished) this.override ??= END_REASONS.sessionLost;
+      loop.poke();
+      this.commitsSeen?.();
+      return;
+    }
+    const seen = new Set<string>();
+    for (const a of state.assignments) {
+      const field = offsetField(a.eventType, a.partition);
+      seen.add(field);
+      const p = loop.get(a.eventType, a.partition);
+      if (a.state === 'assigned' && a.session === this.streamId) {
+        if (!p || !p.active) {
+          const start = offsets.get(field) ?? -1;
+          this.committed.set(field, start);
+          loop.add(a.eventType, a.partition, this.timelines.get(field) ?? 1, start);
+        }
+      } else if (a.state === 'reassigning' && a.session === this.streamId) {
+        if (p?.active) loop.deactivate(p);
+        if (!p) continue;
+        const committed = this.committed.get(field) ?? -1;
+        if (committed >= p.sent) {
+          loop.remove(a.eventType, a.partition);
+          await this.owner.applyChange(this.subscription, { complete: { eventType: a.eventType, partition: a.partition, from: this.streamId } });
+        }
+      } else if (p) {
+        loop.remove(a.eventType, a.partition);
+      }
+    }
+    for (const p of loop.current) if (!seen.has(offsetField(p.eventType, p.partition))) loop.remove(p.eventType, p.partition);
+    loop.poke();
+    this.commitsSeen?.();
+  }
+
+  /** Takes new committed offsets: flow control, stream limit, skip-ahead, commit timeout. */
+  private applyOffsets(offsets: ReadonlyMap<string, number>): void {
+    const loop = this.loop;
+    if (!loop) return;
+    let progressed = false;
+    for (const p of loop.current) {
+      const field = offsetField(p.eventType, p.partition);
+      const before = this.committed.get(field) ?? -1;
+      const now = offsets.get(field) ?? before;
+      if (now <= before) continue;
+      progressed = true;
+      this.committedInStream += Math.min(now, p.sent) - before > 0 ? Math.min(now, p.sent) - before : 0;
+      this.committed.set(field, now);
+      if (p.active && now > p.sent) loop.skipTo(p, now);
+    }
+    if (this.uncommitted() === 0) this.uncommittedSince = undefined;
+    else if (progressed) this.uncommittedSince = performance.now();
+  }
+
+  /** Heartbeat: renews the lease (fenced), sweeps expired sessions, re-reads the state as a safety net. */
+  private async beat(): Promise<void> {
+    const { state, logger } = this.owner.deps;
+    const sentAt = performance.now();
+    try {
+      const expired = await state.heartbeat(this.subscriptionId, this.streamId, this.leaseMs);
+      if (expired < 0) {
+        this.override ??= END_REASONS.sessionLost;
+        this.loop?.poke();
+        return;
+      }
+      this.leaseUntil = sentAt + this.leaseMs;
+      if (expired > 0) await this.owner.applyChange(this.subscription, {});
+      this.scheduleRefresh();
+    } catch (err) {
+      logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'heartbeat failed; the stream pauses until one succeeds');
+    }
+  }
+
+  /**
+   * Leaves the subscription. With uncommitted events and no reason to release at once, the session
+   * stays as `closed` for `commit_timeout` so the client can still commit (WIRE.md "Commits"); its
+   * partitions move to other streams when committed or when the window ends.
+   */
+  private async leave(releaseNow: boolean): Promise<void> {
+    const { logger } = this.owner.deps;
+    try {
+      if (releaseNow || this.uncommitted() === 0) {
+        await this.owner.applyChange(this.subscription, { remove: [this.streamId] });
+        return;
+      }
+      const info: SessionInfo = { requested: [], state: 'closed', node: this.owner.nodeId };
+      await this.owner.applyChange(this.subscription, { upsert: { id: this.streamId, info, leaseMs: this.commitTimeoutMs } });
+      const deadline = performance.now() + this.commitTimeoutMs;
+      while (this.uncommitted() > 0 && performance.now() < deadline && !this.owner.deps.stopping) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, Math.max(1, deadline - performance.now()));
+          this.commitsSeen = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.commitsSeen = undefined;
+      }
+      await this.owner.applyChange(this.subscription, { remove: [this.streamId] });
+    } catch (err) {
+      logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'could not release a stream session; it expires with its lease');
+    }
+  }
+}

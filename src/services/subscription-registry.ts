@@ -1,0 +1,179 @@
+import { randomUUID } from 'node:crypto';
+import type { BrokerConfig } from '../config/config-schema.js';
+import { partitionIds } from '../domain/event-type.js';
+import type { RuleResult } from '../domain/event-type-rules.js';
+import {
+  initialCursorProblems,
+  isEventTypeName,
+  isSubscriptionId,
+  parseSubscriptionInput,
+  parseSubscriptionUpdate,
+  subscriptionKey,
+  type EventTypePartitions,
+  type Subscription,
+  type SubscriptionInput,
+} from '../domain/subscription.js';
+import type { PartitionRange } from '../domain/offsets.js';
+import { BrokerError, errors } from '../errors/catalog.js';
+import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
+import type { PartitionStore } from '../storage/partition-store.js';
+import type { SubscriptionStore } from '../storage/subscription-store.js';
+
+/** Filters of `GET /subscriptions` (spec "Subscriptions"): both optional; `eventTypes` must all be read. */
+export interface SubscriptionFilter {
+  readonly owningApplication?: string;
+  readonly eventTypes: readonly string[];
+}
+
+/** A page of a listing: `offset` ≥ 0 and `limit` 1..1000, already checked (see `pageOf`). */
+export interface SubscriptionPage {
+  readonly offset: number;
+  readonly limit: number;
+}
+
+/** The 404 of an unknown subscription (reference wording). */
+export function subscriptionNotFound(id: string): BrokerError {
+  return new BrokerError('NOT_FOUND', `Subscription with id "${id}" does not exist.`);
+}
+
+/**
+ * The subscription registry (spec "Subscription", "Subscriptions" endpoints, "Limits"; WIRE.md
+ * "Subscriptions" up to "Streaming"): create-or-get by subscription key, read, list, update of the
+ * mutable fields and delete. Consumption state (offsets, sessions) is not touched here except that a
+ * delete removes it.
+ */
+export class SubscriptionRegistry {
+  constructor(
+    private readonly store: SubscriptionStore,
+    private readonly eventTypes: EventTypeStore,
+    private readonly partitions: PartitionStore,
+    private readonly config: BrokerConfig['subscriptions'],
+  ) {}
+
+  /**
+   * Creates a subscription, or finds the one with the same key (owning_application, set of event types,
+   * consumer_group): that one is returned unchanged with `created: false` (answered 200), even when the
+   * rest of the body differs. Only a body whose key is new is checked against storage: its event types
+   * must exist, their partitions together must not exceed `subscriptions.maxPartitions`, and with
+   * `read_from: cursors` there must be one valid initial cursor per partition.
+   * @returns the record and whether it was created (201) or already existed (200)
+   * @throws BrokerError 400 (shape, `read_from`), 422 (rules, unknown event type, too many partitions,
+   *   initial cursors), 503 (storage)
+   */
+  async create(body: unknown): Promise<{ record: Subscription; created: boolean }> {
+    const input = ruleChecked(parseSubscriptionInput(body));
+    const existing = await this.existing(subscriptionKey(input));
+    if (existing) return { record: existing, created: false };
+
+    const stored = await Promise.all(input.event_types.map(async (name) => ({ name, eventType: await this.eventTypes.get(name) })));
+    const missing = stored.filter((s) => s.eventType === undefined).map((s) => `"${s.name}"`);
+    if (missing.length > 0) throw errors.unprocessable(`Field "event_types" names event types that do not exist: ${missing.join(', ')}`);
+    const found = stored.flatMap((s) => (s.eventType ? [s.eventType] : []));
+    const total = found.reduce((sum, et) => sum + et.topology.partitionCount, 0);
+    if (total > this.config.maxPartitions) {
+      throw errors.unprocessable(`The subscription would have ${total} partitions over its event types; at most ${this.config.maxPartitions} are allowed`);
+    }
+    if (input.read_from === 'cursors') {
+      const problems = initialCursorProblems(input, await this.partitionsOf(found));
+      if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
+    }
+
+    const now = new Date().toISOString();
+    const record = toRecord(randomUUID(), input, now, now);
+    const id = await this.store.create(record);
+    if (id === record.id) return { record, created: true };
+    // Another request stored the same key between the lookup and the script.
+    const winner = await this.store.get(id);
+    if (!winner) throw new BrokerError('CONFLICT', 'A subscription with the same key was changed concurrently; retry');
+    return { record: winner, created: false };
+  }
+
+  /** @throws BrokerError 404 (also for an id that is not a uuid), 503 */
+  async get(id: string): Promise<Subscription> {
+    if (!isSubscriptionId(id)) throw subscriptionNotFound(id);
+    const record = await this.store.get(id);
+    if (!record) throw subscriptionNotFound(id);
+    return record;
+  }
+
+  /**
+   * One page of subscriptions, newest first (created_at, then id, descending), optionally only those of
+   * an owning application and reading every given event type (spec "Subscriptions" GET).
+   * Without filters one page is read; with filters the candidates are read and filtered in memory.
+   * @throws BrokerError 503
+   */
+  async list(filter: SubscriptionFilter, page: SubscriptionPage): Promise<Subscription[]> {
+    const { owningApplication, eventTypes } = filter;
+    if (owningApplication === undefined && eventTypes.length === 0) {
+      return this.store.getMany(await this.store.idsNewestFirst(page.offset, page.limit));
+    }
+    // A name that cannot be an event type is read by no subscription (and must not reach a key).
+    if (!eventTypes.every(isEventTypeName)) return [];
+    const candidates =
+      eventTypes.length > 0 ? newestFirst(await this.store.getMany(await this.store.idsOfEventTypes([...new Set(eventTypes)]))) : await this.store.getMany(await this.store.idsNewestFirst(0));
+    const matching = owningApplication === undefined ? candidates : candidates.filter((s) => s.owning_application === owningApplication);
+    return matching.slice(page.offset, page.offset + page.limit);
+  }
+
+  /**
+   * Updates authorization, annotations and labels (spec "Subscriptions": everything else is immutable);
+   * fields absent from the body keep their stored value. Stores a new `updated_at`.
+   * @throws BrokerError 404, 400 (shape), 422 (rules or a changed immutable field), 503
+   */
+  async update(id: string, body: unknown): Promise<Subscription> {
+    const existing = await this.get(id);
+    const input = ruleChecked(parseSubscriptionUpdate(existing, body));
+    const record = toRecord(existing.id, input, existing.created_at, new Date().toISOString());
+    if (!(await this.store.replace(record))) throw subscriptionNotFound(id);
+    return record;
+  }
+
+  /** Deletes a subscription and its consumption state; live streams of it are told to close. @throws BrokerError 404, 503 */
+  async delete(id: string): Promise<void> {
+    const record = await this.get(id);
+    if (!(await this.store.delete(record))) throw subscriptionNotFound(id);
+  }
+
+  private async existing(key: string): Promise<Subscription | undefined> {
+    const id = await this.store.idOfKey(key);
+    return id === undefined ? undefined : this.store.get(id);
+  }
+
+  private async partitionsOf(eventTypes: readonly StoredEventType[]): Promise<Map<string, EventTypePartitions>> {
+    const entries = await Promise.all(
+      eventTypes.map(async ({ record, topology }): Promise<[string, EventTypePartitions]> => {
+        const ids = partitionIds(topology);
+        const ranges = await this.partitions.ranges(record.name, topology.timeline, ids);
+        return [record.name, { timeline: topology.timeline, ranges: new Map(ids.map((p, i) => [p, ranges[i] as PartitionRange])) }];
+      }),
+    );
+    return new Map(entries);
+  }
+}
+
+function ruleChecked(parsed: RuleResult<SubscriptionInput>): SubscriptionInput {
+  if (!parsed.ok) throw new BrokerError(parsed.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', parsed.details.join('\n'));
+  return parsed.value;
+}
+
+/** Newest first, ties by id descending: the order of the ids sorted set read backwards. */
+function newestFirst(records: Subscription[]): Subscription[] {
+  return records.sort((a, b) => (a.created_at === b.created_at ? (a.id < b.id ? 1 : a.id > b.id ? -1 : 0) : a.created_at < b.created_at ? 1 : -1));
+}
+
+/** The stored record: validated input plus the service-set fields, in the record's field order. */
+function toRecord(id: string, input: SubscriptionInput, createdAt: string, updatedAt: string): Subscription {
+  return {
+    id,
+    owning_application: input.owning_application,
+    event_types: input.event_types,
+    consumer_group: input.consumer_group,
+    read_from: input.read_from,
+    initial_cursors: input.initial_cursors,
+    ...(input.authorization ? { authorization: input.authorization } : {}),
+    ...(input.annotations ? { annotations: input.annotations } : {}),
+    ...(input.labels ? { labels: input.labels } : {}),
+    created_at: createdAt,
+    updated_at: updatedAt,
+  };
+}

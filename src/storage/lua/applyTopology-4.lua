@@ -1,0 +1,37 @@
+--[[
+  Applies a new partition assignment of a subscription and the session changes that caused it, if
+  nobody changed the assignment since it was read (compare-and-set on its version; DESIGN.md §6).
+
+  KEYS[1] topology      (hash)   `version` (integer), `partitions` (JSON array of assignments)
+  KEYS[2] sessions      (zset)   stream id → lease expiry, ms on Redis's clock
+  KEYS[3] session info  (hash)   stream id → session JSON
+  KEYS[4] reset         (string) present while a cursor reset runs
+
+  ARGV[1] expected version     (integer; 0 when the subscription never had an assignment)
+  ARGV[2] partitions           (JSON array)
+  ARGV[3] channel              (pub/sub channel told about the change)
+  ARGV[4] message              (published on it)
+  ARGV[5] refuse during reset  ('1' = return 'reset' when KEYS[4] exists)
+  ARGV[6] removed stream ids   (space-separated; may be empty)
+  ARGV[7] upserted stream id   ('' = none)
+  ARGV[8] its session JSON
+  ARGV[9] its lease            (ms from now)
+
+  Returns 'ok', 'conflict' (the version moved: read again) or 'reset'.
+]]
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if version ~= tonumber(ARGV[1]) then return 'conflict' end
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then return 'reset' end
+for id in string.gmatch(ARGV[6], '%S+') do
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], id)
+end
+if ARGV[7] ~= '' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[9]), ARGV[7])
+  redis.call('HSET', KEYS[3], ARGV[7], ARGV[8])
+end
+redis.call('HSET', KEYS[1], 'version', version + 1, 'partitions', ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 'ok'

@@ -1,0 +1,172 @@
+import type { Redis } from 'ioredis';
+import type { PartitionAssignment, PartitionKey } from '../domain/rebalance.js';
+import type { Keys } from './keys.js';
+import { storageError } from './redis-connection.js';
+import type { Scripts } from './scripts.js';
+
+/** What a streaming session records about itself (session info hash). */
+export interface SessionInfo {
+  /** Directly requested partitions; empty = automatic assignment. */
+  readonly requested: readonly PartitionKey[];
+  /** `streaming` while its HTTP stream is open; `closed` inside the commit window after it ended. */
+  readonly state: 'streaming' | 'closed';
+  /** The broker node serving it (for logs and stats). */
+  readonly node: string;
+}
+
+/** A session with its lease expiry (ms on Redis's clock). */
+export interface StoredSession {
+  readonly id: string;
+  readonly expiresAt: number;
+  readonly info: SessionInfo;
+}
+
+/** The consumption state of a subscription, read atomically (MULTI on its slot). */
+export interface SubscriptionState {
+  /** Redis's clock at the read, ms. */
+  readonly nowMs: number;
+  /** Assignment version for compare-and-set; 0 before the first assignment. */
+  readonly version: number;
+  readonly assignments: readonly PartitionAssignment[];
+  /** Every session still in the set, expired ones included (`expiresAt <= nowMs`). */
+  readonly sessions: readonly StoredSession[];
+  readonly resetRunning: boolean;
+}
+
+/** A change applied together with a new assignment by {@link SubscriptionStateStore.apply}. */
+export interface TopologyChange {
+  readonly expectedVersion: number;
+  readonly assignments: readonly PartitionAssignment[];
+  readonly removeSessions?: readonly string[];
+  /** Adds or rewrites a session with a lease of `leaseMs` from now. */
+  readonly upsertSession?: { readonly id: string; readonly info: SessionInfo; readonly leaseMs: number };
+  /** Refuse with `reset` while a cursor reset runs (new streams). */
+  readonly refuseDuringReset: boolean;
+}
+
+/** Result of a commit: per cursor committed or outdated, or why nothing was committed. */
+export type CommitOutcome = { readonly kind: 'ok'; readonly committed: readonly boolean[] } | { readonly kind: 'no_session' } | { readonly kind: 'not_owned'; readonly index: number };
+
+/** The offsets hash field of a partition. */
+export const offsetField = (eventType: string, partition: string): string => `${eventType}:${partition}`;
+
+/**
+ * Subscription consumption state in Redis under the subscription's hash tag (DESIGN.md §6): committed
+ * offsets, sessions with lease expiry on Redis's clock, the assignment with a version, the reset
+ * marker. Multi-key changes are Lua scripts fenced against the assignment; Redis failures surface as
+ * `STORAGE_UNAVAILABLE` (503).
+ */
+export class SubscriptionStateStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly scripts: Scripts,
+    private readonly keys: Keys,
+  ) {}
+
+  /** Reads assignment, sessions and reset marker in one transaction. */
+  async read(id: string): Promise<SubscriptionState> {
+    const k = this.keys;
+    const results = await this.redis
+      .multi()
+      .time()
+      .hmget(k.subscriptionTopology(id), 'version', 'partitions')
+      .zrange(k.subscriptionSessions(id), 0, -1, 'WITHSCORES')
+      .hgetall(k.subscriptionSessionInfo(id))
+      .exists(k.subscriptionReset(id))
+      .exec()
+      .catch(storageError);
+    const values = (results ?? []).map(([err, value]) => {
+      if (err) storageError(err);
+      return value;
+    });
+    const [time, topology, sessionScores, infos, reset] = values as [[string, string], [string | null, string | null], string[], Record<string, string>, number];
+    const sessions: StoredSession[] = [];
+    for (let i = 0; i + 1 < sessionScores.length; i += 2) {
+      const sid = sessionScores[i] as string;
+      const info = infos[sid];
+      sessions.push({ id: sid, expiresAt: Number(sessionScores[i + 1]), info: info ? (JSON.parse(info) as SessionInfo) : { requested: [], state: 'closed', node: '' } });
+    }
+    return {
+      nowMs: Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000),
+      version: Number(topology[0] ?? 0),
+      assignments: topology[1] ? (JSON.parse(topology[1]) as PartitionAssignment[]) : [],
+      sessions,
+      resetRunning: reset === 1,
+    };
+  }
+
+  /** Applies an assignment and its session changes if the version did not move; tells every node. */
+  async apply(id: string, change: TopologyChange): Promise<'ok' | 'conflict' | 'reset'> {
+    const k = this.keys;
+    const upsert = change.upsertSession;
+    const outcome = await this.scripts
+      .run('applyTopology', [k.subscriptionTopology(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionReset(id)], [
+        change.expectedVersion,
+        JSON.stringify(change.assignments),
+        k.subscriptionChannel,
+        id,
+        change.refuseDuringReset ? '1' : '0',
+        (change.removeSessions ?? []).join(' '),
+        upsert?.id ?? '',
+        upsert ? JSON.stringify(upsert.info) : '',
+        upsert?.leaseMs ?? 0,
+      ])
+      .catch(storageError);
+    return outcome as 'ok' | 'conflict' | 'reset';
+  }
+
+  /** Renews a session's lease. @returns -1 when the session is gone or expired, else how many sessions expired */
+  async heartbeat(id: string, streamId: string, leaseMs: number): Promise<number> {
+    return Number(await this.scripts.run('heartbeat', [this.keys.subscriptionSessions(id)], [streamId, leaseMs]).catch(storageError));
+  }
+
+  /** Commits cursors of one stream, fenced against the assignment (see `commitCursors-3.lua`). */
+  async commit(id: string, streamId: string, cursors: readonly { field: string; offset: number }[]): Promise<CommitOutcome> {
+    const k = this.keys;
+    const args: (string | number)[] = [streamId, k.subscriptionChannel, `${id}:commit`];
+    for (const c of cursors) args.push(c.field, String(c.offset));
+    const result = (await this.scripts.run('commitCursors', [k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionTopology(id)], args).catch(storageError)) as (
+      | string
+      | number
+    )[];
+    if (result[0] === 'no_session') return { kind: 'no_session' };
+    if (result[0] === 'not_owned') return { kind: 'not_owned', index: Number(result[1]) - 1 };
+    return { kind: 'ok', committed: result.slice(1).map((r) => Number(r) === 1) };
+  }
+
+  /** Sets the offsets of partitions that have none. */
+  async initOffsets(id: string, offsets: ReadonlyMap<string, number>): Promise<void> {
+    if (offsets.size === 0) return;
+    const args: string[] = [];
+    for (const [field, offset] of offsets) args.push(field, String(offset));
+    await this.scripts.run('initOffsets', [this.keys.subscriptionOffsets(id)], args).catch(storageError);
+  }
+
+  /** Committed offsets by field; empty before the subscription was initialized. */
+  async offsets(id: string): Promise<Map<string, number>> {
+    const all = await this.redis.hgetall(this.keys.subscriptionOffsets(id)).catch(storageError);
+    return new Map(Object.entries(all).map(([field, value]) => [field, Number(value)]));
+  }
+
+  /** Overwrites offsets (cursor reset) and tells every node. */
+  async writeOffsets(id: string, offsets: ReadonlyMap<string, number>): Promise<void> {
+    if (offsets.size > 0) {
+      const flat: string[] = [];
+      for (const [field, offset] of offsets) flat.push(field, String(offset));
+      await this.redis.hset(this.keys.subscriptionOffsets(id), ...flat).catch(storageError);
+    }
+    await this.redis.publish(this.keys.subscriptionChannel, `${id}:commit`).catch(storageError);
+  }
+
+  /** Marks a cursor reset as running for `ttlMs`. @returns false when one runs already */
+  async startReset(id: string, ttlMs: number): Promise<boolean> {
+    const set = await this.redis.set(this.keys.subscriptionReset(id), '1', 'PX', ttlMs, 'NX').catch(storageError);
+    if (set === 'OK') await this.redis.publish(this.keys.subscriptionChannel, `${id}:reset`).catch(storageError);
+    return set === 'OK';
+  }
+
+  /** Ends a cursor reset. */
+  async endReset(id: string): Promise<void> {
+    await this.redis.del(this.keys.subscriptionReset(id)).catch(storageError);
+  }
+}
