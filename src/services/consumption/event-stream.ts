@@ -11,9 +11,13 @@ export class StreamPartition {
   sent: number;
   /** Last offset read from Redis into `buffer`. */
   read: number;
-  /** Read events not yet sent, offsets `sent + 1 …`; their bytes count against the stream's cap. */
+  /** Read events not yet sent; their bytes count against the stream's cap. */
   buffer: string[] = [];
+  /** Offset of each buffered event (ascending; gaps where the policy skipped events). */
+  offsets: number[] = [];
   bufferBytes = 0;
+  /** Highest offset read and skipped after the last buffered event (-1 = none): the cursor may move there. */
+  skippedThrough = -1;
   /** When the current batch window started (ms, `performance.now()`): reset by every batch sent. */
   windowStartedAt: number;
   /** Empty batches sent in a row. */
@@ -49,6 +53,13 @@ export interface StreamPolicy {
   endReason(): string | undefined;
   /** Called after a batch with `count` events of `partition` went out; `partition.sent` is already advanced. */
   sent(partition: StreamPartition, count: number): void;
+  /**
+   * Whether an event goes to the client (per-event authorization, issue 4); skipped events are not
+   * sent but the cursor moves past them. Absent = every event.
+   */
+  accept?(partition: StreamPartition, event: string): boolean;
+  /** Called when the cursor of `partition` moved past skipped events only (`partition.sent` already moved). */
+  skipped?(partition: StreamPartition): void;
   /** An opening keep-alive line for a stream that has no partition to send yet (undefined = none). */
   opening?(debug: string): string | undefined;
   /** The batch line without its newline: cursor of `partition.sent`, `events` (absent = keep-alive), `info.debug`. */
@@ -135,9 +146,15 @@ export class EventStreamLoop {
   /** Stops sending a partition (it is leaving): its buffered events are dropped, reading stops. */
   deactivate(p: StreamPartition): void {
     p.active = false;
-    p.buffer = [];
-    p.bufferBytes = 0;
+    this.clear(p);
     p.read = p.sent;
+  }
+
+  private clear(p: StreamPartition): void {
+    p.buffer = [];
+    p.offsets = [];
+    p.bufferBytes = 0;
+    p.skippedThrough = -1;
   }
 
   /** Moves a partition's position (a commit beyond what was sent skips ahead): buffered events are dropped. */
@@ -145,8 +162,7 @@ export class EventStreamLoop {
     if (offset <= p.sent) return;
     p.sent = offset;
     p.read = offset;
-    p.buffer = [];
-    p.bufferBytes = 0;
+    this.clear(p);
     this.poke();
   }
 
@@ -221,9 +237,18 @@ export class EventStreamLoop {
         // Retention removed events the stream had not reached: continue at the oldest kept one.
         p.sent = slice.first - 1;
       }
+      const filtering = this.policy.accept !== undefined;
+      let offset = slice.first;
       for (const text of slice.events) {
-        p.buffer.push(text);
-        p.bufferBytes += text.length;
+        if (!filtering || this.policy.accept?.(p, text) !== false) {
+          p.buffer.push(text);
+          p.offsets.push(offset);
+          p.bufferBytes += text.length;
+          p.skippedThrough = -1;
+        } else {
+          p.skippedThrough = offset;
+        }
+        offset += 1;
       }
       p.read = slice.first + slice.events.length - 1;
       if (p.knownNext - 1 <= p.read) p.knownNext = p.read + 1;
@@ -241,20 +266,25 @@ export class EventStreamLoop {
     const t = now();
     for (const p of this.partitions.values()) {
       if (!p.active) continue;
-      // A batch is full at batch_limit, or at what flow control or stream_limit still allow.
-      for (let full = Math.min(batchLimit, this.policy.allowance()); full > 0 && p.buffer.length >= full; full = Math.min(batchLimit, this.policy.allowance())) {
-        this.emit(out, p, this.take(p, full), t);
-      }
+      // A batch is full at batch_limit, at what flow control or stream_limit still allow, or when an
+      // event falls outside batch_timespan.
+      for (let full = this.fullBatch(p); full > 0; full = this.fullBatch(p)) this.emit(out, p, full, t);
       if (!final && t - p.windowStartedAt < flushMs) continue;
       let count = Math.min(p.buffer.length, batchLimit, this.policy.allowance());
       if (count === 0 && !final) {
+        if (p.buffer.length === 0 && p.skippedThrough > p.sent) {
+          // Only skipped events since the last batch: the cursor moves past them.
+          p.sent = p.skippedThrough;
+          p.skippedThrough = -1;
+          this.policy.skipped?.(p);
+        }
         // Keep-alive. A stream paused by flow control with events waiting does not count it.
         out.push(this.line(p, undefined));
         if (p.buffer.length === 0) p.keepAlives += 1;
         p.windowStartedAt = t;
       }
       while (count > 0) {
-        this.emit(out, p, this.take(p, count), t);
+        this.emit(out, p, count, t);
         count = final ? Math.min(p.buffer.length, batchLimit, this.policy.allowance()) : 0;
       }
     }
@@ -263,16 +293,42 @@ export class EventStreamLoop {
     return active.length > 0 && active.every((p) => p.keepAlives >= streamKeepAliveLimit);
   }
 
-  /** Takes `count` events off the front of a partition's buffer. */
-  private take(p: StreamPartition, count: number): string[] {
-    const events = p.buffer.splice(0, count);
-    for (const e of events) p.bufferBytes -= e.length;
-    return events;
+  /** Events of a batch that is complete now (0 = none). */
+  private fullBatch(p: StreamPartition): number {
+    const limit = Math.min(this.params.batchLimit, this.policy.allowance());
+    if (limit <= 0 || p.buffer.length === 0) return 0;
+    if (p.buffer.length >= limit) {
+      const closedBySpan = this.spanBoundary(p, limit);
+      return closedBySpan > 0 ? closedBySpan : limit;
+    }
+    return this.spanBoundary(p, p.buffer.length);
   }
 
-  /** Appends one data batch and advances the partition. */
-  private emit(out: string[], p: StreamPartition, events: readonly string[], t: number): void {
-    p.sent += events.length;
+  /**
+   * `batch_timespan`: the index of the first of the first `within` buffered events received more than
+   * the timespan after the first one (so the batch before it is closed), or 0.
+   */
+  private spanBoundary(p: StreamPartition, within: number): number {
+    const spanMs = this.params.batchTimespanSeconds * 1000;
+    if (spanMs === 0) return 0;
+    const start = receivedAt(p.buffer[0]);
+    if (Number.isNaN(start)) return 0;
+    for (let i = 1; i < within && i < p.buffer.length; i++) {
+      if (receivedAt(p.buffer[i]) - start > spanMs) return i;
+    }
+    return 0;
+  }
+
+  /** Appends one data batch of the first `count` buffered events and advances the partition. */
+  private emit(out: string[], p: StreamPartition, count: number, t: number): void {
+    const events = p.buffer.splice(0, count);
+    const offsets = p.offsets.splice(0, count);
+    for (const e of events) p.bufferBytes -= e.length;
+    p.sent = offsets[offsets.length - 1] ?? p.sent;
+    if (p.buffer.length === 0 && p.skippedThrough > p.sent) {
+      p.sent = p.skippedThrough;
+      p.skippedThrough = -1;
+    }
     out.push(this.line(p, events));
     p.keepAlives = 0;
     p.windowStartedAt = t;
@@ -325,6 +381,17 @@ export class EventStreamLoop {
         resolve();
       };
     });
+  }
+}
+
+/** `metadata.received_at` of an event text in ms, NaN when absent. */
+function receivedAt(text: string | undefined): number {
+  if (text === undefined) return Number.NaN;
+  try {
+    const metadata = (JSON.parse(text) as { metadata?: { received_at?: unknown } }).metadata;
+    return typeof metadata?.received_at === 'string' ? Date.parse(metadata.received_at) : Number.NaN;
+  } catch {
+    return Number.NaN;
   }
 }
 

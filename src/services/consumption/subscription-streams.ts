@@ -239,6 +239,10 @@ export function streamingSessions(state: SubscriptionState): Session[] {
 class SessionRunner implements StreamPolicy {
   private loop: EventStreamLoop | undefined;
   private readonly committed = new Map<string, number>();
+  /** Per partition: the cursor of the last batch with events sent. */
+  private readonly acceptedThrough = new Map<string, number>();
+  /** Per partition: skipped events up to this offset wait for the auto-commit. */
+  private readonly autoCommits = new Map<string, number>();
   private assignments: readonly PartitionAssignment[] = [];
   private lastOffsets: ReadonlyMap<string, number> = new Map();
   private readonly timelines = new Map<string, number>();
@@ -336,9 +340,33 @@ class SessionRunner implements StreamPolicy {
     return undefined;
   }
 
-  sent(_partition: StreamPartition, count: number): void {
+  sent(partition: StreamPartition, count: number): void {
     this.sentInStream += count;
+    this.acceptedThrough.set(offsetField(partition.eventType, partition.partition), partition.sent);
     this.uncommittedSince ??= performance.now();
+  }
+
+  /** Skipped events are committed by the broker once everything sent before them is (issue 3 §2.7). */
+  skipped(partition: StreamPartition): void {
+    const field = offsetField(partition.eventType, partition.partition);
+    this.autoCommits.set(field, partition.sent);
+    this.uncommittedSince ??= performance.now();
+    this.autoCommit();
+  }
+
+  /** Commits pending skipped ranges whose preceding sent events are committed (fenced like a client commit). */
+  private autoCommit(): void {
+    const due: { field: string; offset: number }[] = [];
+    for (const [field, offset] of this.autoCommits) {
+      if ((this.committed.get(field) ?? -1) >= (this.acceptedThrough.get(field) ?? -1)) {
+        due.push({ field, offset });
+        this.autoCommits.delete(field);
+      }
+    }
+    if (due.length === 0) return;
+    this.owner.deps.state.commit(this.subscriptionId, this.streamId, due).catch((err: unknown) => {
+      this.owner.deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'auto-commit of skipped events failed; they are redelivered after a rebalance');
+    });
   }
 
   /** Before this stream holds a partition: a keep-alive on a partition it is about to get (or any), at its committed offset. */
@@ -436,6 +464,7 @@ class SessionRunner implements StreamPolicy {
     }
     if (this.uncommitted() === 0) this.uncommittedSince = undefined;
     else if (progressed) this.uncommittedSince = performance.now();
+    if (progressed) this.autoCommit();
   }
 
   /** Heartbeat: renews the lease (fenced), sweeps expired sessions, re-reads the state as a safety net. */

@@ -1,0 +1,176 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import type { StreamParameters } from '../../src/domain/stream-parameters.js';
+import type { StreamSink } from '../../src/http/server.js';
+import { EventStreamLoop, type StreamPartition, type StreamPolicy } from '../../src/services/consumption/event-stream.js';
+import { PartitionWakeups } from '../../src/services/consumption/partition-wakeups.js';
+import { createKeys } from '../../src/storage/keys.js';
+import { PartitionStore } from '../../src/storage/partition-store.js';
+import { Scripts } from '../../src/storage/scripts.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { uniquePrefix } from '../support/broker.js';
+
+// The batch loop on its own, against the harness Redis: skipping events, batch_timespan, backpressure.
+let redis: Redis;
+let subscriber: Redis;
+let store: PartitionStore;
+let wakeups: PartitionWakeups;
+const keys = createKeys(uniquePrefix());
+
+beforeAll(() => {
+  redis = new Redis(inject('redisUrl'));
+  subscriber = new Redis(inject('redisUrl'));
+  store = new PartitionStore(redis, new Scripts(redis), keys);
+  wakeups = new PartitionWakeups(subscriber, createLogger({ logLevel: 'silent' }));
+});
+afterAll(() => {
+  wakeups.close();
+  redis.disconnect();
+});
+
+const params = (overrides: Partial<StreamParameters> = {}): StreamParameters => ({
+  batchLimit: 10,
+  streamLimit: 0,
+  batchFlushTimeoutSeconds: 1,
+  batchTimespanSeconds: 0,
+  streamTimeoutSeconds: 3,
+  streamKeepAliveLimit: 0,
+  maxUncommittedEvents: 10,
+  commitTimeoutSeconds: 60,
+  partitions: [],
+  ...overrides,
+});
+
+async function append(name: string, events: readonly object[]): Promise<void> {
+  const texts = events.map((e) => JSON.stringify(e));
+  const [written] = await store.append(name, 1, [{ partition: '0', count: texts.length, data: Buffer.from(texts.join('\n')) }]);
+  expect(written?.ok).toBe(true);
+}
+
+/** A sink that records lines; `blocked` makes write() report backpressure until `release()`. */
+class FakeSink implements StreamSink {
+  readonly lines: string[] = [];
+  blocked = false;
+  writes = 0;
+  private waiter: (() => void) | undefined;
+  private readonly controller = new AbortController();
+  readonly signal = this.controller.signal;
+  closed = false;
+  bufferedBytes = 0;
+  write(chunk: string): boolean {
+    this.writes += 1;
+    this.lines.push(...chunk.split('\n').filter((l) => l.length > 0));
+    if (this.blocked) this.bufferedBytes += chunk.length;
+    return !this.blocked;
+  }
+  drained(): Promise<void> {
+    if (!this.blocked) return Promise.resolve();
+    return new Promise((resolve) => (this.waiter = resolve));
+  }
+  release(): void {
+    this.blocked = false;
+    this.bufferedBytes = 0;
+    this.waiter?.();
+  }
+  abort(): void {
+    this.closed = true;
+    this.controller.abort();
+  }
+}
+
+class TestPolicy implements StreamPolicy {
+  skippedAt: number[] = [];
+  constructor(private readonly skip?: (event: string) => boolean) {}
+  allowance(): number {
+    return Number.POSITIVE_INFINITY;
+  }
+  endReason(): string | undefined {
+    return undefined;
+  }
+  sent(): void {}
+  accept(_p: StreamPartition, event: string): boolean {
+    return !(this.skip?.(event) ?? false);
+  }
+  skipped(p: StreamPartition): void {
+    this.skippedAt.push(p.sent);
+  }
+  line(p: StreamPartition, events: readonly string[] | undefined): string {
+    return JSON.stringify({ offset: p.sent, events: events?.map((e) => JSON.parse(e) as unknown) });
+  }
+}
+
+const config = { maxStreamBufferBytes: 65_536, pollIntervalMs: 100, readEntries: 4 };
+type Line = { offset: number; events?: { n: number }[] };
+
+describe('event stream loop', () => {
+  it('leaves skipped events out; the cursor moves past them; a skipped tail moves it at the next flush', async () => {
+    await append('loop.skip', [{ n: 0 }, { n: 1, skip: true }, { n: 2 }, { n: 3, skip: true }, { n: 4, skip: true }]);
+    const sink = new FakeSink();
+    const policy = new TestPolicy((e) => e.includes('"skip":true'));
+    const loop = new EventStreamLoop(params({ batchLimit: 2, streamTimeoutSeconds: 2 }), sink, policy, store, wakeups, keys, config);
+    loop.add('loop.skip', '0', 1, -1);
+    await loop.run(false);
+    const lines = sink.lines.map((l) => JSON.parse(l) as Line);
+    const data = lines.filter((l) => l.events);
+    // 0 and 2 make a full batch; its cursor moves over the skipped tail 3..4 already read behind it.
+    expect(data).toEqual([{ offset: 4, events: [{ n: 0 }, { n: 2 }] }]);
+    expect(lines.every((l) => l.offset === 4)).toBe(true);
+  });
+
+  it('a tail of skipped events alone moves the cursor with a keep-alive and reports it', async () => {
+    await append('loop.tail', [{ n: 0 }]);
+    const sink = new FakeSink();
+    const policy = new TestPolicy((e) => e.includes('"skip":true'));
+    const loop = new EventStreamLoop(params({ batchLimit: 1, streamTimeoutSeconds: 3 }), sink, policy, store, wakeups, keys, config);
+    loop.add('loop.tail', '0', 1, -1);
+    const running = loop.run(false);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await append('loop.tail', [{ n: 1, skip: true }, { n: 2, skip: true }]);
+    await running;
+    const lines = sink.lines.map((l) => JSON.parse(l) as Line);
+    expect(lines[0]).toEqual({ offset: 0, events: [{ n: 0 }] });
+    expect(lines.at(-1)?.offset).toBe(2);
+    expect(policy.skippedAt).toEqual([2]);
+  });
+
+  it('batch_timespan closes a batch as soon as an event falls outside the window', async () => {
+    const at = (ms: number) => ({ metadata: { received_at: new Date(Date.UTC(2026, 0, 1) + ms).toISOString() } });
+    await append('loop.span', [
+      { n: 0, ...at(0) },
+      { n: 1, ...at(500) },
+      { n: 2, ...at(3000) },
+    ]);
+    const sink = new FakeSink();
+    const loop = new EventStreamLoop(params({ batchLimit: 10, batchTimespanSeconds: 1, batchFlushTimeoutSeconds: 2, streamTimeoutSeconds: 2 }), sink, new TestPolicy(), store, wakeups, keys, config);
+    loop.add('loop.span', '0', 1, -1);
+    const started = Date.now();
+    const running = loop.run(false);
+    while (sink.lines.length === 0 && Date.now() - started < 1500) await new Promise((resolve) => setTimeout(resolve, 10));
+    // The first batch (0, 1) went out at once, long before the 2 s flush timeout; 2 waits for more.
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect((JSON.parse(sink.lines[0] ?? '{}') as Line).events?.map((e) => e.n)).toEqual([0, 1]);
+    await running;
+    expect(sink.lines.map((l) => (JSON.parse(l) as Line).events?.map((e) => e.n)).filter((e) => e !== undefined)).toEqual([[0, 1], [2]]);
+  });
+
+  it('backpressure: while the client does not drain, the loop writes nothing more and reads at most the buffer cap', async () => {
+    const big = 'x'.repeat(4000);
+    for (let i = 0; i < 50; i++) await append('loop.slow', Array.from({ length: 10 }, (_, j) => ({ n: i * 10 + j, big })));
+    const sink = new FakeSink();
+    sink.blocked = true;
+    const loop = new EventStreamLoop(params({ batchLimit: 10, streamTimeoutSeconds: 3 }), sink, new TestPolicy(), store, wakeups, keys, config);
+    loop.add('loop.slow', '0', 1, -1);
+    const running = loop.run(false);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const writesWhileBlocked = sink.writes;
+    const buffered = loop.current.reduce((sum, p) => sum + p.bufferBytes, 0);
+    expect(writesWhileBlocked).toBe(1);
+    // Reading stopped near the cap: one read (readEntries entries of 10 events) past it at most.
+    expect(buffered + sink.bufferedBytes).toBeLessThan(config.maxStreamBufferBytes + 4 * 10 * 4100);
+    sink.release();
+    await running;
+    const events = sink.lines.flatMap((l) => (JSON.parse(l) as Line).events ?? []);
+    expect(events.map((e) => e.n)).toEqual(Array.from({ length: 500 }, (_, i) => i));
+  });
+});
