@@ -77,7 +77,7 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
   http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }));
   eventTypeRoutes(http, registry);
   publishingRoutes(http, publisher, cursors);
-  subscriptionRoutes(http, new SubscriptionRegistry(subscriptionStore, eventTypeStore, partitionStore, config.subscriptions));
+  subscriptionRoutes(http, new SubscriptionRegistry(subscriptionStore, eventTypeStore, partitionStore, config.subscriptions), (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);
   subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors);
 

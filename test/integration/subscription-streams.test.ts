@@ -117,6 +117,17 @@ describe('subscription streams across nodes', () => {
       ['assigned', streamId, 0],
       ['assigned', streamId, 0],
     ]);
+    const listed = await call(b.url, 'GET', '/subscriptions?event_type=sub.basic&show_status=true');
+    expect((listed.json as { items: { status: unknown }[] }).items[0]?.status).toEqual([
+      {
+        event_type: 'sub.basic',
+        partitions: [
+          { partition: '0', state: 'assigned', stream_id: streamId, assignment_type: 'auto' },
+          { partition: '1', state: 'assigned', stream_id: streamId, assignment_type: 'auto' },
+        ],
+      },
+    ]);
+    expect((await call(b.url, 'GET', '/subscriptions?show_status=maybe')).status).toBe(400);
     stream.close();
   });
 
@@ -278,6 +289,25 @@ describe('subscription streams across nodes', () => {
 });
 
 describe('failures: a killed node and a paused node', () => {
+  it('SIGTERM releases the node sessions at once: the partitions move without waiting for the lease', async () => {
+    const leaving = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: a.prefix, BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: '30000' });
+    await eventType('sub.term', 2);
+    const id = await subscription('sub.term');
+    await publish(a, 'sub.term', 2, 1);
+    const stream = await open(leaving, id, 'batch_limit=1&batch_flush_timeout=1');
+    await stream.events(2); // sent and not committed
+    const other = await open(a, id, 'batch_flush_timeout=1');
+    const otherId = other.headers.get('x-broker-streamid') ?? '';
+    expect(await leaving.stop('SIGTERM')).toBe(0);
+    const ended = await stream.untilEnd(3000);
+    expect(ended.at(-1)?.info?.debug).toBe('Node is shutting down');
+    const took = await eventually(async () => (await stats(id)).every((p) => p.stream_id === otherId && p.state === 'assigned'), 3000, 'partitions moved');
+    expect(took).toBeLessThan(3000);
+    // Uncommitted events of the released stream are redelivered.
+    expect((await other.events(2)).length).toBe(2);
+    other.close();
+  });
+
   it('SIGKILL of a node holding streams: its partitions are streamed elsewhere within lease TTL + 2 s, uncommitted events redelivered', async () => {
     const victim = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: a.prefix, BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: String(LEASE_MS) });
     await eventType('sub.kill', 4);

@@ -1,13 +1,21 @@
 import type { SubscriptionRegistry } from '../../services/subscription-registry.js';
 import type { HttpServer } from '../server.js';
+import { errors } from '../../errors/catalog.js';
 import { pageOf } from './paging.js';
+
+/**
+ * Partition status of a subscription for `show_status=true` (WIRE.md "Subscriptions"): per event type,
+ * each partition's `state`, `stream_id` and `assignment_type`.
+ */
+export type SubscriptionStatus = (id: string) => Promise<{ event_type: string; partitions: { partition: string; state: string; stream_id: string; assignment_type: string }[] }[]>;
 
 /**
  * Subscription registry routes (spec "Subscriptions" endpoints; WIRE.md "Subscriptions" up to "Streaming"):
  * `POST/GET /subscriptions`, `GET/PUT/DELETE /subscriptions/{subscription_id}`. Streaming, commits and
- * stats are registered elsewhere. `show_status`, `reader` and `token` of the listing are not handled here.
+ * stats are registered elsewhere. `show_status=true` adds each subscription's partition status (from
+ * `status`); `reader` and `token` of the listing belong to issue 4 and are ignored.
  */
-export function subscriptionRoutes(http: HttpServer, registry: SubscriptionRegistry): void {
+export function subscriptionRoutes(http: HttpServer, registry: SubscriptionRegistry, status?: SubscriptionStatus): void {
   http.route('POST', '/subscriptions', async (ctx) => {
     const { record, created } = await registry.create(await ctx.json());
     return { status: created ? 201 : 200, body: record, headers: { Location: `/subscriptions/${record.id}` } };
@@ -17,7 +25,10 @@ export function subscriptionRoutes(http: HttpServer, registry: SubscriptionRegis
     const page = pageOf(ctx.query);
     const owningApplication = ctx.query.get('owning_application') ?? undefined;
     const eventTypes = ctx.query.getAll('event_type');
-    const items = await registry.list({ owningApplication, eventTypes }, page);
+    const showStatus = ctx.query.get('show_status');
+    if (showStatus !== null && showStatus !== 'true' && showStatus !== 'false') throw errors.badRequest('show_status must be true or false');
+    const records = await registry.list({ owningApplication, eventTypes }, page);
+    const items = showStatus === 'true' && status ? await Promise.all(records.map(async (r) => ({ ...r, status: await status(r.id) }))) : records;
     // Links repeat only the filters the client gave (WIRE.md "Subscriptions").
     const href = (offset: number) => {
       const query = new URLSearchParams();

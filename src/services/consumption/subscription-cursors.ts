@@ -166,6 +166,15 @@ export class SubscriptionCursors {
     };
   }
 
+  /** Partition status for `GET /subscriptions?show_status=true`: state, stream and assignment type per partition. @throws BrokerError 404, 503 */
+  async status(id: string): Promise<{ event_type: string; partitions: { partition: string; state: string; stream_id: string; assignment_type: string }[] }[]> {
+    const { items } = await this.stats(id, false);
+    return items.map((i) => ({
+      event_type: i.event_type,
+      partitions: i.partitions.map((p) => ({ partition: p.partition, state: p.state, stream_id: p.stream_id, assignment_type: p.assignment_type })),
+    }));
+  }
+
   /** Seconds since the first event after `committed` was received; undefined without `metadata.received_at`. */
   private async ageOfNext(p: SubscriptionPartition, committed: number, nowMs: number): Promise<number | undefined> {
     const slice = await this.partitions.read(p.eventType, p.timeline, p.partition, committed, 1);
