@@ -3,7 +3,11 @@ import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { projectRoot } from '../config/load-config.js';
 
-/** Names of the Lua scripts in `src/storage/lua` (file `<name>-<numberOfKeys>.lua`). */
+/**
+ * Names of the Lua scripts in `src/storage/lua`: file `<name>-<numberOfKeys>.lua`, or `<name>-n.lua`
+ * for a script whose header lists a fixed head of KEYS followed by a variable tail (every key still
+ * travels in KEYS, never built inside Lua).
+ */
 export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 'updateEventType' | 'deleteEventType' | 'createSubscription' | 'deleteSubscription'
   | 'applyTopology'
   | 'heartbeat'
@@ -17,16 +21,19 @@ export type ScriptArg = string | number | Buffer;
  * `defineCommand` (EVALSHA with a transparent EVAL fallback) and runs them by name.
  */
 export class Scripts {
+  /** Declared key count; -1 = variable (`-n.lua`). */
   private readonly numberOfKeys = new Map<string, number>();
 
   constructor(private readonly redis: Redis) {
     const dir = path.join(projectRoot, 'src', 'storage', 'lua');
     for (const file of readdirSync(dir)) {
-      const match = /^([a-zA-Z]+)-(\d+)\.lua$/.exec(file);
+      const match = /^([a-zA-Z]+)-(\d+|n)\.lua$/.exec(file);
       if (!match) continue;
       const [, name, keys] = match as unknown as [string, string, string];
-      redis.defineCommand(name, { numberOfKeys: Number(keys), lua: readFileSync(path.join(dir, file), 'utf8') });
-      this.numberOfKeys.set(name, Number(keys));
+      const lua = readFileSync(path.join(dir, file), 'utf8');
+      // Without numberOfKeys, ioredis takes the key count as the command's first argument.
+      redis.defineCommand(name, keys === 'n' ? { lua } : { numberOfKeys: Number(keys), lua });
+      this.numberOfKeys.set(name, keys === 'n' ? -1 : Number(keys));
     }
   }
 
@@ -36,9 +43,10 @@ export class Scripts {
    */
   run(name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
     const expected = this.numberOfKeys.get(name);
-    if (expected !== keys.length) throw new Error(`script ${name} takes ${String(expected)} keys, got ${keys.length}`);
+    if (expected === undefined) throw new Error(`script ${name} is not loaded`);
+    if (expected !== -1 && expected !== keys.length) throw new Error(`script ${name} takes ${String(expected)} keys, got ${keys.length}`);
     const command = (this.redis as unknown as Record<string, (...a: ScriptArg[]) => Promise<unknown>>)[name];
     if (!command) throw new Error(`script ${name} is not loaded`);
-    return command.call(this.redis, ...keys, ...args);
+    return expected === -1 ? command.call(this.redis, keys.length, ...keys, ...args) : command.call(this.redis, ...keys, ...args);
   }
 }

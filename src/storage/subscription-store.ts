@@ -26,13 +26,11 @@ export class SubscriptionStore {
    */
   async create(record: Subscription): Promise<string> {
     const stored = await this.scripts
-      .run('createSubscription', [this.keys.subscriptionsByKey, this.keys.subscriptionIds, this.keys.subscription(record.id)], [
-        record.id,
-        subscriptionKey(record),
-        JSON.stringify(record),
-        Date.parse(record.created_at),
-        ...record.event_types.map((name) => this.keys.eventTypeSubscriptions(name)),
-      ])
+      .run(
+        'createSubscription',
+        [this.keys.subscriptionsByKey, this.keys.subscriptionIds, this.keys.subscription(record.id), ...record.event_types.map((name) => this.keys.eventTypeSubscriptions(name))],
+        [record.id, subscriptionKey(record), JSON.stringify(record), Date.parse(record.created_at)],
+      )
       .catch(storageError);
     return String(stored);
   }
@@ -92,11 +90,11 @@ export class SubscriptionStore {
   async delete(record: Subscription): Promise<boolean> {
     const { id } = record;
     const removed = await this.scripts
-      .run('deleteSubscription', [this.keys.subscriptionsByKey, this.keys.subscriptionIds, this.keys.subscription(id)], [
-        id,
-        subscriptionKey(record),
-        ...record.event_types.map((name) => this.keys.eventTypeSubscriptions(name)),
-      ])
+      .run(
+        'deleteSubscription',
+        [this.keys.subscriptionsByKey, this.keys.subscriptionIds, this.keys.subscription(id), ...record.event_types.map((name) => this.keys.eventTypeSubscriptions(name))],
+        [id, subscriptionKey(record)],
+      )
       .catch(storageError);
     if (removed !== 1) return false;
     const k = this.keys;

@@ -5,12 +5,10 @@
   KEYS[1] subscription keys (hash) subscription key JSON -> id
   KEYS[2] subscription ids  (sorted set)
   KEYS[3] subscription      (string) the record JSON
+  KEYS[4..] per-event-type subscription sets (set), one per event type of the record
 
   ARGV[1] id (uuid)
   ARGV[2] subscription key JSON of the record (its key fields never change)
-  ARGV[3..] the per-event-type subscription sets (set) of the record's event types, one key each;
-            in ARGV for the reason given in createSubscription-3.lua (keys.ts keys in the
-            `{registry}` slot, never built here).
 
   Returns 1 when removed, 0 when the subscription did not exist.
 ]]
@@ -18,7 +16,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
 if redis.call('HGET', KEYS[1], ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[1], ARGV[2]) end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('DEL', KEYS[3])
-for i = 3, #ARGV do
-  redis.call('SREM', ARGV[i], ARGV[1])
+for i = 4, #KEYS do
+  redis.call('SREM', KEYS[i], ARGV[1])
 end
 return 1
