@@ -74,6 +74,12 @@ export async function startRedis(options: { appendonly?: boolean; extraArgs?: st
   };
 }
 
+/**
+ * Node flags a broker runs with, as in `npm start`: a 64 MB young generation halves the scavenges under
+ * many small requests (single-event publish p99 5.5 → 4.5 ms in bench/single-event.ts).
+ */
+export const BROKER_NODE_FLAGS = ['--max-semi-space-size=64'] as const;
+
 /** A broker node child process. */
 export interface BrokerProcess {
   readonly port: number;
@@ -92,7 +98,7 @@ export interface BrokerProcess {
 export async function startBroker(env: Record<string, string>): Promise<BrokerProcess> {
   const port = await freePort();
   let output = '';
-  const child = spawn(process.execPath, [path.join(repoRoot, 'dist', 'src', 'main.js')], {
+  const child = spawn(process.execPath, [...BROKER_NODE_FLAGS, path.join(repoRoot, 'dist', 'src', 'main.js')], {
     cwd: repoRoot,
     env: { ...process.env, BROKER_PORT: String(port), BROKER_HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -33,6 +33,8 @@ export interface BrokerConfig {
     /** 0 = one per available core. */
     readonly workerThreads: number;
     readonly workerTaskTimeoutMs: number;
+    /** Batches with bodies up to this size are processed on the main thread (0 = always in workers). */
+    readonly inlineMaxBytes: number;
   };
   readonly eventTypes: {
     readonly defaultPartitionCount: number;
@@ -103,11 +105,12 @@ export const configSchema = {
     publish: {
       type: 'object',
       additionalProperties: false,
-      required: ['maxEventBytes', 'workerThreads', 'workerTaskTimeoutMs'],
+      required: ['maxEventBytes', 'workerThreads', 'workerTaskTimeoutMs', 'inlineMaxBytes'],
       properties: {
         maxEventBytes: positiveInt('largest event, as JSON text in UTF-8 bytes'),
         workerThreads: { type: 'integer', minimum: 0, maximum: 64, description: 'validation worker threads (0 = one per core)' },
         workerTaskTimeoutMs: positiveInt('a batch whose validation takes longer is failed (the worker is replaced)'),
+        inlineMaxBytes: { type: 'integer', minimum: 0, maximum: 65536, description: 'batches with bodies up to this size skip the worker hop and are validated on the main thread (0 = always in workers)' },
       },
     },
     eventTypes: {

@@ -2,9 +2,13 @@ import type { Redis } from 'ioredis';
 import type { BrokerConfig } from '../config/config-schema.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import type { PartitionStore } from '../storage/partition-store.js';
-import type { BatchItemResponse } from '../../workers/publish-protocol.js';
+import type { BatchItemResponse, PublishTask } from '../../workers/publish-protocol.js';
+import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
+
+/** Larger effective schemas are never compiled on the main thread (their compilation could stall it). */
+const INLINE_MAX_SCHEMA_CHARS = 65_536;
 
 /** The answer to a publish request (WIRE.md "Publishing"): 200 empty, or 422/207 with one item per event. */
 export type PublishOutcome =
@@ -19,10 +23,13 @@ export interface PublishContext {
 
 /**
  * Publishing `POST /event-types/{name}/events` (spec "Publishing"; DESIGN.md §5): event type from the
- * cache, the body to a worker, one `publishBatch` script per partition, then 200 / 207 / 422.
+ * cache, the body to a worker (batches up to `publish.inlineMaxBytes` are processed on the main thread),
+ * one `publishBatch` script per partition, then 200 / 207 / 422.
  * Nothing is written unless every event passed validation, size and partitioning.
  */
 export class Publisher {
+  /** Validators for batches processed on the main thread (`publish.inlineMaxBytes`). */
+  private readonly validators = new ValidatorCache(64);
   /** Batches between receipt and answer, awaited on shutdown even when their client went away. */
   private readonly inFlight = new Set<Promise<unknown>>();
 
@@ -56,18 +63,19 @@ export class Publisher {
     if (this.redis.status !== 'ready') {
       throw new BrokerError('STORAGE_UNAVAILABLE', 'Storage is unavailable: not connected to Redis; nothing was written', { 'Retry-After': '1' });
     }
-    const result = await this.pool.publish(
-      {
-        kind: 'publish',
-        body: ownedBytes(body),
-        spec: eventType.publishSpec,
-        maxEventBytes: this.config.maxEventBytes,
-        receivedAt: new Date().toISOString(),
-        publishedBy: context.publishedBy,
-        flowId: context.flowId,
-      },
-      this.config.workerTaskTimeoutMs,
-    );
+    const task: PublishTask = {
+      kind: 'publish',
+      body: ownedBytes(body),
+      spec: eventType.publishSpec,
+      maxEventBytes: this.config.maxEventBytes,
+      receivedAt: new Date().toISOString(),
+      publishedBy: context.publishedBy,
+      flowId: context.flowId,
+    };
+    // A small batch costs less to validate than to hand to a thread and back (DESIGN.md §5 trade-off):
+    // it runs here, bounded by its size; schemas were proven to compile at registration.
+    const inline = body.byteLength <= this.config.inlineMaxBytes && eventType.publishSpec.effectiveSchema.length <= INLINE_MAX_SCHEMA_CHARS;
+    const result = inline ? processBatch(task, this.validators) : await this.pool.publish(task, this.config.workerTaskTimeoutMs);
     if (result.kind === 'malformed') throw errors.badRequest(result.detail);
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
     const events = result.eids.length;

@@ -46,3 +46,11 @@ describe('configuration', () => {
     }
   });
 });
+
+describe('node flags', () => {
+  it('npm start runs the broker with the flags the test and bench harness use', async () => {
+    const { BROKER_NODE_FLAGS } = await import('../../scripts/local-processes.js');
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> };
+    expect(pkg.scripts.start).toBe(`node ${BROKER_NODE_FLAGS.join(' ')} dist/src/main.js`);
+  });
+});
