@@ -5,7 +5,8 @@
  * and regenerates the "Latest results" table of `bench/README.md` from the latest run.
  *
  *   npm run bench                                   # build, then every scenario
- *   node dist/bench/run.js [publish-batches] [github] [single-event] [memory]
+ *   node dist/bench/run.js [publish-batches] [github] [single-event] [memory] [consume] [end-to-end] [commits]
+ *   BENCH_QUICK=1 node dist/bench/run.js consume    # consumption scenarios: small sizes, to prove they work
  *
  * A missed target never fails the run: it is printed as MISSED. The exit code is 1 only when a
  * scenario crashed (its figures so far are still recorded).
@@ -15,13 +16,16 @@ import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs
 import os from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../scripts/local-processes.js';
+import { commits } from './commits.js';
+import { consume } from './consume.js';
+import { endToEnd } from './end-to-end.js';
 import { githubPayloads } from './github-payloads.js';
 import { Recorder, describeTarget, meets, type Figure, type Scenario, type Target } from './harness.js';
 import { memory } from './memory.js';
 import { publishBatches } from './publish-batches.js';
 import { singleEvent } from './single-event.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, memory];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, memory, consume, endToEnd, commits];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const README_FILE = path.join(repoRoot, 'bench', 'README.md');
 const START_MARKER = '<!-- results:start -->';

@@ -26,8 +26,8 @@ export interface HttpAnswer {
  * before writing more, so a slow client never makes the node buffer without bound.
  */
 export interface StreamSink {
-  /** Queues a chunk. @returns false when the client is behind (wait for `drained()`) or gone */
-  write(chunk: string): boolean;
+  /** Queues chunks (one corked write each, no concatenation). @returns false when the client is behind (wait for `drained()`) or gone */
+  write(chunk: string | Buffer | readonly Buffer[]): boolean;
   /** Resolves when the queued bytes went out, or at once when the client is gone. */
   drained(): Promise<void>;
   /** Bytes queued for the client and not yet sent. */
@@ -199,7 +199,8 @@ export class HttpServer {
     res.header('X-Flow-Id', flowId);
     for (const [key, value] of Object.entries(answer.headers ?? {})) res.header(key, value);
     if (body === undefined) {
-      res.send();
+      if (answer.status === 204) endWithoutBody(res);
+      else res.send();
       return;
     }
     if (contentType) res.header('Content-Type', contentType);
@@ -229,21 +230,48 @@ export class HttpServer {
     for (const [key, value] of Object.entries(answer.headers ?? {})) res.header(key, value);
     // uWS completes the header block only with the first body bytes: streams send an opening batch at once.
     res.write('');
+    // Batches go straight to uWS (`res.raw`), not through hyper-express's Writable, whose chunked writes
+    // report drained while uWS still holds the bytes: uWS buffers a write it cannot send (write() answers
+    // false) and calls the writable handler once the socket took it.
+    let behind = false;
+    let queuedBytes = 0;
+    let wakeDrained: (() => void) | undefined;
+    const drainedNow = (): void => {
+      const wake = wakeDrained;
+      wakeDrained = undefined;
+      wake?.();
+    };
+    res.on('close', drainedNow);
+    res.drain(() => {
+      behind = false;
+      queuedBytes = 0;
+      drainedNow();
+      return true;
+    });
     const sink: StreamSink = {
-      write: (chunk) => (closed ? false : res.write(chunk)),
+      write: (chunk) => {
+        if (closed) return false;
+        let sent = true;
+        let bytes = 0;
+        res.atomic(() => {
+          for (const part of typeof chunk === 'string' || Buffer.isBuffer(chunk) ? [chunk] : chunk) {
+            sent = res.raw.write(part) && sent;
+            bytes += part.length;
+          }
+        });
+        if (!sent || behind) {
+          behind = true;
+          queuedBytes += bytes;
+        }
+        return !behind;
+      },
       drained: () =>
         new Promise<void>((resolve) => {
-          if (closed || res.writableLength === 0) return resolve();
-          const done = (): void => {
-            res.off('drain', done);
-            res.off('close', done);
-            resolve();
-          };
-          res.on('drain', done);
-          res.on('close', done);
+          if (closed || !behind) return resolve();
+          wakeDrained = resolve;
         }),
       get bufferedBytes() {
-        return res.writableLength;
+        return queuedBytes;
       },
       get closed() {
         return closed;
@@ -273,6 +301,21 @@ export class HttpServer {
     res.send(JSON.stringify(answer.problem));
     return answer.status;
   }
+}
+
+/**
+ * Sends a 204. hyper-express 6.18 passes `endWithoutBody(undefined, undefined)` to uWS, which this uWS
+ * build reads as a `Content-Length` of 2^63 and then drops the connection, so clients lose keep-alive
+ * (and some see ECONNRESET). uWS called without arguments writes no length. The hook is removed when used.
+ */
+function endWithoutBody(res: HyperExpress.Response): void {
+  const raw = res.raw as unknown as { endWithoutBody: (...args: unknown[]) => unknown };
+  const original = raw.endWithoutBody;
+  raw.endWithoutBody = function (this: unknown, length?: unknown, close?: unknown) {
+    raw.endWithoutBody = original;
+    return length === undefined && close === undefined ? original.call(this) : original.call(this, length, close);
+  };
+  res.send();
 }
 
 function safeDecode(value: string): string {

@@ -7,11 +7,22 @@ import type { Scripts } from './scripts.js';
 /** Outcome of writing one partition's share of a batch. */
 export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string };
 
-/** Events read from one partition: `events[i]` (JSON text) has offset `first + i`; `first` is -1 when empty. */
-export interface PartitionSlice {
+/** Events of one partition with contiguous offsets: `count` JSON texts joined by `\n`, the first at offset `first`. */
+export interface EventSegment {
   readonly first: number;
-  readonly events: readonly string[];
+  readonly count: number;
+  readonly data: Buffer;
 }
+
+/** What one read returned. */
+export interface PartitionSlice {
+  /** In offset order; empty when nothing is newer. */
+  readonly segments: readonly EventSegment[];
+  /** True when the read stopped at `maxEntries`: more entries may follow. */
+  readonly more: boolean;
+}
+
+const NEWLINE = 0x0a;
 
 /**
  * Partition logs on Redis Streams with dense offsets (DESIGN.md §3): one stream entry per partition per
@@ -62,31 +73,32 @@ export class PartitionStore {
 
   /**
    * Reads the events after offset `after` (the last consumed one) of one partition: up to `maxEntries`
-   * stream entries, each one batch's share of the partition (DESIGN.md §3). Entries are
+   * stream entries, each one batch's share of the partition (DESIGN.md §3), as raw bytes. Entries are
    * `<offset after the entry>-0`, so the entry holding offset `after + 1` is the first with id ≥
-   * `after + 2`. Events of the first entry at or before `after` are dropped. An expired `after` reads
+   * `after + 2`. Events of the first entry at or before `after` are cut off. An expired `after` reads
    * from the oldest retained entry.
-   * @returns the events in offset order with the offset of the first; empty when nothing is newer
+   * @returns one segment per entry (events joined by `\n`, contiguous offsets), in offset order
    * @throws BrokerError 503 when Redis fails
    */
   async read(name: string, timeline: number, partition: string, after: number, maxEntries: number): Promise<PartitionSlice> {
-    const entries = await this.redis.xrange(this.keys.partitionLog(name, timeline, partition), `${after + 2}-0`, '+', 'COUNT', maxEntries).catch(storageError);
-    const events: string[] = [];
-    let first = -1;
+    const entries = await this.redis.xrangeBuffer(this.keys.partitionLog(name, timeline, partition), `${after + 2}-0`, '+', 'COUNT', maxEntries).catch(storageError);
+    const segments: EventSegment[] = [];
     for (const [id, fields] of entries) {
-      const end = Number.parseInt(id, 10);
-      const count = Number(fields[1]);
-      const texts = (fields[3] ?? '').split('\n');
-      let offset = end - count;
-      for (const text of texts) {
-        if (offset > after) {
-          if (first < 0) first = offset;
-          events.push(text);
-        }
-        offset += 1;
+      const end = Number.parseInt(id.toString(), 10);
+      const count = Number((fields[1] ?? Buffer.alloc(0)).toString());
+      let data = fields[3] ?? Buffer.alloc(0);
+      let first = end - count;
+      let skip = after + 1 - first;
+      if (skip >= count) continue;
+      let position = 0;
+      for (; skip > 0; skip--) position = data.indexOf(NEWLINE, position) + 1;
+      if (position > 0) {
+        data = data.subarray(position);
+        first = Math.max(first, after + 1);
       }
+      segments.push({ first, count: end - first, data });
     }
-    return { first, events };
+    return { segments, more: entries.length >= maxEntries };
   }
 
   /** Removes entries received before `cutoffSeconds` (unix seconds). @returns the new oldest offset */

@@ -2,19 +2,20 @@ import type { BrokerConfig } from '../../config/config-schema.js';
 import type { StreamParameters } from '../../domain/stream-parameters.js';
 import type { StreamSink } from '../../http/server.js';
 import type { Keys } from '../../storage/keys.js';
-import type { PartitionStore } from '../../storage/partition-store.js';
+import type { EventSegment, PartitionStore } from '../../storage/partition-store.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
 
 /** One partition a stream reads: positions are offsets (last consumed = -1 before the first event). */
 export class StreamPartition {
   /** Last offset handed to the client (or the start cursor). */
   sent: number;
-  /** Last offset read from Redis into `buffer`. */
+  /** Last offset read from Redis into `segments`. */
   read: number;
-  /** Read events not yet sent; their bytes count against the stream's cap. */
-  buffer: string[] = [];
-  /** Offset of each buffered event (ascending; gaps where the policy skipped events). */
-  offsets: number[] = [];
+  /** Read events not yet sent, as raw bytes (ascending offsets; gaps where the policy skipped events). */
+  segments: EventSegment[] = [];
+  /** Events in `segments`. */
+  bufferedEvents = 0;
+  /** Bytes in `segments`; they count against the stream's cap. */
   bufferBytes = 0;
   /** Highest offset read and skipped after the last buffered event (-1 = none): the cursor may move there. */
   skippedThrough = -1;
@@ -60,10 +61,12 @@ export interface StreamPolicy {
   accept?(partition: StreamPartition, event: string): boolean;
   /** Called when the cursor of `partition` moved past skipped events only (`partition.sent` already moved). */
   skipped?(partition: StreamPartition): void;
-  /** An opening keep-alive line for a stream that has no partition to send yet (undefined = none). */
+  /** An opening keep-alive line (JSON, no newline) for a stream that has no partition to send yet (undefined = none). */
   opening?(debug: string): string | undefined;
-  /** The batch line without its newline: cursor of `partition.sent`, `events` (absent = keep-alive), `info.debug`. */
-  line(partition: StreamPartition, events: readonly string[] | undefined, debug: string | undefined): string;
+  /** The cursor object of a batch of `partition` (JSON text), pointing at `partition.sent`. */
+  cursor(partition: StreamPartition): string;
+  /** Whether batches carry `info.debug` (the first and the closing batch). */
+  readonly debugInfo: boolean;
 }
 
 /** Why a stream ended: a debug message for the closing batch, or the client left / the node stops. */
@@ -151,8 +154,8 @@ export class EventStreamLoop {
   }
 
   private clear(p: StreamPartition): void {
-    p.buffer = [];
-    p.offsets = [];
+    p.segments = [];
+    p.bufferedEvents = 0;
     p.bufferBytes = 0;
     p.skippedThrough = -1;
   }
@@ -189,21 +192,22 @@ export class EventStreamLoop {
         if (reason !== undefined) return await this.finish(reason, closingBatch);
 
         await this.fill();
-        const out: string[] = [];
+        const out: Buffer[] = [];
         const keepAliveLimitReached = this.cut(out, false);
         if (this.first && out.length === 0) {
           // Nothing to send yet: an opening keep-alive lets the status and headers out now (uWS sends
           // them with the first body bytes, and clients such as fetch wait for them).
           const opening = [...this.partitions.values()].find((p) => p.active);
-          const line = opening ? this.line(opening, undefined) : this.policy.opening?.('Stream started');
-          if (line !== undefined) {
+          const text = opening === undefined ? this.policy.opening?.('Stream started') : undefined;
+          if (opening) out.push(this.line(opening));
+          else if (text !== undefined) {
             this.first = false;
-            out.push(line);
+            out.push(Buffer.from(`${text}\n`));
           }
         }
         if (out.length > 0 && !(await this.write(out))) return { kind: 'aborted' };
         if (keepAliveLimitReached) return await this.finish(KEEP_ALIVE_LIMIT_REACHED, closingBatch);
-        if (!this.woken) await this.sleep();
+        if (!this.woken && !this.hasWork()) await this.sleep();
       }
     } finally {
       for (const p of this.partitions.values()) p.unlisten();
@@ -218,7 +222,7 @@ export class EventStreamLoop {
     if (buffered >= capBytes) return;
     const t = now();
     const due = [...this.partitions.values()].filter(
-      (p) => p.active && p.buffer.length < this.params.batchLimit && (p.knownNext - 1 > p.read || t - p.lastReadAt >= this.config.pollIntervalMs),
+      (p) => p.active && p.bufferedEvents < this.params.batchLimit && (p.knownNext - 1 > p.read || t - p.lastReadAt >= this.config.pollIntervalMs),
     );
     const slices = await Promise.all(
       due.map((p) => {
@@ -226,33 +230,51 @@ export class EventStreamLoop {
         return this.store.read(p.eventType, p.timeline, p.partition, p.read, this.config.readEntries);
       }),
     );
+    // Filtering and batch_timespan look at single events; otherwise whole entries travel as they are.
+    const perEvent = this.policy.accept !== undefined || this.params.batchTimespanSeconds > 0;
     due.forEach((p, i) => {
       const slice = slices[i];
       if (!slice || !p.active || this.partitions.get(keyOf(p.eventType, p.partition)) !== p) return;
-      if (slice.events.length === 0) {
+      const head = slice.segments[0];
+      const tail = slice.segments[slice.segments.length - 1];
+      if (head === undefined || tail === undefined) {
         if (p.knownNext - 1 > p.read) p.knownNext = p.read + 1;
         return;
       }
-      if (slice.first > p.read + 1 && p.buffer.length === 0) {
+      if (head.first > p.read + 1 && p.bufferedEvents === 0) {
         // Retention removed events the stream had not reached: continue at the oldest kept one.
-        p.sent = slice.first - 1;
+        p.sent = head.first - 1;
       }
-      const filtering = this.policy.accept !== undefined;
-      let offset = slice.first;
-      for (const text of slice.events) {
-        if (!filtering || this.policy.accept?.(p, text) !== false) {
-          p.buffer.push(text);
-          p.offsets.push(offset);
-          p.bufferBytes += text.length;
-          p.skippedThrough = -1;
-        } else {
-          p.skippedThrough = offset;
-        }
-        offset += 1;
+      for (const segment of slice.segments) {
+        if (perEvent) this.addEvents(p, segment);
+        else this.push(p, segment);
       }
-      p.read = slice.first + slice.events.length - 1;
-      if (p.knownNext - 1 <= p.read) p.knownNext = p.read + 1;
+      p.read = tail.first + tail.count - 1;
+      // A read cut at readEntries leaves more behind: read again without waiting for a notice.
+      if (slice.more) p.knownNext = Number.POSITIVE_INFINITY;
+      else if (p.knownNext - 1 <= p.read) p.knownNext = p.read + 1;
     });
+  }
+
+  private push(p: StreamPartition, segment: EventSegment): void {
+    p.segments.push(segment);
+    p.bufferedEvents += segment.count;
+    p.bufferBytes += segment.data.length;
+    p.skippedThrough = -1;
+  }
+
+  /** Splits a segment into single events, leaving out those the policy does not accept. */
+  private addEvents(p: StreamPartition, segment: EventSegment): void {
+    let position = 0;
+    for (let i = 0; i < segment.count; i++) {
+      const newline = segment.data.indexOf(NEWLINE, position);
+      const end = newline < 0 ? segment.data.length : newline;
+      const data = segment.data.subarray(position, end);
+      position = end + 1;
+      const offset = segment.first + i;
+      if (this.policy.accept !== undefined && !this.policy.accept(p, data.toString())) p.skippedThrough = offset;
+      else this.push(p, { first: offset, count: 1, data });
+    }
   }
 
   /**
@@ -260,7 +282,7 @@ export class EventStreamLoop {
    * partial batch or a keep-alive (or everything buffered when `final`).
    * @returns true when every partition has now sent `stream_keep_alive_limit` keep-alives in a row
    */
-  private cut(out: string[], final: boolean): boolean {
+  private cut(out: Buffer[], final: boolean): boolean {
     const { batchLimit, batchFlushTimeoutSeconds, streamKeepAliveLimit } = this.params;
     const flushMs = batchFlushTimeoutSeconds * 1000;
     const t = now();
@@ -270,22 +292,22 @@ export class EventStreamLoop {
       // event falls outside batch_timespan.
       for (let full = this.fullBatch(p); full > 0; full = this.fullBatch(p)) this.emit(out, p, full, t);
       if (!final && t - p.windowStartedAt < flushMs) continue;
-      let count = Math.min(p.buffer.length, batchLimit, this.policy.allowance());
+      let count = Math.min(p.bufferedEvents, batchLimit, this.policy.allowance());
       if (count === 0 && !final) {
-        if (p.buffer.length === 0 && p.skippedThrough > p.sent) {
+        if (p.bufferedEvents === 0 && p.skippedThrough > p.sent) {
           // Only skipped events since the last batch: the cursor moves past them.
           p.sent = p.skippedThrough;
           p.skippedThrough = -1;
           this.policy.skipped?.(p);
         }
         // Keep-alive. A stream paused by flow control with events waiting does not count it.
-        out.push(this.line(p, undefined));
-        if (p.buffer.length === 0) p.keepAlives += 1;
+        out.push(this.line(p));
+        if (p.bufferedEvents === 0) p.keepAlives += 1;
         p.windowStartedAt = t;
       }
       while (count > 0) {
         this.emit(out, p, count, t);
-        count = final ? Math.min(p.buffer.length, batchLimit, this.policy.allowance()) : 0;
+        count = final ? Math.min(p.bufferedEvents, batchLimit, this.policy.allowance()) : 0;
       }
     }
     if (streamKeepAliveLimit === 0 || final) return false;
@@ -296,12 +318,12 @@ export class EventStreamLoop {
   /** Events of a batch that is complete now (0 = none). */
   private fullBatch(p: StreamPartition): number {
     const limit = Math.min(this.params.batchLimit, this.policy.allowance());
-    if (limit <= 0 || p.buffer.length === 0) return 0;
-    if (p.buffer.length >= limit) {
+    if (limit <= 0 || p.bufferedEvents === 0) return 0;
+    if (p.bufferedEvents >= limit) {
       const closedBySpan = this.spanBoundary(p, limit);
       return closedBySpan > 0 ? closedBySpan : limit;
     }
-    return this.spanBoundary(p, p.buffer.length);
+    return this.spanBoundary(p, p.bufferedEvents);
   }
 
   /**
@@ -311,47 +333,87 @@ export class EventStreamLoop {
   private spanBoundary(p: StreamPartition, within: number): number {
     const spanMs = this.params.batchTimespanSeconds * 1000;
     if (spanMs === 0) return 0;
-    const start = receivedAt(p.buffer[0]);
+    // With a timespan, segments hold one event each (see fill).
+    const start = receivedAt(p.segments[0]?.data);
     if (Number.isNaN(start)) return 0;
-    for (let i = 1; i < within && i < p.buffer.length; i++) {
-      if (receivedAt(p.buffer[i]) - start > spanMs) return i;
+    for (let i = 1; i < within && i < p.segments.length; i++) {
+      if (receivedAt(p.segments[i]?.data) - start > spanMs) return i;
     }
     return 0;
   }
 
   /** Appends one data batch of the first `count` buffered events and advances the partition. */
-  private emit(out: string[], p: StreamPartition, count: number, t: number): void {
-    const events = p.buffer.splice(0, count);
-    const offsets = p.offsets.splice(0, count);
-    for (const e of events) p.bufferBytes -= e.length;
-    p.sent = offsets[offsets.length - 1] ?? p.sent;
-    if (p.buffer.length === 0 && p.skippedThrough > p.sent) {
+  private emit(out: Buffer[], p: StreamPartition, count: number, t: number): void {
+    const parts: Buffer[] = [];
+    let left = count;
+    while (left > 0) {
+      const segment = p.segments[0];
+      if (segment === undefined) break;
+      if (segment.count <= left) {
+        p.segments.shift();
+        parts.push(segment.data);
+        p.bufferBytes -= segment.data.length;
+        left -= segment.count;
+        p.sent = segment.first + segment.count - 1;
+      } else {
+        let position = 0;
+        for (let i = 0; i < left; i++) position = segment.data.indexOf(NEWLINE, position) + 1;
+        parts.push(segment.data.subarray(0, position - 1));
+        p.segments[0] = { first: segment.first + left, count: segment.count - left, data: segment.data.subarray(position) };
+        p.bufferBytes -= position;
+        p.sent = segment.first + left - 1;
+        left = 0;
+      }
+    }
+    p.bufferedEvents -= count - left;
+    if (p.bufferedEvents === 0 && p.skippedThrough > p.sent) {
       p.sent = p.skippedThrough;
       p.skippedThrough = -1;
     }
-    out.push(this.line(p, events));
+    out.push(this.line(p, parts));
     p.keepAlives = 0;
     p.windowStartedAt = t;
-    this.policy.sent(p, events.length);
+    this.policy.sent(p, count - left);
   }
 
-  private line(p: StreamPartition, events: readonly string[] | undefined, debug?: string): string {
-    const text = this.policy.line(p, events, debug ?? (this.first ? 'Stream started' : undefined));
+  /**
+   * One batch line as bytes: `{"cursor":…,"events":[…],"info":{"debug":…}}\n`. The events are copied
+   * once, as stored (events of an entry are joined by `\n`, which JSON text never contains raw, so each
+   * becomes a `,`).
+   */
+  private line(p: StreamPartition, events?: readonly Buffer[], debug?: string): Buffer {
+    const debugText = debug ?? (this.first ? 'Stream started' : undefined);
     this.first = false;
-    return text;
+    const info = debugText !== undefined && this.policy.debugInfo ? `,"info":{"debug":${JSON.stringify(debugText)}}` : '';
+    const cursor = `{"cursor":${this.policy.cursor(p)}`;
+    if (events === undefined) return Buffer.from(`${cursor}${info}}\n`);
+    const head = `${cursor},"events":[`;
+    const tail = `]${info}}\n`;
+    let size = Buffer.byteLength(head) + Buffer.byteLength(tail) + Math.max(0, events.length - 1);
+    for (const e of events) size += e.length;
+    const line = Buffer.allocUnsafe(size);
+    let at = line.write(head);
+    const from = at;
+    events.forEach((e, i) => {
+      if (i > 0) line[at++] = COMMA;
+      at += e.copy(line, at);
+    });
+    for (let nl = line.indexOf(NEWLINE, from); nl >= 0 && nl < at; nl = line.indexOf(NEWLINE, nl + 1)) line[nl] = COMMA;
+    line.write(tail, at);
+    return line;
   }
 
   /** Writes lines; waits until the client drained them. @returns false when the client is gone */
-  private async write(lines: readonly string[]): Promise<boolean> {
+  private async write(lines: readonly Buffer[]): Promise<boolean> {
     if (this.sink.closed) return false;
-    if (!this.sink.write(lines.join('\n') + '\n')) await this.sink.drained();
+    if (!this.sink.write(lines)) await this.sink.drained();
     return !this.sink.closed;
   }
 
   /** Flushes buffered events (unless the client left) and sends the closing batch. */
   private async finish(reason: string | undefined, closingBatch: boolean): Promise<StreamEnd> {
     if (reason === undefined || this.sink.closed) return { kind: 'aborted' };
-    const out: string[] = [];
+    const out: Buffer[] = [];
     this.cut(out, true);
     if (closingBatch) {
       const any = [...this.partitions.values()][0];
@@ -359,6 +421,19 @@ export class EventStreamLoop {
     }
     if (out.length > 0) await this.write(out);
     return { kind: 'reason', debug: reason };
+  }
+
+  /** True when the next round can make progress at once: a full batch to send, or known data to read with room for it. */
+  private hasWork(): boolean {
+    if (this.policy.endReason() !== undefined) return true;
+    let buffered = this.sink.bufferedBytes;
+    for (const p of this.partitions.values()) buffered += p.bufferBytes;
+    for (const p of this.partitions.values()) {
+      if (!p.active) continue;
+      if (this.fullBatch(p) > 0) return true;
+      if (p.knownNext - 1 > p.read && p.bufferedEvents < this.params.batchLimit && buffered < this.config.maxStreamBufferBytes) return true;
+    }
+    return false;
   }
 
   /** Waits for a notice, a poke, a drain, the next flush deadline or the next poll. */
@@ -384,11 +459,14 @@ export class EventStreamLoop {
   }
 }
 
-/** `metadata.received_at` of an event text in ms, NaN when absent. */
-function receivedAt(text: string | undefined): number {
-  if (text === undefined) return Number.NaN;
+const NEWLINE = 0x0a;
+const COMMA = 0x2c;
+
+/** `metadata.received_at` of an event in ms, NaN when absent. */
+function receivedAt(data: Buffer | undefined): number {
+  if (data === undefined) return Number.NaN;
   try {
-    const metadata = (JSON.parse(text) as { metadata?: { received_at?: unknown } }).metadata;
+    const metadata = (JSON.parse(data.toString()) as { metadata?: { received_at?: unknown } }).metadata;
     return typeof metadata?.received_at === 'string' ? Date.parse(metadata.received_at) : Number.NaN;
   } catch {
     return Number.NaN;

@@ -95,7 +95,7 @@ export class LowLevelStreams {
   }
 }
 
-/** `stream_limit` over all partitions; batch lines `{"cursor":{"partition","offset"},"events":[...]}`. */
+/** `stream_limit` over all partitions; cursors `{"partition","offset"}` (spec "Cursor"). */
 class LowLevelPolicy implements StreamPolicy {
   private sentEvents = 0;
 
@@ -113,9 +113,11 @@ class LowLevelPolicy implements StreamPolicy {
     this.sentEvents += count;
   }
 
-  line(p: StreamPartition, events: readonly string[] | undefined): string {
-    const cursor = `{"cursor":{"partition":${JSON.stringify(p.partition)},"offset":"${formatOffset(p.timeline, p.sent)}"}`;
-    return events === undefined ? `${cursor}}` : `${cursor},"events":[${events.join(',')}]}`;
+  /** Low-level batches carry no `info`. */
+  readonly debugInfo = false;
+
+  cursor(p: StreamPartition): string {
+    return `{"partition":${JSON.stringify(p.partition)},"offset":"${formatOffset(p.timeline, p.sent)}"}`;
   }
 }
 

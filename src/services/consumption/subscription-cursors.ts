@@ -178,8 +178,10 @@ export class SubscriptionCursors {
   /** Seconds since the first event after `committed` was received; undefined without `metadata.received_at`. */
   private async ageOfNext(p: SubscriptionPartition, committed: number, nowMs: number): Promise<number | undefined> {
     const slice = await this.partitions.read(p.eventType, p.timeline, p.partition, committed, 1);
-    const text = slice.events[0];
-    if (text === undefined) return 0;
+    const segment = slice.segments[0];
+    if (segment === undefined) return 0;
+    const end = segment.data.indexOf(0x0a);
+    const text = segment.data.subarray(0, end < 0 ? segment.data.length : end).toString();
     const match = /"received_at":"([^"]+)"/.exec(text);
     const received = match ? Date.parse(match[1] as string) : Number.NaN;
     return Number.isNaN(received) ? undefined : Math.max(0, Math.floor((nowMs - received) / 1000));

@@ -378,11 +378,11 @@ class SessionRunner implements StreamPolicy {
     return `{"cursor":${cursor},"info":{"debug":${JSON.stringify(debug)}}}`;
   }
 
-  line(p: StreamPartition, events: readonly string[] | undefined, debug: string | undefined): string {
-    const cursor = `{"cursor":{"partition":${JSON.stringify(p.partition)},"offset":"${formatOffset(p.timeline, p.sent)}","event_type":${JSON.stringify(p.eventType)},"cursor_token":"${randomUUID()}"}`;
-    const body = events === undefined ? '' : `,"events":[${events.join(',')}]`;
-    const info = debug === undefined ? '' : `,"info":{"debug":${JSON.stringify(debug)}}`;
-    return `${cursor}${body}${info}}`;
+  /** Subscription batches say why a stream starts and ends (WIRE.md "Streaming"). */
+  readonly debugInfo = true;
+
+  cursor(p: StreamPartition): string {
+    return `{"partition":${JSON.stringify(p.partition)},"offset":"${formatOffset(p.timeline, p.sent)}","event_type":${JSON.stringify(p.eventType)},"cursor_token":"${randomUUID()}"}`;
   }
 
   // ---- state ----
