@@ -58,6 +58,9 @@ export class Publisher {
   }
 
   private async process(name: string, body: Buffer, context: PublishContext): Promise<PublishOutcome> {
+    // One turn of the event loop first: an event type change another node announced before this request
+    // arrived (its notice is already on the subscriber socket) is applied to the cache before it is read.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     const eventType = await this.cache.get(name);
     if (!eventType) throw errors.eventTypeNotFound(name);
     if (this.redis.status !== 'ready') {

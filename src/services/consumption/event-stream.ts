@@ -17,6 +17,8 @@ export class StreamPartition {
   bufferedEvents = 0;
   /** Bytes in `segments`; they count against the stream's cap. */
   bufferBytes = 0;
+  /** Average size of the stream entries read last (bytes), to size the next read. */
+  entryBytes = 0;
   /** Highest offset read and skipped after the last buffered event (-1 = none): the cursor may move there. */
   skippedThrough = -1;
   /** When the current batch window started (ms, `performance.now()`): reset by every batch sent. */
@@ -224,10 +226,14 @@ export class EventStreamLoop {
     const due = [...this.partitions.values()].filter(
       (p) => p.active && p.bufferedEvents < this.params.batchLimit && (p.knownNext - 1 > p.read || t - p.lastReadAt >= this.config.pollIntervalMs),
     );
+    // Entries vary in size (one publish request's share each): ask for as many as the room left
+    // should hold at the partition's average entry size, so one read overshoots the cap by one entry at most.
+    const room = capBytes - buffered;
     const slices = await Promise.all(
       due.map((p) => {
         p.lastReadAt = t;
-        return this.store.read(p.eventType, p.timeline, p.partition, p.read, this.config.readEntries);
+        const count = Math.max(1, Math.min(this.config.readEntries, Math.floor(room / due.length / Math.max(1, p.entryBytes))));
+        return this.store.read(p.eventType, p.timeline, p.partition, p.read, count);
       }),
     );
     // Filtering and batch_timespan look at single events; otherwise whole entries travel as they are.
@@ -245,10 +251,13 @@ export class EventStreamLoop {
         // Retention removed events the stream had not reached: continue at the oldest kept one.
         p.sent = head.first - 1;
       }
+      let bytes = 0;
       for (const segment of slice.segments) {
+        bytes += segment.data.length;
         if (perEvent) this.addEvents(p, segment);
         else this.push(p, segment);
       }
+      p.entryBytes = bytes / slice.segments.length;
       p.read = tail.first + tail.count - 1;
       // A read cut at readEntries leaves more behind: read again without waiting for a notice.
       if (slice.more) p.knownNext = Number.POSITIVE_INFINITY;
@@ -319,7 +328,9 @@ export class EventStreamLoop {
   private fullBatch(p: StreamPartition): number {
     const limit = Math.min(this.params.batchLimit, this.policy.allowance());
     if (limit <= 0 || p.bufferedEvents === 0) return 0;
-    if (p.bufferedEvents >= limit) {
+    // At the buffer cap no batch can grow any more: what is buffered goes now.
+    if (p.bufferedEvents >= limit || this.atCap()) {
+      if (p.bufferedEvents < limit) return p.bufferedEvents;
       const closedBySpan = this.spanBoundary(p, limit);
       return closedBySpan > 0 ? closedBySpan : limit;
     }
@@ -421,6 +432,13 @@ export class EventStreamLoop {
     }
     if (out.length > 0) await this.write(out);
     return { kind: 'reason', debug: reason };
+  }
+
+  /** True when the stream's read buffers hold `consumption.maxStreamBufferBytes` or more: reading stopped. */
+  private atCap(): boolean {
+    let buffered = 0;
+    for (const p of this.partitions.values()) buffered += p.bufferBytes;
+    return buffered >= this.config.maxStreamBufferBytes;
   }
 
   /** True when the next round can make progress at once: a full batch to send, or known data to read with room for it. */

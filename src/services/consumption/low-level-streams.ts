@@ -122,8 +122,8 @@ class LowLevelPolicy implements StreamPolicy {
 }
 
 /**
- * Parses `X-Broker-Cursors`: a JSON array of `{partition, offset}` with string values, each partition
- * at most once. @throws BrokerError 400 when it is not that
+ * Parses `X-Broker-Cursors`: a non-empty JSON array of `{partition, offset}` with string values, each
+ * partition at most once. @throws BrokerError 400 when it is not that
  */
 export function parseCursorsHeader(text: string): { partition: string; offset: string }[] {
   let value: unknown;
@@ -133,6 +133,7 @@ export function parseCursorsHeader(text: string): { partition: string; offset: s
     throw errors.badRequest('X-Broker-Cursors is not valid JSON');
   }
   if (!Array.isArray(value)) throw errors.badRequest('X-Broker-Cursors must be a JSON array of cursors');
+  if (value.length === 0) throw errors.badRequest('X-Broker-Cursors names no partition; leave the header out to read every partition from its newest offset');
   const seen = new Set<string>();
   return value.map((item: unknown, i) => {
     const { partition, offset } = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
