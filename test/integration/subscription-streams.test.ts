@@ -245,6 +245,27 @@ describe('subscription streams across nodes', () => {
     expect(rest.at(-1)?.info?.debug).toBe('Commit timeout reached');
   });
 
+  it('accepts commits after the HTTP stream ended, until its commit timeout; the partitions wait for them', async () => {
+    await eventType('sub.window', 1);
+    const id = await subscription('sub.window');
+    await publish(a, 'sub.window', 1, 2);
+    const stream = await open(a, id, 'batch_limit=2&batch_flush_timeout=1&commit_timeout=5');
+    const streamId = stream.headers.get('x-broker-streamid') ?? '';
+    const batches = await stream.events(2);
+    stream.close();
+    // The closed stream still holds the partition (reassigning to nobody) while it may commit.
+    await eventually(async () => (await stats(id))[0]?.state === 'reassigning', 3000, 'closed stream holds the partition');
+    const next = await open(b, id, 'batch_flush_timeout=1');
+    expect((await commit(c, id, streamId, batches)).status).toBe(204);
+    // Committed: the partition moves on, nothing is redelivered.
+    const nextId = next.headers.get('x-broker-streamid') ?? '';
+    await eventually(async () => (await stats(id))[0]?.stream_id === nextId, 3000, 'partition moved after the commit');
+    await publish(a, 'sub.window', 1, 1, 'new');
+    const fresh = await next.events(1);
+    expect(fresh[0]?.events?.map((e) => e.order_number)).toEqual(['new-0-0']);
+    next.close();
+  });
+
   it('stream_limit counts committed events; stream_timeout ends with its reason', async () => {
     await eventType('sub.limits', 1);
     const id = await subscription('sub.limits');
@@ -343,7 +364,11 @@ describe('failures: a killed node and a paused node', () => {
     expect(took).toBeLessThan(LEASE_MS + 2000);
     expect(new Set(redelivered.map((x) => x.cursor.partition))).toEqual(new Set(doomedPartitions));
     expect(redelivered.map((x) => x.cursor.offset).sort()).toEqual(Array<string>(2).fill('001-0001-000000000000000000').concat(Array<string>(2).fill('001-0001-000000000000000001')).sort());
+    // More events: only the survivor delivers them, the victim's partitions never go back.
+    checker.submitted(await publish(c, 'sub.kill', 4, 1, 'after'));
+    await collect(survivor, checker, 4);
     expect(checker.report()).toEqual([]);
+    expect(checker.exclusiveHolders()).toEqual([]);
     survivor.close();
   });
 
@@ -375,7 +400,9 @@ describe('failures: a killed node and a paused node', () => {
       expect(stale.status).toBe(422);
       const tail = await sleeper.untilEnd(LEASE_MS + 3000);
       expect(tail.flatMap((x) => x.events ?? [])).toEqual([]);
+      for (const batch of tail) checker.batch(sleeperId, batch);
       expect(checker.report()).toEqual([]);
+      expect(checker.exclusiveHolders()).toEqual([]);
       other.close();
     } finally {
       paused.process.kill('SIGCONT');
