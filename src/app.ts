@@ -61,7 +61,7 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
   const subscriptionStreams = new SubscriptionStreams(
     subscriptionStore,
-    eventTypeStore,
+    cache,
     subscriptionState,
     partitionStore,
     wakeups,

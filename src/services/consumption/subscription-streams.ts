@@ -51,7 +51,8 @@ export class SubscriptionStreams {
 
   constructor(
     private readonly subscriptions: SubscriptionStore,
-    private readonly eventTypes: EventTypeStore,
+    /** The node's event type cache (invalidated on every change) or the store itself. */
+    private readonly eventTypes: Pick<EventTypeStore, 'get'>,
     private readonly state: SubscriptionStateStore,
     private readonly partitions: PartitionStore,
     private readonly wakeups: PartitionWakeups,
@@ -254,6 +255,9 @@ class SessionRunner implements StreamPolicy {
   private heartbeat: NodeJS.Timeout | undefined;
   private refreshing: Promise<void> = Promise.resolve();
   private refreshQueued = false;
+  private fullRefreshQueued = false;
+  /** Set once the stream ended and the session waits for commits before it leaves. */
+  private closing = false;
   private commitsSeen: (() => void) | undefined;
   private finished = false;
   private readonly leaseMs: number;
@@ -283,7 +287,10 @@ class SessionRunner implements StreamPolicy {
       this.loop?.poke();
       return;
     }
-    this.scheduleRefresh();
+    // A commit only moves offsets; the assignment is read again only when a partition is leaving this
+    // stream (its hand-over waits for commits) or the stream is closing.
+    const leaving = this.finished || this.loop === undefined || this.loop.current.some((p) => !p.active) || this.closing;
+    this.scheduleRefresh(kind === 'commit' && !leaving);
   }
 
   /**
@@ -394,13 +401,27 @@ class SessionRunner implements StreamPolicy {
     return n;
   }
 
-  private scheduleRefresh(): void {
+  /** Queues a refresh (at most one waiting); `offsetsOnly` reads the committed offsets alone. */
+  private scheduleRefresh(offsetsOnly = false): void {
+    if (!offsetsOnly) this.fullRefreshQueued = true;
     if (this.refreshQueued) return;
     this.refreshQueued = true;
     this.refreshing = this.refreshing.then(async () => {
       this.refreshQueued = false;
-      await this.refresh().catch((err: unknown) => this.owner.deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'cannot refresh the stream state; retrying on the next heartbeat'));
+      const full = this.fullRefreshQueued;
+      this.fullRefreshQueued = false;
+      const work = full ? this.refresh() : this.refreshOffsets();
+      await work.catch((err: unknown) => this.owner.deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'cannot refresh the stream state; retrying on the next heartbeat'));
     });
+  }
+
+  /** Reads the committed offsets and follows them (flow control, skip-ahead, stream limit). */
+  private async refreshOffsets(): Promise<void> {
+    const offsets = await this.owner.deps.state.offsets(this.subscriptionId);
+    this.lastOffsets = offsets;
+    this.applyOffsets(offsets);
+    this.loop?.poke();
+    this.commitsSeen?.();
   }
 
   /** Reads assignment and offsets and follows them. */
@@ -498,6 +519,7 @@ class SessionRunner implements StreamPolicy {
         await this.owner.applyChange(this.subscription, { remove: [this.streamId] });
         return;
       }
+      this.closing = true;
       const info: SessionInfo = { requested: [], state: 'closed', node: this.owner.nodeId };
       await this.owner.applyChange(this.subscription, { upsert: { id: this.streamId, info, leaseMs: this.commitTimeoutMs } });
       const deadline = performance.now() + this.commitTimeoutMs;
