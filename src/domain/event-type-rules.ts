@@ -15,7 +15,6 @@ import {
   COMPATIBILITY_MODES,
   ENRICHMENT_STRATEGIES,
   PARTITION_STRATEGIES,
-  type AuthorizationAttribute,
   type Category,
   type CompatibilityMode,
   type EnrichmentStrategy,
@@ -26,6 +25,7 @@ import {
   type EventTypeStatistics,
 } from './event-type.js';
 import { lookupField } from './effective-schema.js';
+import { absent, parseAttributeList, Problems, readObject, readString, type RuleProblem, type RuleResult } from './rule-problems.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
 
 /**
@@ -57,17 +57,7 @@ export type EventTypeInput = Omit<EventType, 'schema' | 'created_at' | 'updated_
   readonly schema: { readonly type: 'json_schema'; readonly schema: string };
 };
 
-/**
- * Outcome of a rule check: the validated value, or the HTTP status (400 when any problem is of the
- * malformed kind, else 422) with one detail line per problem.
- */
-export type RuleResult<T> = { ok: true; value: T } | { ok: false; status: 400 | 422; details: string[] };
-
-/** One problem found by a rule: the status it calls for (400 malformed, 422 rule broken) and its detail line. */
-export interface RuleProblem {
-  readonly status: 400 | 422;
-  readonly detail: string;
-}
+export type { RuleProblem, RuleResult };
 
 /** Pattern of event type names (spec "EventType"); the length bounds 1..255 come from WIRE.md. */
 export const EVENT_TYPE_NAME_PATTERN = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
@@ -87,56 +77,6 @@ const KEY_NAME_PATTERN = /^[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 const DNS_LABEL_PATTERN = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/;
 const LABEL_VALUE_PATTERN = /^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
 const SCHEMA_TYPE_ALIASES = ['json_schema', 'json-schema'];
-
-/** Collector of problems; `detail` lines are prefixed with `Field "<field>"`. */
-class Problems {
-  readonly list: RuleProblem[] = [];
-
-  /** A malformed value (wrong JSON type, invalid parsed enum): 400. */
-  malformed(field: string, text: string): void {
-    this.list.push({ status: 400, detail: `Field "${field}" ${text}` });
-  }
-
-  /** A broken rule: 422. */
-  rule(field: string, text: string): void {
-    this.list.push({ status: 422, detail: `Field "${field}" ${text}` });
-  }
-
-  /** A line that does not follow the `Field "x" ...` shape (for example about a map key). */
-  line(status: 400 | 422, detail: string): void {
-    this.list.push({ status, detail });
-  }
-
-  missing(field: string): void {
-    this.rule(field, 'must not be null');
-  }
-
-  addAll(problems: readonly RuleProblem[]): void {
-    this.list.push(...problems);
-  }
-}
-
-/** `null` and absence are the same for optional fields (Jackson semantics of the reference service). */
-function absent(value: JsonValue | undefined): value is null | undefined {
-  return value === undefined || value === null;
-}
-
-/** A JSON string, or `undefined` (after reporting) when absent or of another type. */
-function readString(value: JsonValue | undefined, field: string, p: Problems, opts: { required: boolean; nonEmpty: boolean }): string | undefined {
-  if (absent(value)) {
-    if (opts.required) p.missing(field);
-    return undefined;
-  }
-  if (typeof value !== 'string') {
-    p.malformed(field, 'must be a string');
-    return undefined;
-  }
-  if (opts.nonEmpty && value.length === 0) {
-    p.rule(field, 'must not be empty');
-    return undefined;
-  }
-  return value;
-}
 
 /**
  * An enum value, matched case-insensitively and returned lower case. Absent → `fallback` (or a
@@ -205,18 +145,6 @@ function readInteger(value: JsonValue | undefined, field: string, p: Problems, m
 }
 
 /** An object, or `undefined` when absent (reported when required) or of another type (400). */
-function readObject(value: JsonValue | undefined, field: string, p: Problems, required: boolean): JsonObject | undefined {
-  if (absent(value)) {
-    if (required) p.missing(field);
-    return undefined;
-  }
-  if (!isJsonObject(value)) {
-    p.malformed(field, 'must be an object');
-    return undefined;
-  }
-  return value;
-}
-
 function parseName(value: JsonValue | undefined, p: Problems): string | undefined {
   const name = readString(value, 'name', p, { required: true, nonEmpty: false });
   if (name === undefined) return undefined;
@@ -321,47 +249,6 @@ function parseOptions(value: JsonValue | undefined, limits: EventTypeLimits, isA
     return undefined;
   }
   return { retention_time: raw };
-}
-
-function parseAttributeList(value: JsonValue | undefined, field: string, p: Problems): AuthorizationAttribute[] | undefined {
-  if (absent(value)) {
-    p.missing(field);
-    return undefined;
-  }
-  if (!Array.isArray(value)) {
-    p.malformed(field, 'must be an array of authorization attributes');
-    return undefined;
-  }
-  if (value.length === 0) {
-    p.rule(field, 'must contain at least one attribute');
-    return undefined;
-  }
-  const attributes: AuthorizationAttribute[] = [];
-  const seen = new Set<string>();
-  let ok = true;
-  for (const [i, item] of value.entries()) {
-    const at = `${field}[${i}]`;
-    const object = readObject(item, at, p, true);
-    if (object === undefined) {
-      ok = false;
-      continue;
-    }
-    const dataType = readString(object.data_type, `${at}.data_type`, p, { required: true, nonEmpty: true });
-    const attributeValue = readString(object.value, `${at}.value`, p, { required: true, nonEmpty: true });
-    if (dataType === undefined || attributeValue === undefined) {
-      ok = false;
-      continue;
-    }
-    const key = JSON.stringify([dataType, attributeValue]);
-    if (seen.has(key)) {
-      p.rule(field, `must not contain the attribute {data_type: "${dataType}", value: "${attributeValue}"} more than once`);
-      ok = false;
-      continue;
-    }
-    seen.add(key);
-    attributes.push({ data_type: dataType, value: attributeValue });
-  }
-  return ok ? attributes : undefined;
 }
 
 function parseAuthorization(value: JsonValue | undefined, p: Problems): EventTypeAuthorization | undefined {

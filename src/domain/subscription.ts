@@ -9,7 +9,8 @@
  * `Field "name" ...`.
  */
 import type { AuthorizationAttribute } from './event-type.js';
-import { annotationProblems, EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH, type RuleProblem, type RuleResult } from './event-type-rules.js';
+import { annotationProblems, EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH } from './event-type-rules.js';
+import { absent, parseAttributeList, Problems, readString, type RuleResult } from './rule-problems.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
 import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from './offsets.js';
 
@@ -94,50 +95,6 @@ export function subscriptionKey(input: Pick<SubscriptionInput, 'owning_applicati
   return JSON.stringify([input.owning_application, [...new Set(input.event_types)].sort(), input.consumer_group]);
 }
 
-/** Collector of problems; `detail` lines are prefixed with `Field "<field>"`. */
-class Problems {
-  readonly list: RuleProblem[] = [];
-
-  malformed(field: string, text: string): void {
-    this.list.push({ status: 400, detail: `Field "${field}" ${text}` });
-  }
-
-  rule(field: string, text: string): void {
-    this.list.push({ status: 422, detail: `Field "${field}" ${text}` });
-  }
-
-  missing(field: string): void {
-    this.rule(field, 'must not be null');
-  }
-
-  result<T>(value: T | undefined, fallback: string): RuleResult<T> {
-    if (this.list.length === 0 && value !== undefined) return { ok: true, value };
-    const details = this.list.map((problem) => problem.detail);
-    return { ok: false, status: this.list.some((problem) => problem.status === 400) ? 400 : 422, details: details.length > 0 ? details : [fallback] };
-  }
-}
-
-/** `null` and absence are the same for optional fields (Jackson semantics of the reference service). */
-function absent(value: JsonValue | undefined): value is null | undefined {
-  return value === undefined || value === null;
-}
-
-function readString(value: JsonValue | undefined, field: string, p: Problems, required: boolean): string | undefined {
-  if (absent(value)) {
-    if (required) p.missing(field);
-    return undefined;
-  }
-  if (typeof value !== 'string') {
-    p.malformed(field, 'must be a string');
-    return undefined;
-  }
-  if (value.length === 0) {
-    p.rule(field, 'must not be empty');
-    return undefined;
-  }
-  return value;
-}
-
 function parseEventTypes(value: JsonValue | undefined, p: Problems): string[] | undefined {
   const field = 'event_types';
   if (absent(value)) {
@@ -197,9 +154,9 @@ function parseInitialCursors(value: JsonValue | undefined, p: Problems): Initial
       ok = false;
       continue;
     }
-    const eventType = readString(item.event_type, `${at}.event_type`, p, true);
-    const partition = readString(item.partition, `${at}.partition`, p, true);
-    const offset = readString(item.offset, `${at}.offset`, p, true);
+    const eventType = readString(item.event_type, `${at}.event_type`, p, { required: true, nonEmpty: true });
+    const partition = readString(item.partition, `${at}.partition`, p, { required: true, nonEmpty: true });
+    const offset = readString(item.offset, `${at}.offset`, p, { required: true, nonEmpty: true });
     if (eventType === undefined || partition === undefined || offset === undefined) {
       ok = false;
       continue;
@@ -214,36 +171,6 @@ function parseInitialCursors(value: JsonValue | undefined, p: Problems): Initial
     cursors.push({ event_type: eventType, partition, offset: normalized });
   }
   return ok ? cursors : undefined;
-}
-
-function parseAttributeList(value: JsonValue | undefined, field: string, p: Problems): AuthorizationAttribute[] | undefined {
-  if (absent(value)) {
-    p.missing(field);
-    return undefined;
-  }
-  if (!Array.isArray(value)) {
-    p.malformed(field, 'must be an array of authorization attributes');
-    return undefined;
-  }
-  if (value.length === 0) {
-    p.rule(field, 'must contain at least one attribute');
-    return undefined;
-  }
-  const attributes: AuthorizationAttribute[] = [];
-  let ok = true;
-  for (const [i, item] of value.entries()) {
-    const at = `${field}[${i}]`;
-    if (!isJsonObject(item)) {
-      p.malformed(at, 'must be an object with data_type and value');
-      ok = false;
-      continue;
-    }
-    const dataType = readString(item.data_type, `${at}.data_type`, p, true);
-    const attributeValue = readString(item.value, `${at}.value`, p, true);
-    if (dataType === undefined || attributeValue === undefined) ok = false;
-    else attributes.push({ data_type: dataType, value: attributeValue });
-  }
-  return ok ? attributes : undefined;
 }
 
 function parseAuthorization(value: JsonValue | undefined, p: Problems): SubscriptionAuthorization | undefined {
@@ -270,9 +197,9 @@ function parseStringMap(value: JsonValue | undefined, field: 'annotations' | 'la
 }
 
 function parseFields(body: JsonObject, p: Problems): SubscriptionInput | undefined {
-  const owningApplication = readString(body.owning_application, 'owning_application', p, true);
+  const owningApplication = readString(body.owning_application, 'owning_application', p, { required: true, nonEmpty: true });
   const eventTypes = parseEventTypes(body.event_types, p);
-  const consumerGroup = absent(body.consumer_group) ? DEFAULT_CONSUMER_GROUP : readString(body.consumer_group, 'consumer_group', p, true);
+  const consumerGroup = absent(body.consumer_group) ? DEFAULT_CONSUMER_GROUP : readString(body.consumer_group, 'consumer_group', p, { required: true, nonEmpty: true });
   const readFrom = parseReadFrom(body.read_from, p);
   const cursors = parseInitialCursors(body.initial_cursors, p);
   const authorization = parseAuthorization(body.authorization, p);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../config/config-schema.js';
 import { partitionIds } from '../domain/event-type.js';
-import type { RuleResult } from '../domain/event-type-rules.js';
+import type { RuleResult } from '../domain/rule-problems.js';
 import {
   initialCursorProblems,
   isEventTypeName,

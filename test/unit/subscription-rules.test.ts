@@ -94,6 +94,7 @@ describe('parseSubscriptionInput', () => {
     ['an initial cursor without partition', base({ read_from: 'cursors', initial_cursors: [{ event_type: 'order.created', offset: 'begin' }] }), /partition" must not be null/],
     ['authorization without readers', base({ authorization: { admins: [{ data_type: 'user', value: 'a' }] } }), /authorization.readers" must not be null/],
     ['an empty admins list', base({ authorization: { admins: [], readers: [{ data_type: 'user', value: 'a' }] } }), /at least one attribute/],
+    ['a repeated reader attribute', base({ authorization: { admins: [{ data_type: 'user', value: 'a' }], readers: [{ data_type: 'user', value: 'a' }, { data_type: 'user', value: 'a' }] } }), /more than once/],
     ['a reserved annotation prefix', base({ annotations: { 'broker.io/x': 'y' } }), /reserved/],
     ['a bad label key', base({ labels: { '-x': 'y' } }), /must have a name/],
   ])('answers 422 for %s', (_what, body, detail) => {
