@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { businessEventType, prng } from './events.js';
-import { MB, createEventType, loadRequest, post, recordCpu, round, runBounded, startStack, stackMeter, type CpuUse, type LoadRequest, type Recorder, type Scenario, type Stack } from './harness.js';
+import { MB, createEventType, keysMatching, loadRequest, post, recordCpu, round, runBounded, startStack, stackMeter, type CpuUse, type LoadRequest, type Recorder, type Scenario, type Stack } from './harness.js';
 import { Committer, connectionRetries, createSubscription, openStream, quickMode, type StreamLine } from './stream-client.js';
 
 const QUICK = quickMode();
@@ -73,17 +73,6 @@ interface Reading {
   readonly bytes: number;
   readonly seconds: number;
   readonly cpu: CpuUse;
-}
-
-async function keysMatching(client: Redis, pattern: string): Promise<string[]> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
-  return keys.sort();
 }
 
 /** Publishes EVENTS events in BATCH-event batches, batch i to partition i mod PARTITIONS. */

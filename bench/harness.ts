@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { startBroker, startRedis, type BrokerProcess, type RedisProcess } from '../scripts/local-processes.js';
+import type { Redis } from 'ioredis';
 
 /** A target a figure is compared with: `value op target`. */
 export interface Target {
@@ -441,4 +442,16 @@ export function round(value: number, digits: number): number {
 /** Waits `ms` milliseconds. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Every key matching a glob pattern (SCAN), sorted. */
+export async function keysMatching(client: Redis, pattern: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    keys.push(...batch);
+  } while (cursor !== '0');
+  return keys.sort();
 }

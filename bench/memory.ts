@@ -7,7 +7,7 @@
  */
 import { Redis } from 'ioredis';
 import { SMALL_BUSINESS_SCHEMA, SMALL_SCHEMA, businessEventType, prng, smallBusinessEvent, smallEvent, undefinedEventType } from './events.js';
-import { createEventType, loadRequest, post, round, runBounded, sleep, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
+import { createEventType, keysMatching, loadRequest, post, round, runBounded, sleep, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
 
 export const EVENTS = 1_000_000;
 export const BATCH = 1000;
@@ -23,17 +23,6 @@ async function usedMemory(client: Redis): Promise<number> {
   const match = /^used_memory:(\d+)/m.exec(info);
   if (!match?.[1]) throw new Error('INFO memory has no used_memory');
   return Number(match[1]);
-}
-
-async function keysMatching(client: Redis, pattern: string): Promise<string[]> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
-  return keys.sort();
 }
 
 interface Phase {
