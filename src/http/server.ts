@@ -230,48 +230,13 @@ export class HttpServer {
     for (const [key, value] of Object.entries(answer.headers ?? {})) res.header(key, value);
     // uWS completes the header block only with the first body bytes: streams send an opening batch at once.
     res.write('');
-    // Batches go straight to uWS (`res.raw`), not through hyper-express's Writable, whose chunked writes
-    // report drained while uWS still holds the bytes: uWS buffers a write it cannot send (write() answers
-    // false) and calls the writable handler once the socket took it.
-    let behind = false;
-    let queuedBytes = 0;
-    let wakeDrained: (() => void) | undefined;
-    const drainedNow = (): void => {
-      const wake = wakeDrained;
-      wakeDrained = undefined;
-      wake?.();
-    };
-    res.on('close', drainedNow);
-    res.drain(() => {
-      behind = false;
-      queuedBytes = 0;
-      drainedNow();
-      return true;
-    });
+    const writer = new BackpressureWriter(res);
+    res.on('close', () => writer.abort());
     const sink: StreamSink = {
-      write: (chunk) => {
-        if (closed) return false;
-        let sent = true;
-        let bytes = 0;
-        res.atomic(() => {
-          for (const part of typeof chunk === 'string' || Buffer.isBuffer(chunk) ? [chunk] : chunk) {
-            sent = res.raw.write(part) && sent;
-            bytes += part.length;
-          }
-        });
-        if (!sent || behind) {
-          behind = true;
-          queuedBytes += bytes;
-        }
-        return !behind;
-      },
-      drained: () =>
-        new Promise<void>((resolve) => {
-          if (closed || !behind) return resolve();
-          wakeDrained = resolve;
-        }),
+      write: (chunk) => (closed ? false : writer.write(typeof chunk === 'string' ? [Buffer.from(chunk)] : Buffer.isBuffer(chunk) ? [chunk] : chunk)),
+      drained: () => writer.drained(),
       get bufferedBytes() {
-        return queuedBytes;
+        return writer.queuedBytes;
       },
       get closed() {
         return closed;
@@ -300,6 +265,90 @@ export class HttpServer {
     for (const [key, value] of Object.entries(answer.headers)) res.header(key, value);
     res.send(JSON.stringify(answer.problem));
     return answer.status;
+  }
+}
+
+/**
+ * Streams bytes to uWS with backpressure. Batches go straight to uWS (`res.raw`), not through
+ * hyper-express's Writable, which reports "drained" while uWS still holds the bytes.
+ *
+ * uWS buffers what a write() could not send (it answers false) and, once the socket is writable again,
+ * calls the writable handler — and, while such a handler is registered, drains its buffer only when the
+ * handler writes. So the writer keeps what it could not hand over in its own queue and always holds
+ * back the last byte while uWS is behind: the handler then always has something to write, which flushes
+ * uWS's buffer first. (Rare leftover: if the very last byte itself does not fit, it goes out with the
+ * stream's next write, a keep-alive at the latest.)
+ */
+class BackpressureWriter {
+  /** Bytes not yet handed to uWS. */
+  private queue: Buffer[] = [];
+  private behind = false;
+  private waiting: (() => void) | undefined;
+  queuedBytes = 0;
+
+  constructor(private readonly res: HyperExpress.Response) {
+    res.drain(() => {
+      if (this.behind) this.res.atomic(() => this.pump([]));
+      if (!this.behind) this.wake();
+      return true;
+    });
+  }
+
+  /** @returns false when the client is behind: wait for {@link drained} */
+  write(chunks: readonly Buffer[]): boolean {
+    if (this.behind) {
+      for (const c of chunks) {
+        this.queue.push(c);
+        this.queuedBytes += c.length;
+      }
+      return false;
+    }
+    this.res.atomic(() => this.pump(chunks));
+    return !this.behind;
+  }
+
+  /** Resolves once everything written went to uWS and uWS could send it (or the client left). */
+  drained(): Promise<void> {
+    if (!this.behind) return Promise.resolve();
+    return new Promise((resolve) => (this.waiting = resolve));
+  }
+
+  /** The client left: nothing more goes out; waiters are released. */
+  abort(): void {
+    this.queue = [];
+    this.queuedBytes = 0;
+    this.behind = false;
+    this.wake();
+  }
+
+  private wake(): void {
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    waiting?.();
+  }
+
+  /** Hands the queue and `chunks` to uWS until it pushes back, keeping the rest (at least one byte) queued. */
+  private pump(chunks: readonly Buffer[]): void {
+    const items = [...this.queue, ...chunks];
+    this.queue = [];
+    this.queuedBytes = 0;
+    for (let i = 0; i < items.length; i++) {
+      const chunk = items[i] as Buffer;
+      const last = i === items.length - 1;
+      const body = last && chunk.length > 1 ? chunk.subarray(0, chunk.length - 1) : chunk;
+      if (!this.res.raw.write(body)) {
+        const rest = last ? (body === chunk ? [] : [chunk.subarray(chunk.length - 1)]) : [...(body === chunk ? [] : [chunk.subarray(body.length)]), ...items.slice(i + 1)];
+        this.queue = rest;
+        for (const r of rest) this.queuedBytes += r.length;
+        this.behind = true;
+        return;
+      }
+      if (body !== chunk && !this.res.raw.write(chunk.subarray(body.length))) {
+        this.behind = true;
+        return;
+      }
+    }
+    this.behind = false;
   }
 }
 

@@ -232,7 +232,10 @@ export class EventStreamLoop {
     const slices = await Promise.all(
       due.map((p) => {
         p.lastReadAt = t;
-        const count = Math.max(1, Math.min(this.config.readEntries, Math.floor(room / due.length / Math.max(1, p.entryBytes))));
+        // Unknown entry size: one entry first. Reads stay near READ_TARGET_BYTES so one large reply
+        // never holds the event loop (and the commits waiting on it) for long.
+        const budget = Math.min(room / due.length, READ_TARGET_BYTES);
+        const count = p.entryBytes === 0 ? 1 : Math.max(1, Math.min(this.config.readEntries, Math.floor(budget / p.entryBytes)));
         return this.store.read(p.eventType, p.timeline, p.partition, p.read, count);
       }),
     );
@@ -479,6 +482,8 @@ export class EventStreamLoop {
 
 const NEWLINE = 0x0a;
 const COMMA = 0x2c;
+/** Bytes one partition read aims at (at least one entry is always read). */
+const READ_TARGET_BYTES = 1 << 20;
 
 /** `metadata.received_at` of an event in ms, NaN when absent. */
 function receivedAt(data: Buffer | undefined): number {
