@@ -59,8 +59,9 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
   const lowLevelStreams = new LowLevelStreams(eventTypeStore, partitionStore, wakeups, keys, config.consumption, logger);
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
+  const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, partitionStore, config.subscriptions);
   const subscriptionStreams = new SubscriptionStreams(
-    subscriptionStore,
+    subscriptionRegistry,
     cache,
     subscriptionState,
     partitionStore,
@@ -77,7 +78,7 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
   http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }));
   eventTypeRoutes(http, registry);
   publishingRoutes(http, publisher, cursors);
-  subscriptionRoutes(http, new SubscriptionRegistry(subscriptionStore, eventTypeStore, partitionStore, config.subscriptions), (id) => subscriptionCursors.status(id));
+  subscriptionRoutes(http, subscriptionRegistry, (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);
   subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors);
 

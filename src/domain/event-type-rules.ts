@@ -57,6 +57,7 @@ export type EventTypeInput = Omit<EventType, 'schema' | 'created_at' | 'updated_
   readonly schema: { readonly type: 'json_schema'; readonly schema: string };
 };
 
+/** Re-exported from `rule-problems.ts`, where the registries' rule helpers live. */
 export type { RuleProblem, RuleResult };
 
 /** Pattern of event type names (spec "EventType"); the length bounds 1..255 come from WIRE.md. */

@@ -16,6 +16,7 @@ import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '.
 
 /** Where a new subscription starts reading (spec "Subscription" `read_from`; default `end`). */
 export const READ_FROM = ['begin', 'end', 'cursors'] as const;
+/** One of {@link READ_FROM}. */
 export type ReadFrom = (typeof READ_FROM)[number];
 
 /** The consumer group of a subscription created without one (spec "Subscription"). */

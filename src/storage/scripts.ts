@@ -14,6 +14,7 @@ export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 
   | 'commitCursors'
   | 'initOffsets';
 
+/** An ARGV value of a script (numbers are sent as decimal text). */
 export type ScriptArg = string | number | Buffer;
 
 /**

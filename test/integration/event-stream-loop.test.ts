@@ -166,7 +166,7 @@ describe('event stream loop', () => {
     const running = loop.run(false);
     await new Promise((resolve) => setTimeout(resolve, 500));
     const writesWhileBlocked = sink.writes;
-    const buffered = loop.current.reduce((sum, p) => sum + p.bufferBytes, 0);
+    const buffered = [...loop.current].reduce((sum, p) => sum + p.bufferBytes, 0);
     expect(writesWhileBlocked).toBe(1);
     // Reading stopped near the cap: one read (readEntries entries of 10 events) past it at most.
     expect(buffered + sink.bufferedBytes).toBeLessThan(config.maxStreamBufferBytes + 4 * 10 * 4100);

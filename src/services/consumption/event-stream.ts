@@ -3,6 +3,7 @@ import type { StreamParameters } from '../../domain/stream-parameters.js';
 import type { StreamSink } from '../../http/server.js';
 import type { Keys } from '../../storage/keys.js';
 import type { EventSegment, PartitionStore } from '../../storage/partition-store.js';
+import { offsetField } from '../../storage/subscription-state-store.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
 
 /** One partition a stream reads: positions are offsets (last consumed = -1 before the first event). */
@@ -31,6 +32,8 @@ export class StreamPartition {
   /** False while the partition leaves the stream (reassigning): nothing is read or sent. */
   active = true;
   unlisten: () => void = () => undefined;
+  /** `<event type>:<partition>`, the partition's key in the stream and in a subscription's offsets. */
+  readonly key: string;
 
   constructor(
     readonly eventType: string,
@@ -39,6 +42,7 @@ export class StreamPartition {
     start: number,
     now: number,
   ) {
+    this.key = offsetField(eventType, partition);
     this.sent = start;
     this.read = start;
     this.windowStartedAt = now;
@@ -99,6 +103,8 @@ const now = (): number => performance.now();
  */
 export class EventStreamLoop {
   private readonly partitions = new Map<string, StreamPartition>();
+  /** Bytes in every partition's buffer (kept with each change, read on every round). */
+  private bufferedBytes = 0;
   private wake: (() => void) | undefined;
   private woken = false;
   private first = true;
@@ -118,8 +124,8 @@ export class EventStreamLoop {
   }
 
   /** The partitions currently in the stream (active or leaving). */
-  get current(): readonly StreamPartition[] {
-    return [...this.partitions.values()];
+  get current(): Iterable<StreamPartition> {
+    return this.partitions.values();
   }
 
   /** Adds a partition starting after offset `start` and listens to its notices. Replaces an entry with the same key. */
@@ -130,22 +136,23 @@ export class EventStreamLoop {
       p.knownNext = next;
       this.poke();
     });
-    this.partitions.set(keyOf(eventType, partition), p);
+    this.partitions.set(p.key, p);
     this.poke();
     return p;
   }
 
   /** Drops a partition and its buffered events. */
   remove(eventType: string, partition: string): void {
-    const p = this.partitions.get(keyOf(eventType, partition));
+    const p = this.partitions.get(offsetField(eventType, partition));
     if (!p) return;
     p.unlisten();
-    this.partitions.delete(keyOf(eventType, partition));
+    this.bufferedBytes -= p.bufferBytes;
+    this.partitions.delete(p.key);
   }
 
   /** The partition entry, if the stream has it. */
   get(eventType: string, partition: string): StreamPartition | undefined {
-    return this.partitions.get(keyOf(eventType, partition));
+    return this.partitions.get(offsetField(eventType, partition));
   }
 
   /** Stops sending a partition (it is leaving): its buffered events are dropped, reading stops. */
@@ -156,6 +163,7 @@ export class EventStreamLoop {
   }
 
   private clear(p: StreamPartition): void {
+    this.bufferedBytes -= p.bufferBytes;
     p.segments = [];
     p.bufferedEvents = 0;
     p.bufferBytes = 0;
@@ -219,8 +227,7 @@ export class EventStreamLoop {
   /** Reads more events for partitions that have room and something new (or are due a poll). */
   private async fill(): Promise<void> {
     const capBytes = this.config.maxStreamBufferBytes;
-    let buffered = this.sink.bufferedBytes;
-    for (const p of this.partitions.values()) buffered += p.bufferBytes;
+    const buffered = this.sink.bufferedBytes + this.bufferedBytes;
     if (buffered >= capBytes) return;
     const t = now();
     const due = [...this.partitions.values()].filter(
@@ -243,7 +250,7 @@ export class EventStreamLoop {
     const perEvent = this.policy.accept !== undefined || this.params.batchTimespanSeconds > 0;
     due.forEach((p, i) => {
       const slice = slices[i];
-      if (!slice || !p.active || this.partitions.get(keyOf(p.eventType, p.partition)) !== p) return;
+      if (!slice || !p.active || this.partitions.get(p.key) !== p) return;
       const head = slice.segments[0];
       const tail = slice.segments[slice.segments.length - 1];
       if (head === undefined || tail === undefined) {
@@ -272,6 +279,7 @@ export class EventStreamLoop {
     p.segments.push(segment);
     p.bufferedEvents += segment.count;
     p.bufferBytes += segment.data.length;
+    this.bufferedBytes += segment.data.length;
     p.skippedThrough = -1;
   }
 
@@ -367,6 +375,7 @@ export class EventStreamLoop {
         p.segments.shift();
         parts.push(segment.data);
         p.bufferBytes -= segment.data.length;
+        this.bufferedBytes -= segment.data.length;
         left -= segment.count;
         p.sent = segment.first + segment.count - 1;
       } else {
@@ -375,6 +384,7 @@ export class EventStreamLoop {
         parts.push(segment.data.subarray(0, position - 1));
         p.segments[0] = { first: segment.first + left, count: segment.count - left, data: segment.data.subarray(position) };
         p.bufferBytes -= position;
+        this.bufferedBytes -= position;
         p.sent = segment.first + left - 1;
         left = 0;
       }
@@ -439,16 +449,13 @@ export class EventStreamLoop {
 
   /** True when the stream's read buffers hold `consumption.maxStreamBufferBytes` or more: reading stopped. */
   private atCap(): boolean {
-    let buffered = 0;
-    for (const p of this.partitions.values()) buffered += p.bufferBytes;
-    return buffered >= this.config.maxStreamBufferBytes;
+    return this.bufferedBytes >= this.config.maxStreamBufferBytes;
   }
 
   /** True when the next round can make progress at once: a full batch to send, or known data to read with room for it. */
   private hasWork(): boolean {
     if (this.policy.endReason() !== undefined) return true;
-    let buffered = this.sink.bufferedBytes;
-    for (const p of this.partitions.values()) buffered += p.bufferBytes;
+    const buffered = this.sink.bufferedBytes + this.bufferedBytes;
     for (const p of this.partitions.values()) {
       if (!p.active) continue;
       if (this.fullBatch(p) > 0) return true;
@@ -496,6 +503,3 @@ function receivedAt(data: Buffer | undefined): number {
   }
 }
 
-function keyOf(eventType: string, partition: string): string {
-  return `${eventType}\n${partition}`;
-}

@@ -26,8 +26,6 @@ interface Start {
  * partition from its newest offset) and tracks offsets itself; there are no commits.
  */
 export class LowLevelStreams {
-  private open = 0;
-
   constructor(
     private readonly eventTypes: EventTypeStore,
     private readonly partitions: PartitionStore,
@@ -36,11 +34,6 @@ export class LowLevelStreams {
     private readonly config: BrokerConfig['consumption'],
     private readonly logger: Logger,
   ) {}
-
-  /** Streams open on this node. */
-  get openStreams(): number {
-    return this.open;
-  }
 
   /**
    * Checks everything that can fail before the first byte, then answers with the stream.
@@ -83,15 +76,10 @@ export class LowLevelStreams {
   }
 
   private async stream(name: string, timeline: number, starts: readonly Start[], params: StreamParameters, sink: StreamSink): Promise<void> {
-    this.open += 1;
-    try {
-      const loop = new EventStreamLoop(params, sink, new LowLevelPolicy(params.streamLimit), this.partitions, this.wakeups, this.keys, this.config);
-      for (const start of starts) loop.add(name, start.partition, timeline, start.offset);
-      const end = await loop.run(false);
-      this.logger.debug({ eventType: name, end }, 'low-level stream ended');
-    } finally {
-      this.open -= 1;
-    }
+    const loop = new EventStreamLoop(params, sink, new LowLevelPolicy(params.streamLimit), this.partitions, this.wakeups, this.keys, this.config);
+    for (const start of starts) loop.add(name, start.partition, timeline, start.offset);
+    const end = await loop.run(false);
+    this.logger.debug({ eventType: name, end }, 'low-level stream ended');
   }
 }
 

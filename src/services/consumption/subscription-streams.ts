@@ -5,14 +5,14 @@ import { partitionIds } from '../../domain/event-type.js';
 import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '../../domain/offsets.js';
 import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type PartitionAssignment, type PartitionKey, type Session } from '../../domain/rebalance.js';
 import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
-import { isSubscriptionId, type Subscription } from '../../domain/subscription.js';
+import type { Subscription } from '../../domain/subscription.js';
 import { BrokerError, errors } from '../../errors/catalog.js';
 import type { StreamingAnswer, StreamSink } from '../../http/server.js';
 import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
 import type { Keys } from '../../storage/keys.js';
 import type { PartitionStore } from '../../storage/partition-store.js';
-import type { SubscriptionStore } from '../../storage/subscription-store.js';
+import type { SubscriptionRegistry } from '../subscription-registry.js';
 import { offsetField, type SessionInfo, type SubscriptionState, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamPartition, type StreamPolicy } from './event-stream.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
@@ -20,6 +20,16 @@ import type { PartitionWakeups } from './partition-wakeups.js';
 /** One partition of a subscription with the timeline it is read on. */
 export interface SubscriptionPartition extends PartitionKey {
   readonly timeline: number;
+}
+
+/** The stores, hub and settings a session runner works with (shared by all runners of a node). */
+export interface RunnerDeps {
+  readonly state: SubscriptionStateStore;
+  readonly partitions: PartitionStore;
+  readonly wakeups: PartitionWakeups;
+  readonly keys: Keys;
+  readonly config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>;
+  readonly logger: Logger;
 }
 
 /** A subscription resolved for consumption: its record and every partition of its event types. */
@@ -47,10 +57,13 @@ const MAX_APPLY_ATTEMPTS = 50;
  */
 export class SubscriptionStreams {
   private readonly runners = new Map<string, SessionRunner>();
-  private stopping = false;
+  private shuttingDown = false;
+
+  /** What the session runners use; built once. */
+  readonly deps: RunnerDeps;
 
   constructor(
-    private readonly subscriptions: SubscriptionStore,
+    private readonly subscriptions: Pick<SubscriptionRegistry, 'get'>,
     /** The node's event type cache (invalidated on every change) or the store itself. */
     private readonly eventTypes: Pick<EventTypeStore, 'get'>,
     private readonly state: SubscriptionStateStore,
@@ -60,7 +73,14 @@ export class SubscriptionStreams {
     private readonly config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>,
     private readonly logger: Logger,
     readonly nodeId: string = randomUUID(),
-  ) {}
+  ) {
+    this.deps = { state, partitions, wakeups, keys, config, logger };
+  }
+
+  /** True once the node shuts down: no new streams, sessions are released at once. */
+  get stopping(): boolean {
+    return this.shuttingDown;
+  }
 
   /** Listens to the subscription channel on `subscriber` (a connection in subscribe mode). */
   async start(subscriber: Redis): Promise<void> {
@@ -72,16 +92,9 @@ export class SubscriptionStreams {
     await subscriber.subscribe(this.keys.subscriptionChannel);
   }
 
-  /** Streams open on this node. */
-  get openStreams(): number {
-    return this.runners.size;
-  }
-
-  /** The subscription and its partitions. @throws BrokerError 404 */
+  /** The subscription and its partitions. @throws BrokerError 404, 503 */
   async resolve(id: string): Promise<ResolvedSubscription> {
-    if (!isSubscriptionId(id)) throw new BrokerError('NOT_FOUND', `Subscription "${id}" does not exist.`);
     const record = await this.subscriptions.get(id);
-    if (!record) throw new BrokerError('NOT_FOUND', `Subscription "${id}" does not exist.`);
     const partitions: SubscriptionPartition[] = [];
     for (const name of record.event_types) {
       const eventType = await this.eventTypes.get(name);
@@ -98,7 +111,7 @@ export class SubscriptionStreams {
    *   partition requested by another stream, cursor reset running), 503
    */
   async open(id: string, query: URLSearchParams, body: unknown): Promise<StreamingAnswer> {
-    if (this.stopping) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
+    if (this.shuttingDown) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
     const parsed = parseStreamParameters(query, body, 'subscription');
     if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
     const params = parsed.value;
@@ -158,13 +171,16 @@ export class SubscriptionStreams {
     await this.state.initOffsets(record.id, initial);
   }
 
-  /** Partition ranges by offsets field. */
+  /** Partition ranges by offsets field: one pipelined read per event type. @throws BrokerError 503 */
   async rangesOf(partitions: readonly SubscriptionPartition[]): Promise<Map<string, PartitionRange>> {
+    const byEventType = new Map<string, SubscriptionPartition[]>();
+    for (const p of partitions) byEventType.set(p.eventType, [...(byEventType.get(p.eventType) ?? []), p]);
     const out = new Map<string, PartitionRange>();
     await Promise.all(
-      partitions.map(async (p) => {
-        const [range] = await this.partitions.ranges(p.eventType, p.timeline, [p.partition]);
-        out.set(offsetField(p.eventType, p.partition), range ?? { oldest: 0, newest: -1 });
+      [...byEventType.values()].map(async (list) => {
+        const first = list[0] as SubscriptionPartition;
+        const ranges = await this.partitions.ranges(first.eventType, first.timeline, list.map((p) => p.partition));
+        list.forEach((p, i) => out.set(offsetField(p.eventType, p.partition), ranges[i] ?? { oldest: 0, newest: -1 }));
       }),
     );
     return out;
@@ -211,17 +227,13 @@ export class SubscriptionStreams {
 
   /** Refuses new streams and ends the open ones at once; their sessions are released (DESIGN.md §6). */
   async close(): Promise<void> {
-    this.stopping = true;
+    this.shuttingDown = true;
     await Promise.all([...this.runners.values()].map(async (r) => {
       await r.stop();
       await r.released;
     }));
   }
 
-  /** Internals for the session runner. */
-  get deps(): { state: SubscriptionStateStore; partitions: PartitionStore; wakeups: PartitionWakeups; keys: Keys; config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>; logger: Logger; stopping: boolean } {
-    return { state: this.state, partitions: this.partitions, wakeups: this.wakeups, keys: this.keys, config: this.config, logger: this.logger, stopping: this.stopping };
-  }
 }
 
 /** Streaming sessions whose lease has not expired, as `rebalance` sees them. */
@@ -289,7 +301,7 @@ class SessionRunner implements StreamPolicy {
     }
     // A commit only moves offsets; the assignment is read again only when a partition is leaving this
     // stream (its hand-over waits for commits) or the stream is closing.
-    const leaving = this.finished || this.loop === undefined || this.loop.current.some((p) => !p.active) || this.closing;
+    const leaving = this.finished || this.closing || this.loop === undefined || [...this.loop.current].some((p) => !p.active);
     this.scheduleRefresh(kind === 'commit' && !leaving);
   }
 
@@ -306,7 +318,7 @@ class SessionRunner implements StreamPolicy {
       await this.refresh();
       const end = await this.loop.run(true);
       releaseNow =
-        this.owner.deps.stopping ||
+        this.owner.stopping ||
         this.override === END_REASONS.reset ||
         this.override === END_REASONS.sessionLost ||
         (end.kind === 'reason' && end.debug === NODE_SHUTTING_DOWN);
@@ -349,14 +361,13 @@ class SessionRunner implements StreamPolicy {
 
   sent(partition: StreamPartition, count: number): void {
     this.sentInStream += count;
-    this.acceptedThrough.set(offsetField(partition.eventType, partition.partition), partition.sent);
+    this.acceptedThrough.set(partition.key, partition.sent);
     this.uncommittedSince ??= performance.now();
   }
 
   /** Skipped events are committed by the broker once everything sent before them is (issue 3 §2.7). */
   skipped(partition: StreamPartition): void {
-    const field = offsetField(partition.eventType, partition.partition);
-    this.autoCommits.set(field, partition.sent);
+    this.autoCommits.set(partition.key, partition.sent);
     this.uncommittedSince ??= performance.now();
     this.autoCommit();
   }
@@ -397,7 +408,7 @@ class SessionRunner implements StreamPolicy {
   /** Events sent on this stream and not committed, over all its partitions. */
   private uncommitted(): number {
     let n = 0;
-    for (const p of this.loop?.current ?? []) n += Math.max(0, p.sent - (this.committed.get(offsetField(p.eventType, p.partition)) ?? p.sent));
+    for (const p of this.loop?.current ?? []) n += Math.max(0, p.sent - (this.committed.get(p.key) ?? p.sent));
     return n;
   }
 
@@ -463,7 +474,7 @@ class SessionRunner implements StreamPolicy {
         loop.remove(a.eventType, a.partition);
       }
     }
-    for (const p of loop.current) if (!seen.has(offsetField(p.eventType, p.partition))) loop.remove(p.eventType, p.partition);
+    for (const p of loop.current) if (!seen.has(p.key)) loop.remove(p.eventType, p.partition);
     loop.poke();
     this.commitsSeen?.();
   }
@@ -474,7 +485,7 @@ class SessionRunner implements StreamPolicy {
     if (!loop) return;
     let progressed = false;
     for (const p of loop.current) {
-      const field = offsetField(p.eventType, p.partition);
+      const field = p.key;
       const before = this.committed.get(field) ?? -1;
       const now = offsets.get(field) ?? before;
       if (now <= before) continue;
@@ -523,7 +534,7 @@ class SessionRunner implements StreamPolicy {
       const info: SessionInfo = { requested: [], state: 'closed', node: this.owner.nodeId };
       await this.owner.applyChange(this.subscription, { upsert: { id: this.streamId, info, leaseMs: this.commitTimeoutMs } });
       const deadline = performance.now() + this.commitTimeoutMs;
-      while (this.uncommitted() > 0 && performance.now() < deadline && !this.owner.deps.stopping) {
+      while (this.uncommitted() > 0 && performance.now() < deadline && !this.owner.stopping) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, Math.max(1, deadline - performance.now()));
           this.commitsSeen = () => {
