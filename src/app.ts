@@ -13,6 +13,13 @@ import { SubscriptionStreams } from './services/consumption/subscription-streams
 import { SubscriptionStateStore } from './storage/subscription-state-store.js';
 import type { Logger } from './observability/logger.js';
 import { CursorService } from './services/cursor-service.js';
+import { AccessControl } from './services/access-control.js';
+import { Settings } from './services/settings.js';
+import { SettingsStore } from './storage/settings-store.js';
+import { settingsRoutes } from './http/routes/settings.js';
+import { createAuthenticator } from './auth/create-authenticator.js';
+import { DefaultAuthorizationPlugin, type AuthorizationPlugin } from './auth/authorization-plugin.js';
+import { UNAUTHENTICATED } from './auth/subject.js';
 import { EventTypeCache } from './services/event-type-cache.js';
 import { EventTypeRegistry } from './services/event-type-registry.js';
 import { Publisher } from './services/publisher.js';
@@ -35,12 +42,18 @@ export interface App {
   close(): Promise<void>;
 }
 
+/** Replaceable parts of a node. */
+export interface AppOptions {
+  /** How authorization attributes are validated and matched (default {@link DefaultAuthorizationPlugin} over `auth.attributeClaims`). */
+  readonly authorizationPlugin?: AuthorizationPlugin;
+}
+
 /**
  * Composition root (STYLE.md layout): Redis (embedded when `redis.url` is empty), scripts, stores,
  * services and HTTP routes, all wired before the port opens.
- * @throws Error (EmbeddedRedisError, connection errors) when Redis cannot be had
+ * @throws Error (EmbeddedRedisError, connection errors, unusable auth keys) when the node cannot start
  */
-export async function createApp(config: BrokerConfig, logger: Logger): Promise<App> {
+export async function createApp(config: BrokerConfig, logger: Logger, options: AppOptions = {}): Promise<App> {
   let embedded: EmbeddedRedis | undefined;
   const url = config.redis.url || (embedded = await startEmbeddedRedis(config.embeddedRedis, logger)).url;
   const redis: Redis = await connectRedis(url, config.redis, logger);
@@ -51,16 +64,24 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
   const partitionStore = new PartitionStore(redis, scripts, keys);
   const cache = new EventTypeCache(eventTypeStore, redis, subscriber, keys, logger);
   await cache.start();
+  const initialAdmins = config.auth.initialAdmins.length > 0 ? config.auth.initialAdmins : [...UNAUTHENTICATED.attributes].map(([dataType, [value = '']]) => ({ data_type: dataType, value }));
+  const settings = new Settings(new SettingsStore(redis, keys), keys, { admins: initialAdmins, readers: initialAdmins, writers: initialAdmins }, logger);
+  await settings.start(subscriber);
+  const access = new AccessControl(options.authorizationPlugin ?? new DefaultAuthorizationPlugin(Object.keys(config.auth.attributeClaims)), settings);
+  const authenticator = createAuthenticator(config.auth, { useRemoteTokeninfo: () => settings.enabled('remote_tokeninfo') });
   const pool = new WorkerPool(config.publish);
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes);
   const publisher = new Publisher(cache, pool, partitionStore, redis, config.publish);
   const cursors = new CursorService(eventTypeStore, partitionStore);
   const wakeups = new PartitionWakeups(duplicateForSubscribe(redis), logger);
-  const lowLevelStreams = new LowLevelStreams(eventTypeStore, partitionStore, wakeups, keys, config.consumption, logger);
+  const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, partitionStore, wakeups, keys, config.consumption, logger);
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
   const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, partitionStore, config.subscriptions);
   const subscriptionStreams = new SubscriptionStreams(
+    access,
+    settings,
+    (listener) => cache.onChange(listener),
     subscriptionRegistry,
     cache,
     subscriptionState,
@@ -74,13 +95,17 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
   const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, partitionStore);
   const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger);
 
-  const http = new HttpServer(config.http, logger);
-  http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }));
-  eventTypeRoutes(http, registry);
-  publishingRoutes(http, publisher, cursors);
-  subscriptionRoutes(http, subscriptionRegistry, (id) => subscriptionCursors.status(id));
+  const http = new HttpServer(config.http, authenticator, logger);
+  http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }), { public: true });
+  eventTypeRoutes(http, registry, access, {
+    of: async (name) => (await subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).map((s) => s.id),
+    delete: (id) => subscriptionRegistry.delete(id),
+  });
+  publishingRoutes(http, publisher, cursors, registry, access);
+  subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);
-  subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors);
+  subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors, access);
+  settingsRoutes(http, settings, access);
 
   return {
     async start() {
@@ -96,6 +121,8 @@ export async function createApp(config: BrokerConfig, logger: Logger): Promise<A
       const releasing = subscriptionStreams.close();
       await Promise.race([Promise.all([http.shutdown(), publisher.drain(), releasing]), grace]);
       await retention.stop();
+      settings.stop();
+      authenticator.close();
       await pool.close();
       subscriber.disconnect();
       wakeups.close();

@@ -7,7 +7,9 @@
 import type { ValidateFunction } from 'ajv';
 import { compileSchema, createSchemaCompiler, describeValidationError, type SchemaCompiler } from '../src/domain/schema-compiler.js';
 import { hashPartition, userDefinedPartition } from '../src/domain/partitioner.js';
+import { eventOwner } from '../src/domain/event-owner.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
+import { parseUntrustedJson } from '../src/http/json-limits.js';
 import type { BatchItemResponse, CompileResult, PartitionPayload, PublishResult, PublishSpec, PublishStep, PublishTask } from './publish-protocol.js';
 
 /** Compiled validators per schema key, bounded; one per worker thread. */
@@ -48,7 +50,6 @@ export class ValidatorCache {
   }
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 const SERVICE_SET_FIELDS = ['received_at', 'published_by', 'version'] as const;
 
 type Event = Record<string, unknown>;
@@ -106,19 +107,19 @@ function rejection(events: readonly Event[], failures: ReadonlyMap<number, { ste
 
 /**
  * Processes one batch.
- * @returns `malformed` (answer 400) when the body is not a UTF-8 JSON array of objects; `rejected`
+ * @returns `malformed` (answer 400) when the body is not a UTF-8 JSON array of objects nested at most
+ *   `MAX_JSON_DEPTH` levels (src/http/json-limits.ts); `rejected`
  *   (answer 422) when any event fails validation, size or partitioning, listing every failure;
  *   otherwise `accepted` with the serialized events grouped per partition, in input order.
  * @throws Error when the effective schema does not compile (a registry bug; answered 500)
  */
 export function processBatch(task: PublishTask, validators: ValidatorCache): PublishResult {
   const { spec } = task;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(utf8.decode(task.body));
-  } catch (err) {
-    return { kind: 'malformed', detail: err instanceof SyntaxError ? `body is not valid JSON: ${err.message}` : 'body is not valid UTF-8' };
-  }
+  // Strict UTF-8, nesting depth, JSON (DESIGN.md §7). Keys like `__proto__` stay plain own properties of
+  // the event (JSON.parse never sets a prototype) and are stored as sent: nothing here merges objects.
+  const body = parseUntrustedJson(task.body);
+  if (!body.ok) return { kind: 'malformed', detail: body.reason };
+  const parsed = body.value;
   if (!Array.isArray(parsed)) return { kind: 'malformed', detail: 'body must be a JSON array of events' };
   const events = parsed as unknown[];
   for (let i = 0; i < events.length; i++) {
@@ -151,6 +152,11 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
     const partition = itemPartitions[i] as number;
     eids[i] = eidOf(event);
     if (spec.enrich) enrich(event, spec, partition, task);
+    // Per-event authorization (spec "EventOwnerSelector"): an event without an owner value is blocked.
+    if (spec.ownerSelector && eventOwner(spec.ownerSelector, event) === undefined) {
+      failures.set(i, { step: 'validating', detail: `the event has no owner value: event_owner_selector ${spec.ownerSelector.type} "${spec.ownerSelector.value}" resolves to null` });
+      continue;
+    }
     const text = JSON.stringify(event);
     if (checkSize) {
       const size = Buffer.byteLength(text);

@@ -2,7 +2,7 @@
  * Messages between the main thread and the publish workers (DESIGN.md §5). Plain data only:
  * structured-cloned by piscina, with the body's bytes transferred rather than copied.
  */
-import type { Category, PartitionStrategy } from '../src/domain/event-type.js';
+import type { Category, EventOwnerSelector, PartitionStrategy } from '../src/domain/event-type.js';
 
 /** What a worker needs to know about the event type; built once per cache fill on the main thread. */
 export interface PublishSpec {
@@ -18,6 +18,8 @@ export interface PublishSpec {
   readonly schemaKey: string;
   /** The effective schema as JSON text; compiled by a worker on its first use of `schemaKey`. */
   readonly effectiveSchema: string;
+  /** The event type's owner selector: events whose owner value resolves to null are refused. */
+  readonly ownerSelector?: EventOwnerSelector;
 }
 
 /** One batch to process. */

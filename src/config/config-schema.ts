@@ -52,10 +52,43 @@ export interface BrokerConfig {
     readonly maxPartitions: number;
     readonly leaseTtlMs: number;
   };
+  readonly auth: AuthConfig;
   readonly consumption: {
     readonly maxStreamBufferBytes: number;
     readonly pollIntervalMs: number;
     readonly readEntries: number;
+  };
+}
+
+/** Authentication and authorization (spec "Authentication"; DESIGN.md §7). */
+export interface AuthConfig {
+  /** `off`: every request is the subject `unauthenticated`; `jwt`: verified bearer tokens; `tokeninfo`: remote introspection. */
+  readonly mode: 'off' | 'jwt' | 'tokeninfo';
+  /** The claim that names the subject (its id). */
+  readonly subjectClaim: string;
+  /** Authorization data type → the claim holding the subject's values of it (a string or an array of strings). */
+  readonly attributeClaims: Readonly<Record<string, string>>;
+  /** The administrators stored on first start when none are (all three lists); empty = `user`/`unauthenticated` (mode `off` only). */
+  readonly initialAdmins: readonly { readonly data_type: string; readonly value: string }[];
+  readonly jwt: {
+    /** JWKS document URL; empty = use `publicKey`. */
+    readonly jwksUrl: string;
+    /** A PEM public key (SPKI) used when `jwksUrl` is empty. */
+    readonly publicKey: string;
+    /** Required `iss` (empty = not checked). */
+    readonly issuer: string;
+    /** Required `aud` (empty = not checked). */
+    readonly audience: string;
+    readonly algorithms: readonly string[];
+    readonly clockToleranceSeconds: number;
+  };
+  readonly tokeninfo: {
+    /** The local token-info URL (GET with the bearer token). */
+    readonly url: string;
+    /** The remote token-info URL, used while the feature `remote_tokeninfo` is on (empty = always `url`). */
+    readonly remoteUrl: string;
+    readonly cacheTtlMs: number;
+    readonly timeoutMs: number;
   };
 }
 
@@ -65,7 +98,7 @@ const positiveInt = (description: string, minimum = 1): Record<string, unknown> 
 export const configSchema = {
   type: 'object',
   additionalProperties: false,
-  required: ['port', 'host', 'logLevel', 'redis', 'embeddedRedis', 'http', 'publish', 'eventTypes', 'retention', 'subscriptions', 'consumption'],
+  required: ['port', 'host', 'logLevel', 'redis', 'embeddedRedis', 'http', 'publish', 'eventTypes', 'retention', 'subscriptions', 'consumption', 'auth'],
   properties: {
     port: { type: 'integer', minimum: 0, maximum: 65535, description: 'HTTP port of this broker node (0 = any free port)' },
     host: { type: 'string', minLength: 1, description: 'address the HTTP server binds to' },
@@ -152,6 +185,56 @@ export const configSchema = {
         maxStreamBufferBytes: positiveInt('most bytes one stream holds read but not yet taken by its client; reading pauses above', 65536),
         pollIntervalMs: positiveInt('safety-net poll of a partition with an idle reader (publishes wake readers at once)', 10),
         readEntries: positiveInt('stream entries (each one batch of one partition) fetched per read'),
+      },
+    },
+    auth: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['mode', 'subjectClaim', 'attributeClaims', 'initialAdmins', 'jwt', 'tokeninfo'],
+      properties: {
+        mode: { enum: ['off', 'jwt', 'tokeninfo'], description: '`off`: no token checks, every request is the subject `unauthenticated` (development); `jwt`: bearer tokens verified locally; `tokeninfo`: bearer tokens introspected by a token-info service' },
+        subjectClaim: { type: 'string', minLength: 1, description: 'the token claim that names the subject (`published_by`, blacklist `*_APP` names)' },
+        attributeClaims: {
+          type: 'object',
+          minProperties: 1,
+          additionalProperties: { type: 'string', minLength: 1 },
+          propertyNames: { pattern: '^[a-z][a-z0-9_]*$' },
+          description: 'authorization data type → token claim holding the subject\'s values of it (JSON object); its keys are the data types attributes may use',
+        },
+        initialAdmins: {
+          type: 'array',
+          items: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['data_type', 'value'],
+            properties: { data_type: { type: 'string', minLength: 1 }, value: { type: 'string', minLength: 1 } },
+          },
+          description: 'administrators (JSON array of attributes) stored for all three admin lists when Redis holds none; empty = `user`/`unauthenticated`, allowed only in mode `off`',
+        },
+        jwt: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['jwksUrl', 'publicKey', 'issuer', 'audience', 'algorithms', 'clockToleranceSeconds'],
+          properties: {
+            jwksUrl: { type: 'string', description: 'JWKS URL the token keys come from (mode `jwt`); empty = `auth.jwt.publicKey`' },
+            publicKey: { type: 'string', description: 'PEM (SPKI) public key verifying tokens when no JWKS URL is set' },
+            issuer: { type: 'string', description: 'required `iss` claim (empty = not checked)' },
+            audience: { type: 'string', description: 'required `aud` claim (empty = not checked)' },
+            algorithms: { type: 'array', minItems: 1, items: { enum: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] }, description: 'accepted signature algorithms (JSON array)' },
+            clockToleranceSeconds: { type: 'integer', minimum: 0, maximum: 300, description: 'leeway for `exp`/`nbf`' },
+          },
+        },
+        tokeninfo: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['url', 'remoteUrl', 'cacheTtlMs', 'timeoutMs'],
+          properties: {
+            url: { type: 'string', description: 'token-info URL (mode `tokeninfo`): GET with the bearer token, answers the claims as JSON' },
+            remoteUrl: { type: 'string', description: 'token-info URL used instead while the feature `remote_tokeninfo` is on (empty = `url`)' },
+            cacheTtlMs: { type: 'integer', minimum: 0, maximum: 300000, description: 'how long a token-info answer is reused (0 = never)' },
+            timeoutMs: positiveInt('a token-info call that takes longer answers 503'),
+          },
+        },
       },
     },
   },

@@ -84,7 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
       if (!isObject(next)) node[segment] = {};
       node = node[segment] as JsonObject;
     }
-    node[keyPath[keyPath.length - 1] as string] = value;
+    node[keyPath[keyPath.length - 1] as string] = isJsonKey(keyPath) ? parseJsonEnv(keyPath, value) : value;
   }
   if (!validate(merged)) {
     const messages = (validate.errors ?? []).map((e) => {
@@ -95,7 +95,41 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     });
     throw new ConfigError(`invalid configuration: ${messages.join('; ')}`);
   }
-  return deepFreeze(merged as unknown as BrokerConfig);
+  const config = merged as unknown as BrokerConfig;
+  checkAuth(config);
+  return deepFreeze(config);
+}
+
+/** True for keys whose value is a JSON array or object (their env variables hold JSON text). */
+function isJsonKey(keyPath: readonly string[]): boolean {
+  let node: unknown = configSchema;
+  for (const segment of keyPath) node = (node as { properties: Record<string, unknown> }).properties[segment];
+  const type = (node as { type?: string }).type;
+  return type === 'array' || type === 'object';
+}
+
+function parseJsonEnv(keyPath: readonly string[], value: string): Json {
+  try {
+    return JSON.parse(value) as Json;
+  } catch (err) {
+    throw new ConfigError(`config key "${keyPath.join('.')}" (env ${envNameOf(keyPath)}) is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+/** Rules across auth keys: what each mode needs, and initial admins of known data types. */
+function checkAuth(config: BrokerConfig): void {
+  const { auth } = config;
+  const problems: string[] = [];
+  if (auth.mode !== 'off' && auth.initialAdmins.length === 0) problems.push('config key "auth.initialAdmins" must name at least one administrator when auth.mode is not off');
+  if (auth.mode === 'jwt' && !auth.jwt.jwksUrl && !auth.jwt.publicKey) problems.push('config key "auth.jwt.jwksUrl" or "auth.jwt.publicKey" must be set when auth.mode is jwt');
+  if (auth.mode === 'tokeninfo' && !auth.tokeninfo.url) problems.push('config key "auth.tokeninfo.url" must be set when auth.mode is tokeninfo');
+  for (const attribute of auth.initialAdmins) {
+    const wildcard = attribute.data_type === '*' && attribute.value === '*';
+    if (!wildcard && !Object.hasOwn(auth.attributeClaims, attribute.data_type)) {
+      problems.push(`config key "auth.initialAdmins" uses the data type "${attribute.data_type}", which is not a key of auth.attributeClaims`);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 }
 
 function deepFreeze<T>(value: T): T {

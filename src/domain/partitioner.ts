@@ -21,7 +21,7 @@ export function fnv1a32(text: string): number {
 export function readPath(event: unknown, path: readonly string[]): unknown {
   let node: unknown = event;
   for (const segment of path) {
-    if (typeof node !== 'object' || node === null || Array.isArray(node)) return undefined;
+    if (typeof node !== 'object' || node === null || Array.isArray(node) || !Object.hasOwn(node, segment)) return undefined;
     node = (node as Record<string, unknown>)[segment];
   }
   return node;

@@ -6,8 +6,10 @@ import { STATUS_CODES } from 'node:http';
  * `test/unit/errors.test.ts` keeps this table and the README's error table in step.
  */
 export const errorCatalog = {
-  BAD_REQUEST: { status: 400, meaning: 'The request is malformed: not JSON, wrong JSON shape, bad enum value, bad query parameter or header.' },
+  BAD_REQUEST: { status: 400, meaning: 'The request is malformed: not JSON, not valid UTF-8, nested deeper than 512 levels, a `__proto__` or `constructor.prototype` key in a control-plane body, wrong JSON shape, bad enum value, bad query parameter or header.' },
   BAD_GZIP: { status: 400, meaning: 'A `Content-Encoding: gzip` body that does not inflate.' },
+  UNAUTHORIZED: { status: 401, meaning: 'No bearer token, or one that does not verify (signature, expiry, issuer, audience) or that the token-info service calls inactive. Only `/health` needs none.' },
+  FORBIDDEN: { status: 403, meaning: 'The subject may not do this: not in the authorization list of the event type, subscription or admin settings; a blocked producer or consumer; a feature toggle that disables the operation.' },
   NOT_FOUND: { status: 404, meaning: 'No such route, event type, partition, schema version or subscription.' },
   METHOD_NOT_ALLOWED: { status: 405, meaning: 'The route exists but not for this method.' },
   CONFLICT: { status: 409, meaning: 'The resource exists already (event type name) or is being changed; no free streaming slot; a requested partition is taken; a cursor reset runs.' },
@@ -18,6 +20,8 @@ export const errorCatalog = {
   INTERNAL: { status: 500, meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
   STORAGE_UNAVAILABLE: { status: 503, meaning: 'Redis cannot be reached or did not answer within `redis.commandTimeoutMs`. A publish answered 503 wrote nothing.' },
   SHUTTING_DOWN: { status: 503, meaning: 'The node is draining on SIGTERM; retry on another node.' },
+  READ_ONLY: { status: 503, meaning: 'The feature `disable_db_write_operations` is on: event types, subscriptions, cursor resets and settings other than features cannot change; publishing and commits go on.' },
+  AUTH_UNAVAILABLE: { status: 503, meaning: 'The token-info service (mode `tokeninfo`) or the JWKS endpoint (mode `jwt`) cannot be reached or answers an error; nothing was done; retry.' },
   BUSY: { status: 503, meaning: 'The batch was not processed within `publish.workerTaskTimeoutMs`; nothing was written; retry.' },
 } as const satisfies Record<string, { status: number; meaning: string }>;
 
@@ -60,4 +64,7 @@ export const errors = {
   eventTypeNotFound: (name: string) => new BrokerError('NOT_FOUND', `EventType "${name}" does not exist.`),
   unprocessable: (detail: string) => new BrokerError('UNPROCESSABLE', detail),
   badRequest: (detail: string) => new BrokerError('BAD_REQUEST', detail),
+  /** WIRE.md "Settings": `Access on WRITE event-type:orders denied`. */
+  accessDenied: (operation: 'ADMIN' | 'READ' | 'WRITE', resource: string) => new BrokerError('FORBIDDEN', `Access on ${operation} ${resource} denied`),
+  unauthorized: (detail: string) => new BrokerError('UNAUTHORIZED', detail, { 'WWW-Authenticate': 'Bearer' }),
 };

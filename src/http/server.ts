@@ -1,14 +1,17 @@
 import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import HyperExpress from 'hyper-express';
 import type { Logger } from '../observability/logger.js';
 import { BrokerError } from '../errors/catalog.js';
 import { toProblem } from '../errors/problem.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import { UNAUTHENTICATED, type Subject } from '../auth/subject.js';
+import { parseUntrustedJson } from './json-limits.js';
 
 const gunzip = promisify(zlib.gunzip);
 const gzip = promisify(zlib.gzip);
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -55,10 +58,15 @@ export interface RequestContext {
   readonly query: URLSearchParams;
   readonly headers: Readonly<Record<string, string>>;
   readonly flowId: string;
+  /** Who asks: authenticated before the handler runs (routes registered `public` get `unauthenticated`). */
+  readonly subject: Subject;
   readonly log: Logger;
   /** The body bytes, gunzipped when sent with `Content-Encoding: gzip`, within the size limits. @throws BrokerError 400/413/415 */
   body(): Promise<Buffer>;
-  /** The body parsed as JSON (strict UTF-8). @throws BrokerError 400 when it is not JSON */
+  /**
+   * The body parsed as JSON: strict UTF-8, at most `MAX_JSON_DEPTH` levels, no `__proto__` or
+   * `constructor.prototype` key (src/http/json-limits.ts). @throws BrokerError 400 when it is not that
+   */
   json(): Promise<unknown>;
 }
 
@@ -69,6 +77,12 @@ export type Handler = (ctx: RequestContext) => Promise<HttpAnswer | StreamingAns
 export interface HttpServerOptions {
   readonly maxBodyBytes: number;
   readonly maxInflatedBodyBytes: number;
+}
+
+/** Per-route options. */
+export interface RouteOptions {
+  /** Served without authentication (only `/health`): the handler sees the subject `unauthenticated`. */
+  readonly public?: boolean;
 }
 
 const PROBLEM_JSON = 'application/problem+json';
@@ -87,11 +101,19 @@ export class HttpServer {
   /** Aborted on shutdown: open streams end so the drain does not wait for them. */
   private readonly stopping = new AbortController();
 
+  /**
+   * @param options body limits
+   * @param authenticator turns each request's `Authorization` header into its subject (401 problems come from it)
+   */
   constructor(
     private readonly options: HttpServerOptions,
+    private readonly authenticator: Authenticator,
     private readonly logger: Logger,
   ) {
-    this.app = new HyperExpress.Server({ max_body_length: options.maxBodyBytes, max_body_buffer: 64 * 1024 });
+    // hyper-express refuses a body above its max_body_length with a bare 413 before any route runs; the
+    // limit is enforced in the pipeline instead (refuseDeclaredOversize, receiveBody), so the answer is a
+    // problem with X-Flow-Id.
+    this.app = new HyperExpress.Server({ max_body_length: Number.MAX_SAFE_INTEGER, max_body_buffer: 64 * 1024 });
     this.app.set_not_found_handler((req, res) => {
       const methods = this.routes.filter((r) => r.pattern.test(req.path)).map((r) => r.method);
       const flowId = this.flowIdOf(req.headers);
@@ -107,10 +129,11 @@ export class HttpServer {
   }
 
   /** Registers a route; `path` uses `:param` segments. Parameters arrive URL-decoded. */
-  route(method: Method, path: string, handler: Handler): void {
+  route(method: Method, path: string, handler: Handler, options: RouteOptions = {}): void {
     this.routes.push({ method, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
     const register = method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
-    this.app[register](path, (req, res) => this.handle(method, req, res, handler));
+    const isPublic = options.public === true;
+    this.app[register](path, (req, res) => this.handle(method, req, res, handler, isPublic));
   }
 
   /** Starts listening. @returns the bound port (useful with port 0) */
@@ -131,7 +154,7 @@ export class HttpServer {
     return given && given.length <= 256 ? given : randomUUID();
   }
 
-  private async handle(method: Method, req: HyperExpress.Request, res: HyperExpress.Response, handler: Handler): Promise<void> {
+  private async handle(method: Method, req: HyperExpress.Request, res: HyperExpress.Response, handler: Handler, isPublic: boolean): Promise<void> {
     const started = process.hrtime.bigint();
     const flowId = this.flowIdOf(req.headers);
     let child: Logger | undefined;
@@ -139,6 +162,8 @@ export class HttpServer {
     let status = 500;
     try {
       if (!this.accepting) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
+      this.refuseDeclaredOversize(req);
+      const subject = isPublic ? UNAUTHENTICATED : await this.authenticator.authenticate(req.headers.authorization);
       const params: Record<string, string> = {};
       for (const [key, value] of Object.entries(req.path_parameters)) params[key] = safeDecode(value);
       let bodyPromise: Promise<Buffer> | undefined;
@@ -149,6 +174,7 @@ export class HttpServer {
         query: new URLSearchParams(req.path_query),
         headers: req.headers,
         flowId,
+        subject,
         get log() {
           return log();
         },
@@ -170,8 +196,13 @@ export class HttpServer {
     }
   }
 
+  /**
+   * The body as sent, gunzipped when `Content-Encoding: gzip` (WIRE.md "Conventions").
+   * @throws BrokerError 413 above `http.maxBodyBytes` as sent or `http.maxInflatedBodyBytes` inflated
+   *   (a gzip bomb stops inflating at the limit), 415 for another encoding, 400 for a corrupt gzip body
+   */
   private async readBody(req: HyperExpress.Request): Promise<Buffer> {
-    const raw = await req.buffer();
+    const raw = await this.receiveBody(req);
     const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
     if (encoding === 'identity' || raw.byteLength === 0) return raw;
     if (encoding !== 'gzip') throw new BrokerError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding "${encoding}" is not supported; use gzip or none`);
@@ -179,10 +210,69 @@ export class HttpServer {
       return await gunzip(raw, { maxOutputLength: this.options.maxInflatedBodyBytes });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-        throw new BrokerError('PAYLOAD_TOO_LARGE', `the gzip body inflates to more than ${this.options.maxInflatedBodyBytes} bytes`);
+        throw new BrokerError('PAYLOAD_TOO_LARGE', `the gzip body inflates to more than ${this.options.maxInflatedBodyBytes} bytes (http.maxInflatedBodyBytes)`);
       }
       throw new BrokerError('BAD_GZIP', `the gzip body cannot be inflated: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * Refuses a request whose `Content-Length` is above `http.maxBodyBytes` before anything reads it, on
+   * every route. The problem goes out once the client sent its body: hyper-express discards the rest
+   * of the body and answers when it is in, so the connection stays usable and the client, still
+   * writing, does not lose the answer to a reset. A trickled body cannot hold the answer back for long:
+   * uWS drops a connection whose request arrives slower than 16 KB/s (`HTTP_RECEIVE_THROUGHPUT_BYTES`)
+   * or that is idle for 10 s (`HTTP_IDLE_TIMEOUT_S`); measured: cut after 10-12 s at 8 KB/s or 1 byte/s.
+   * @throws BrokerError 413
+   */
+  private refuseDeclaredOversize(req: HyperExpress.Request): void {
+    const declared = req.headers['content-length'];
+    if (declared !== undefined && Number(declared) > this.options.maxBodyBytes) throw this.tooLarge(`the body is ${declared} bytes long, more`);
+  }
+
+  /**
+   * Receives the body bytes as sent, at most `http.maxBodyBytes`. A body with `Content-Length` is
+   * already known to fit ({@link refuseDeclaredOversize}) and is received by hyper-express into one
+   * buffer of that size; a chunked body is counted as it arrives and refused as soon as it passes the
+   * limit, keeping nothing of it.
+   * @throws BrokerError 413; 400 when the client leaves before its chunked body is complete
+   */
+  private receiveBody(req: HyperExpress.Request): Promise<Buffer> {
+    if (req.headers['transfer-encoding'] !== 'chunked') return req.buffer();
+    const limit = this.options.maxBodyBytes;
+    return new Promise((resolve, reject) => {
+      let chunks: Buffer[] = [];
+      let size = 0;
+      let refused = false;
+      // pipe(), not on('data'): hyper-express's Request starts its lazily made stream flowing only there.
+      req.pipe(
+        new Writable({
+          write: (chunk: Buffer, _encoding, done) => {
+            if (!refused) {
+              size += chunk.byteLength;
+              if (size > limit) {
+                refused = true;
+                chunks = [];
+                reject(this.tooLarge('the chunked body is longer'));
+              } else {
+                chunks.push(chunk);
+              }
+            }
+            done();
+          },
+          final: (done) => {
+            // The stream also ends when the client goes away mid-body: a cut-off body is never used.
+            if (!req.received) reject(new BrokerError('BAD_REQUEST', 'the connection closed before the chunked body was complete'));
+            else if (!refused) resolve(Buffer.concat(chunks, size));
+            done();
+          },
+        }),
+      );
+    });
+  }
+
+  private tooLarge(what: string): BrokerError {
+    return new BrokerError('PAYLOAD_TOO_LARGE', `${what} than the limit of ${this.options.maxBodyBytes} bytes (http.maxBodyBytes)`);
   }
 
   private async sendAnswer(req: HyperExpress.Request, res: HyperExpress.Response, flowId: string, answer: HttpAnswer): Promise<void> {
@@ -375,17 +465,14 @@ function safeDecode(value: string): string {
   }
 }
 
-/** Parses a JSON body strictly (UTF-8, JSON). @throws BrokerError 400 */
+/**
+ * Parses a JSON request body strictly (DESIGN.md §7; WIRE.md "Conventions": malformed JSON is 400):
+ * UTF-8 without invalid sequences, nesting at most `MAX_JSON_DEPTH` levels, and no `__proto__` or
+ * `constructor.prototype` key anywhere (src/http/json-limits.ts).
+ * @throws BrokerError 400 (BAD_REQUEST) naming what is wrong
+ */
 export function parseJson(body: Buffer): unknown {
-  let text: string;
-  try {
-    text = utf8.decode(body);
-  } catch {
-    throw new BrokerError('BAD_REQUEST', 'the body is not valid UTF-8');
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (err) {
-    throw new BrokerError('BAD_REQUEST', `the body is not valid JSON: ${(err as Error).message}`);
-  }
+  const parsed = parseUntrustedJson(body, { refusePrototypeKeys: true });
+  if (!parsed.ok) throw new BrokerError('BAD_REQUEST', parsed.reason);
+  return parsed.value;
 }

@@ -34,6 +34,7 @@ export function buildPublishSpec(stored: StoredEventType): PublishSpec {
     schemaVersion: record.schema.version,
     schemaKey: createHash('sha256').update(effectiveSchema).digest('base64url'),
     effectiveSchema,
+    ...(record.event_owner_selector ? { ownerSelector: record.event_owner_selector } : {}),
   };
 }
 
@@ -47,6 +48,7 @@ export class EventTypeCache {
   private readonly entries = new Map<string, CachedEventType>();
   private readonly generations = new Map<string, number>();
   private globalGeneration = 0;
+  private readonly listeners = new Set<(name: string | undefined) => void>();
 
   constructor(
     private readonly store: EventTypeStore,
@@ -78,6 +80,16 @@ export class EventTypeCache {
     return entry;
   }
 
+  /**
+   * Runs `listener` whenever an event type may have changed on any node: with its name, or undefined
+   * when every entry was dropped (reconnect). Open streams re-check their consumer's read rights there.
+   * @returns a function removing the listener
+   */
+  onChange(listener: (name: string | undefined) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
   /** Announces a change of `name` to every node (this one included). */
   async announce(name: string): Promise<void> {
     this.invalidate(name);
@@ -95,10 +107,12 @@ export class EventTypeCache {
   private invalidate(name: string): void {
     this.entries.delete(name);
     this.generations.set(name, (this.generations.get(name) ?? 0) + 1);
+    for (const listener of this.listeners) listener(name);
   }
 
   private invalidateAll(): void {
     this.entries.clear();
     this.globalGeneration++;
+    for (const listener of this.listeners) listener(undefined);
   }
 }

@@ -1,6 +1,6 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import { buildEffectiveSchema } from '../domain/effective-schema.js';
-import type { EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
+import type { AuthorizationAttribute, EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
 import { checkFieldsAgainstSchema, checkUpdate, parseEventTypeInput, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
 import type { JsonObject } from '../domain/json-schema-walk.js';
 import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
@@ -10,9 +10,16 @@ import type { EventTypeStore } from '../storage/event-type-store.js';
 import type { EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
-/** Who asks: administrators may widen retention bounds and relax compatibility modes. */
+/**
+ * Who asks, and the authorization rules the registry applies for them (spec "Authentication" 4–8):
+ * administrators may widen retention bounds and relax compatibility modes.
+ */
 export interface RegistryCaller {
   readonly isAdmin: boolean;
+  /** 422 detail lines for the authorization section and owner selector of a new or updated event type (plugin validation, `force_event_type_authz`). */
+  authorizationProblems(input: Pick<EventType, 'authorization' | 'event_owner_selector'>, creating: boolean): string[];
+  /** @throws BrokerError 403 unless the caller may update or delete `existing` */
+  requireAdmin(existing: EventType): void;
 }
 
 const FIRST_VERSION = '1.0.0';
@@ -36,6 +43,8 @@ export class EventTypeRegistry {
    */
   async create(body: unknown, caller: RegistryCaller): Promise<EventType> {
     const input = this.parse(body, caller);
+    const authorizationProblems = caller.authorizationProblems(input, true);
+    if (authorizationProblems.length > 0) throw errors.unprocessable(authorizationProblems.join('\n'));
     const submitted = this.guard(input.schema.schema, input);
     await this.checkSchema(submitted, input);
     const now = new Date().toISOString();
@@ -56,11 +65,12 @@ export class EventTypeRegistry {
     const existing = await this.store.get(name);
     if (!existing) throw errors.eventTypeNotFound(name);
     const previous = existing.record;
+    caller.requireAdmin(previous);
     const merged = isObject(body)
       ? { name, ...body, options: body.options ?? previous.options, default_statistic: body.default_statistic ?? previous.default_statistic }
       : body;
     const input = this.parse(merged, caller);
-    const updateProblems = checkUpdate(previous, input, caller.isAdmin);
+    const updateProblems = [...checkUpdate(previous, input, caller.isAdmin), ...caller.authorizationProblems(input, false)];
     if (updateProblems.length > 0) throw errors.unprocessable(updateProblems.join('\n'));
 
     const submitted = this.guard(input.schema.schema, input);
@@ -83,8 +93,17 @@ export class EventTypeRegistry {
     return record;
   }
 
-  /** Deletes an event type and its events. @throws BrokerError 404, 503 */
-  async delete(name: string): Promise<void> {
+  /**
+   * Deletes an event type and its events.
+   * @param beforeDelete runs after the caller's admin right was checked and before anything is removed (the
+   *   route checks the delete toggles and removes or refuses the event type's subscriptions there)
+   * @throws BrokerError 404, 403 (not an admin of it), what `beforeDelete` throws, 503
+   */
+  async delete(name: string, caller: RegistryCaller, beforeDelete: (existing: EventType) => Promise<void>): Promise<void> {
+    const existing = await this.store.get(name);
+    if (!existing) throw errors.eventTypeNotFound(name);
+    caller.requireAdmin(existing.record);
+    await beforeDelete(existing.record);
     if (!(await this.store.delete(name))) throw errors.eventTypeNotFound(name);
     await this.cache.announce(name);
   }
@@ -96,10 +115,17 @@ export class EventTypeRegistry {
     return stored.record;
   }
 
-  /** Every event type, optionally only those of one owning application. */
-  async list(filter: { owningApplication?: string }): Promise<EventType[]> {
-    const all = await this.store.list();
-    return filter.owningApplication === undefined ? all : all.filter((et) => et.owning_application === filter.owningApplication);
+  /**
+   * Every event type, optionally only those of one owning application and those whose `writers` list
+   * names `writer` explicitly (spec "Event type registry": `GET /event-types?writer=`).
+   */
+  async list(filter: { owningApplication?: string; writer?: AuthorizationAttribute }): Promise<EventType[]> {
+    const { owningApplication, writer } = filter;
+    return (await this.store.list()).filter(
+      (et) =>
+        (owningApplication === undefined || et.owning_application === owningApplication) &&
+        (writer === undefined || (et.authorization?.writers ?? []).some((a) => a.data_type === writer.data_type && a.value === writer.value)),
+    );
   }
 
   /** Schema versions newest first. @throws BrokerError 404 */

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { BrokerConfig } from '../config/config-schema.js';
+import type { EventType } from '../domain/event-type.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import type { PartitionStore } from '../storage/partition-store.js';
 import type { BatchItemResponse, PublishTask } from '../../workers/publish-protocol.js';
@@ -15,10 +16,12 @@ export type PublishOutcome =
   | { readonly status: 200; readonly events: number; readonly bytes: number }
   | { readonly status: 422 | 207; readonly items: BatchItemResponse[]; readonly events: number; readonly bytes: number };
 
-/** Who publishes and under which flow id (enrichment inputs). */
+/** Who publishes and under which flow id (enrichment inputs), and the write authorization check. */
 export interface PublishContext {
   readonly publishedBy: string;
   readonly flowId: string;
+  /** Runs once the event type is known, before any event is looked at. @throws BrokerError 403 */
+  readonly authorize?: (eventType: EventType) => void;
 }
 
 /**
@@ -43,7 +46,7 @@ export class Publisher {
 
   /**
    * @param body the request body (gunzipped); it is handed to a worker and must not be used afterwards
-   * @throws BrokerError 404 unknown event type, 400 malformed body, 503 storage unreachable or node busy
+   * @throws BrokerError 404 unknown event type, 403 from `context.authorize`, 400 malformed body, 503 storage unreachable or node busy
    */
   publish(name: string, body: Buffer, context: PublishContext): Promise<PublishOutcome> {
     const work = this.process(name, body, context);
@@ -63,6 +66,7 @@ export class Publisher {
     await new Promise<void>((resolve) => setImmediate(resolve));
     const eventType = await this.cache.get(name);
     if (!eventType) throw errors.eventTypeNotFound(name);
+    context.authorize?.(eventType.record);
     if (this.redis.status !== 'ready') {
       throw new BrokerError('STORAGE_UNAVAILABLE', 'Storage is unavailable: not connected to Redis; nothing was written', { 'Retry-After': '1' });
     }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../config/config-schema.js';
-import { partitionIds } from '../domain/event-type.js';
+import { partitionIds, type AuthorizationAttribute } from '../domain/event-type.js';
 import type { RuleResult } from '../domain/rule-problems.js';
 import {
   initialCursorProblems,
@@ -19,10 +19,37 @@ import type { EventTypeStore, StoredEventType } from '../storage/event-type-stor
 import type { PartitionStore } from '../storage/partition-store.js';
 import type { SubscriptionStore } from '../storage/subscription-store.js';
 
-/** Filters of `GET /subscriptions` (spec "Subscriptions"): both optional; `eventTypes` must all be read. */
+/**
+ * Filters of `GET /subscriptions` (spec "Subscriptions"): all optional; `eventTypes` must all be read;
+ * `reader` must be listed explicitly in the subscription's `authorization.readers`.
+ */
 export interface SubscriptionFilter {
   readonly owningApplication?: string;
   readonly eventTypes: readonly string[];
+  readonly reader?: AuthorizationAttribute;
+}
+
+/**
+ * A position in the newest-first listing for token paging (feature `token_subscription_iteration`):
+ * the page continues after (`next`) or before (`prev`) the subscription `id` created at `createdMs`.
+ */
+export interface SubscriptionCursor {
+  readonly direction: 'next' | 'prev';
+  readonly createdMs: number;
+  readonly id: string;
+}
+
+/** A token-paged result: the page and the positions of the pages around it (undefined = none). */
+export interface SubscriptionTokenPage {
+  readonly items: Subscription[];
+  readonly next: SubscriptionCursor | undefined;
+  readonly prev: SubscriptionCursor | undefined;
+}
+
+/** Rules the caller applies to a subscription whose key is new (spec "Authentication" 7, features). */
+export interface SubscriptionCreationRules {
+  /** @throws BrokerError 403/422/503 to refuse the creation (toggles, attribute validation) */
+  check(input: SubscriptionInput): void;
 }
 
 /** A page of a listing: `offset` ≥ 0 and `limit` 1..1000, already checked (see `pageOf`). */
@@ -57,13 +84,16 @@ export class SubscriptionRegistry {
    * must exist, their partitions together must not exceed `subscriptions.maxPartitions`, and with
    * `read_from: cursors` there must be one valid initial cursor per partition.
    * @returns the record and whether it was created (201) or already existed (200)
+   * @param rules checked only when the key is new (an existing subscription is returned even while
+   *   creation is disabled)
    * @throws BrokerError 400 (shape, `read_from`), 422 (rules, unknown event type, too many partitions,
-   *   initial cursors), 503 (storage)
+   *   initial cursors), what `rules` throws, 503 (storage)
    */
-  async create(body: unknown): Promise<{ record: Subscription; created: boolean }> {
+  async create(body: unknown, rules?: SubscriptionCreationRules): Promise<{ record: Subscription; created: boolean }> {
     const input = ruleChecked(parseSubscriptionInput(body));
     const existing = await this.existing(subscriptionKey(input));
     if (existing) return { record: existing, created: false };
+    rules?.check(input);
 
     const stored = await Promise.all(input.event_types.map(async (name) => ({ name, eventType: await this.eventTypes.get(name) })));
     const missing = stored.filter((s) => s.eventType === undefined).map((s) => `"${s.name}"`);
@@ -103,34 +133,74 @@ export class SubscriptionRegistry {
    * @throws BrokerError 503
    */
   async list(filter: SubscriptionFilter, page: SubscriptionPage): Promise<Subscription[]> {
-    const { owningApplication, eventTypes } = filter;
-    if (owningApplication === undefined && eventTypes.length === 0) {
+    if (filter.owningApplication === undefined && filter.eventTypes.length === 0 && filter.reader === undefined) {
       return this.store.getMany(await this.store.idsNewestFirst(page.offset, page.limit));
     }
+    return (await this.matching(filter)).slice(page.offset, page.offset + page.limit);
+  }
+
+  /**
+   * Token paging (feature `token_subscription_iteration`): up to `limit` subscriptions after or before a
+   * position of the newest-first order, so pages stay stable while subscriptions are created or deleted.
+   * `cursor` undefined = the first page.
+   * @throws BrokerError 503
+   */
+  async listByCursor(filter: SubscriptionFilter, cursor: SubscriptionCursor | undefined, limit: number): Promise<SubscriptionTokenPage> {
+    const all = await this.matching(filter);
+    const position = (s: Subscription) => ({ createdMs: Date.parse(s.created_at), id: s.id });
+    // Newest first: a is before b when created later, or at the same ms with a larger id.
+    const before = (a: { createdMs: number; id: string }, b: { createdMs: number; id: string }) => a.createdMs > b.createdMs || (a.createdMs === b.createdMs && a.id > b.id);
+    let start = 0;
+    if (cursor?.direction === 'next') start = all.findIndex((s) => before(cursor, position(s)));
+    if (cursor?.direction === 'prev') {
+      const end = all.findIndex((s) => !before(position(s), cursor));
+      start = Math.max(0, (end === -1 ? all.length : end) - limit);
+    }
+    if (start === -1) start = all.length;
+    const items = all.slice(start, start + limit);
+    const first = items[0];
+    const last = items[items.length - 1];
+    return {
+      items,
+      next: last !== undefined && start + limit < all.length ? { direction: 'next', ...position(last) } : undefined,
+      prev: first !== undefined && start > 0 ? { direction: 'prev', ...position(first) } : undefined,
+    };
+  }
+
+  /** Every subscription passing `filter`, newest first (created_at, then id, descending). */
+  private async matching(filter: SubscriptionFilter): Promise<Subscription[]> {
+    const { owningApplication, eventTypes, reader } = filter;
     // A name that cannot be an event type is read by no subscription (and must not reach a key).
     if (!eventTypes.every(isEventTypeName)) return [];
-    const candidates =
-      eventTypes.length > 0 ? newestFirst(await this.store.getMany(await this.store.idsOfEventTypes([...new Set(eventTypes)]))) : await this.store.getMany(await this.store.idsNewestFirst(0));
-    const matching = owningApplication === undefined ? candidates : candidates.filter((s) => s.owning_application === owningApplication);
-    return matching.slice(page.offset, page.offset + page.limit);
+    const candidates = newestFirst(
+      await this.store.getMany(eventTypes.length > 0 ? await this.store.idsOfEventTypes([...new Set(eventTypes)]) : await this.store.idsNewestFirst(0)),
+    );
+    return candidates.filter(
+      (s) =>
+        (owningApplication === undefined || s.owning_application === owningApplication) &&
+        (reader === undefined || (s.authorization?.readers ?? []).some((a) => a.data_type === reader.data_type && a.value === reader.value)),
+    );
   }
 
   /**
    * Updates authorization, annotations and labels (spec "Subscriptions": everything else is immutable);
    * fields absent from the body keep their stored value. Stores a new `updated_at`.
-   * @throws BrokerError 404, 400 (shape), 422 (rules or a changed immutable field), 503
+   * @param authorize runs with the stored record and the checked input before anything is written
+   * @throws BrokerError 404, 400 (shape), 422 (rules or a changed immutable field), what `authorize` throws, 503
    */
-  async update(id: string, body: unknown): Promise<Subscription> {
+  async update(id: string, body: unknown, authorize?: (existing: Subscription, next: SubscriptionInput) => void): Promise<Subscription> {
     const existing = await this.get(id);
     const input = ruleChecked(parseSubscriptionUpdate(existing, body));
+    authorize?.(existing, input);
     const record = toRecord(existing.id, input, existing.created_at, new Date().toISOString());
     if (!(await this.store.replace(record))) throw subscriptionNotFound(id);
     return record;
   }
 
   /** Deletes a subscription and its consumption state; live streams of it are told to close. @throws BrokerError 404, 503 */
-  async delete(id: string): Promise<void> {
+  async delete(id: string, authorize?: (existing: Subscription) => void): Promise<void> {
     const record = await this.get(id);
+    authorize?.(record);
     if (!(await this.store.delete(record))) throw subscriptionNotFound(id);
   }
 

@@ -8,7 +8,7 @@
  * any key is built), so they can contain neither braces nor the `:` separator and cannot escape into
  * another key. A subscription's records live in `{registry}` (created and listed with the event
  * types); its consumption state (offsets, sessions, topology) shares the tag `{sub:<id>}` so the Lua
- * scripts that fence commits and assignments touch one slot.
+ * scripts that fence commits and assignments touch one slot. Administrator settings share `{settings}`.
  */
 export interface Keys {
   /** Set of all event type names. */
@@ -50,6 +50,15 @@ export interface Keys {
   subscriptionReset(id: string): string;
   /** Pub/sub channel: subscription ids whose topology, offsets or sessions changed (`<id>` or `<id>:commit`). */
   readonly subscriptionChannel: string;
+
+  /** Hash: feature name → `1` (enabled) or `0`. */
+  readonly settingsFeatures: string;
+  /** Set: blacklist entries `<BLACKLIST_TYPE>:<name>`. */
+  readonly settingsBlacklist: string;
+  /** String: the administrators (AdminAuthorization JSON). */
+  readonly settingsAdmins: string;
+  /** Pub/sub channel: a setting changed (features, blacklist or admins); every node reloads them. */
+  readonly settingsChannel: string;
 }
 
 const NAME = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
@@ -87,5 +96,9 @@ export function createKeys(prefix: string): Keys {
     subscriptionTopology: (id) => `${subscriptionState(id)}:topology`,
     subscriptionReset: (id) => `${subscriptionState(id)}:reset`,
     subscriptionChannel: `${prefix}subscription-changes`,
+    settingsFeatures: `${prefix}{settings}:features`,
+    settingsBlacklist: `${prefix}{settings}:blacklist`,
+    settingsAdmins: `${prefix}{settings}:admins`,
+    settingsChannel: `${prefix}settings-changes`,
   };
 }

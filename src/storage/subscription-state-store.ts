@@ -165,6 +165,11 @@ export class SubscriptionStateStore {
     return set === 'OK';
   }
 
+  /** Announces `<id>:<kind>` on the subscription channel (e.g. `authz`: every stream of it ends). @throws BrokerError 503 */
+  async announce(id: string, kind: string): Promise<void> {
+    await this.redis.publish(this.keys.subscriptionChannel, `${id}:${kind}`).catch(storageError);
+  }
+
   /** Ends a cursor reset. */
   async endReset(id: string): Promise<void> {
     await this.redis.del(this.keys.subscriptionReset(id)).catch(storageError);

@@ -1,13 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
+
+const NOT_US = '[{"data_type":"user","value":"someone-else"}]';
 import { businessEventType, orderEvent, schemaText } from '../support/fixtures.js';
 
 let broker: TestBroker;
 let other: TestBroker;
 
 beforeAll(async () => {
-  broker = await startTestBroker();
-  other = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: broker.prefix });
+  // The development subject `unauthenticated` is not an administrator here, so the non-admin rules apply.
+  broker = await startTestBroker({ BROKER_AUTH_INITIAL_ADMINS: NOT_US });
+  other = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: broker.prefix, BROKER_AUTH_INITIAL_ADMINS: NOT_US });
 });
 afterAll(async () => {
   await Promise.all([broker.stop(), other.stop()]);

@@ -7,8 +7,12 @@ describe('configuration', () => {
   const defaults = JSON.parse(readFileSync(path.join(projectRoot, 'config', 'default.json'), 'utf8')) as Record<string, unknown>;
 
   it('config/default.json holds exactly the keys of the schema', () => {
+    // A key whose value is a free-form JSON object (auth.attributeClaims) is one leaf.
+    const freeForm = new Set(['auth.attributeClaims']);
     const leaves = (obj: Record<string, unknown>, prefix: string[] = []): string[][] =>
-      Object.entries(obj).flatMap(([k, v]) => (typeof v === 'object' && v !== null && !Array.isArray(v) ? leaves(v as Record<string, unknown>, [...prefix, k]) : [[...prefix, k]]));
+      Object.entries(obj).flatMap(([k, v]) =>
+        typeof v === 'object' && v !== null && !Array.isArray(v) && !freeForm.has([...prefix, k].join('.')) ? leaves(v as Record<string, unknown>, [...prefix, k]) : [[...prefix, k]],
+      );
     expect(leaves(defaults).map((p) => p.join('.')).sort()).toEqual(leafKeyPaths().map((p) => p.join('.')).sort());
   });
 
@@ -19,6 +23,17 @@ describe('configuration', () => {
     expect(config.publish.maxEventBytes).toBe(1234);
     expect(config.eventTypes.defaultRetentionTimeMs).toBe(172_800_000);
     expect(Object.isFrozen(config.redis)).toBe(true);
+  });
+
+  it('reads JSON values of object and array keys from BROKER_* variables', () => {
+    const config = loadConfig({
+      BROKER_AUTH_MODE: 'jwt',
+      BROKER_AUTH_JWT_PUBLIC_KEY: 'pem',
+      BROKER_AUTH_ATTRIBUTE_CLAIMS: '{"user":"sub","team":"groups"}',
+      BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"team","value":"ops"}]',
+    });
+    expect(config.auth.attributeClaims).toEqual({ user: 'sub', team: 'groups' });
+    expect(config.auth.initialAdmins).toEqual([{ data_type: 'team', value: 'ops' }]);
   });
 
   it('derives env names from key paths', () => {
@@ -34,6 +49,11 @@ describe('configuration', () => {
     [{ BROKER_REDIS_URL: 'http://nope' }, 'redis.url'],
     [{ BROKER_EMBEDDED_REDIS_APPENDFSYNC: 'sometimes' }, 'embeddedRedis.appendfsync'],
     [{ BROKER_CONFIG_FILE: '/nonexistent/file.json' }, '/nonexistent/file.json'],
+    [{ BROKER_AUTH_MODE: 'jwt' }, 'auth.initialAdmins'],
+    [{ BROKER_AUTH_MODE: 'jwt', BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"user","value":"root"}]' }, 'auth.jwt.jwksUrl'],
+    [{ BROKER_AUTH_MODE: 'tokeninfo', BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"user","value":"root"}]' }, 'auth.tokeninfo.url'],
+    [{ BROKER_AUTH_ATTRIBUTE_CLAIMS: '{"user":' }, 'auth.attributeClaims'],
+    [{ BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"robot","value":"r2"}]' }, 'auth.initialAdmins'],
   ])('stops on invalid configuration %j naming %s', (env, key) => {
     expect(() => loadConfig(env)).toThrow(key);
   });

@@ -1,34 +1,60 @@
-import { ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES } from '../../domain/event-type.js';
-import { errors } from '../../errors/catalog.js';
-import type { EventTypeRegistry } from '../../services/event-type-registry.js';
+import { WILDCARD } from '../../auth/authorization-plugin.js';
+import type { Subject } from '../../auth/subject.js';
+import { ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES, type AuthorizationAttribute, type EventType } from '../../domain/event-type.js';
+import { BrokerError, errors } from '../../errors/catalog.js';
+import type { AccessControl } from '../../services/access-control.js';
+import type { EventTypeRegistry, RegistryCaller } from '../../services/event-type-registry.js';
 import type { HttpServer } from '../server.js';
 import { pageOf } from './paging.js';
+
+/** What deleting an event type needs to know and do about the subscriptions that read it. */
+export interface EventTypeSubscriptions {
+  /** Ids of the subscriptions reading `name`. */
+  of(name: string): Promise<string[]>;
+  /** Deletes one (its streams close). */
+  delete(id: string): Promise<void>;
+}
 
 /**
  * Event type registry routes (spec "Event type registry"; WIRE.md "Event types"):
  * `GET/POST /event-types`, `GET/PUT/DELETE /event-types/{name}`, schema versions, and the registry
- * listings of strategies.
+ * listings of strategies. Authorization (spec "Authentication"): reading needs only authentication;
+ * update and delete need the event type's `admins` (or an administrator); creation and deletion follow
+ * the feature toggles; nothing changes while `disable_db_write_operations` is on.
  */
-export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry): void {
-  // Until authorization exists (issue 4) no caller is an administrator.
-  const caller = { isAdmin: false };
-
+export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions): void {
   http.route('GET', '/event-types', async (ctx) => {
     const owningApplication = ctx.query.get('owning_application') ?? undefined;
-    return { status: 200, body: await registry.list({ owningApplication }) };
+    const writer = attributeQuery(ctx.query, 'writer');
+    return { status: 200, body: await registry.list({ owningApplication, writer }) };
   });
 
   http.route('POST', '/event-types', async (ctx) => {
-    const record = await registry.create(await ctx.json(), caller);
+    access.requireWritable();
+    access.requireFeatureOff('disable_event_type_creation', 'Event type creation is disabled (feature disable_event_type_creation)');
+    const record = await registry.create(await ctx.json(), callerOf(ctx.subject, access));
     return { status: 201, body: record, headers: { Location: `/event-types/${record.name}` } };
   });
 
   http.route('GET', '/event-types/:name', async (ctx) => ({ status: 200, body: await registry.get(name(ctx.params)) }));
 
-  http.route('PUT', '/event-types/:name', async (ctx) => ({ status: 200, body: await registry.update(name(ctx.params), await ctx.json(), caller) }));
+  http.route('PUT', '/event-types/:name', async (ctx) => {
+    access.requireWritable();
+    return { status: 200, body: await registry.update(name(ctx.params), await ctx.json(), callerOf(ctx.subject, access)) };
+  });
 
   http.route('DELETE', '/event-types/:name', async (ctx) => {
-    await registry.delete(name(ctx.params));
+    access.requireWritable();
+    const caller = callerOf(ctx.subject, access);
+    await registry.delete(name(ctx.params), caller, async (existing) => {
+      if (!caller.isAdmin) access.requireFeatureOff('disable_event_type_deletion', 'Event type deletion is disabled (feature disable_event_type_deletion)');
+      const ids = await subscriptions.of(existing.name);
+      if (ids.length === 0) return;
+      if (!access.enabled('delete_event_type_with_subscriptions')) {
+        throw new BrokerError('CONFLICT', `EventType "${existing.name}" has ${ids.length} subscription(s) (${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', ...' : ''}); delete them first, or enable the feature delete_event_type_with_subscriptions`);
+      }
+      for (const id of ids) await subscriptions.delete(id);
+    });
     return { status: 200 };
   });
 
@@ -52,6 +78,40 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry): 
 
   http.route('GET', '/registry/partition-strategies', () => Promise.resolve({ status: 200, body: PARTITION_STRATEGIES }));
   http.route('GET', '/registry/enrichment-strategies', () => Promise.resolve({ status: 200, body: ENRICHMENT_STRATEGIES }));
+}
+
+/**
+ * The registry's view of a caller (see {@link RegistryCaller}): administrator rights, the plugin's
+ * attribute validation plus `force_event_type_authz`, and the admin check on existing event types.
+ */
+function callerOf(subject: Subject, access: AccessControl): RegistryCaller {
+  return {
+    isAdmin: access.isAdministrator(subject),
+    authorizationProblems(input: Pick<EventType, 'authorization' | 'event_owner_selector'>, creating: boolean): string[] {
+      const section = input.authorization;
+      const problems = access.attributeProblems({ 'authorization.admins': section?.admins, 'authorization.readers': section?.readers, 'authorization.writers': section?.writers });
+      const selector = input.event_owner_selector;
+      // The selector's name is a data type of the plugin; the wildcard is not one.
+      const selectorProblem =
+        selector === undefined ? undefined : selector.name === WILDCARD ? 'the wildcard "*" is not a data type' : access.plugin.validate({ data_type: selector.name, value: '*' });
+      if (selectorProblem !== undefined) problems.push(`Field "event_owner_selector.name": ${selectorProblem}`);
+      if (creating && section === undefined && access.enabled('force_event_type_authz')) problems.push('Field "authorization" is required (feature force_event_type_authz)');
+      return problems;
+    },
+    requireAdmin: (existing) => access.requireEventType(subject, existing, 'admin'),
+  };
+}
+
+/**
+ * An attribute query parameter such as `writer=user:alice` (`<data_type>:<value>`); undefined when absent.
+ * @throws BrokerError 400 when it is not of that form
+ */
+export function attributeQuery(query: URLSearchParams, parameter: string): AuthorizationAttribute | undefined {
+  const text = query.get(parameter);
+  if (text === null) return undefined;
+  const colon = text.indexOf(':');
+  if (colon <= 0 || colon === text.length - 1) throw errors.badRequest(`${parameter} must have the form <data_type>:<value>, e.g. user:alice`);
+  return { data_type: text.slice(0, colon), value: text.slice(colon + 1) };
 }
 
 const NAME = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;

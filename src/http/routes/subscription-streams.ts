@@ -1,31 +1,35 @@
 import type { SubscriptionCursors } from '../../services/consumption/subscription-cursors.js';
 import type { SubscriptionStreams } from '../../services/consumption/subscription-streams.js';
+import type { AccessControl } from '../../services/access-control.js';
 import type { HttpServer } from '../server.js';
 
 /**
  * Subscription consumption routes (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset,
  * stats"): streams (GET, or POST with a body for direct assignment), commits, committed cursors,
- * cursor reset and stats.
+ * cursor reset and stats. Streaming and commits need reader rights on the subscription and its event
+ * types; a cursor reset needs admin rights on the subscription; reading cursors and stats only
+ * authentication.
  */
-export function subscriptionStreamRoutes(http: HttpServer, streams: SubscriptionStreams, cursors: SubscriptionCursors): void {
+export function subscriptionStreamRoutes(http: HttpServer, streams: SubscriptionStreams, cursors: SubscriptionCursors, access: AccessControl): void {
   const id = (params: Readonly<Record<string, string>>): string => params.id ?? '';
 
-  http.route('GET', '/subscriptions/:id/events', async (ctx) => streams.open(id(ctx.params), ctx.query, undefined));
+  http.route('GET', '/subscriptions/:id/events', async (ctx) => streams.open(id(ctx.params), ctx.query, undefined, ctx.subject));
 
   http.route('POST', '/subscriptions/:id/events', async (ctx) => {
     const body = await ctx.body();
-    return streams.open(id(ctx.params), ctx.query, body.byteLength === 0 ? undefined : await ctx.json());
+    return streams.open(id(ctx.params), ctx.query, body.byteLength === 0 ? undefined : await ctx.json(), ctx.subject);
   });
 
   http.route('POST', '/subscriptions/:id/cursors', async (ctx) => {
-    const answer = await cursors.commit(id(ctx.params), ctx.headers['x-broker-streamid'], await ctx.json());
+    const answer = await cursors.commit(id(ctx.params), ctx.headers['x-broker-streamid'], await ctx.json(), ctx.subject);
     return answer.status === 204 ? { status: 204 } : { status: 200, body: answer.body };
   });
 
   http.route('GET', '/subscriptions/:id/cursors', async (ctx) => ({ status: 200, body: await cursors.committed(id(ctx.params)) }));
 
   http.route('PATCH', '/subscriptions/:id/cursors', async (ctx) => {
-    await cursors.reset(id(ctx.params), await ctx.json());
+    access.requireWritable();
+    await cursors.reset(id(ctx.params), await ctx.json(), (subscription) => access.requireSubscription(ctx.subject, subscription.record, 'admin'));
     return { status: 204 };
   });
 

@@ -1,6 +1,9 @@
-import type { SubscriptionRegistry } from '../../services/subscription-registry.js';
+import type { SubscriptionAuthorization } from '../../domain/subscription.js';
+import { BrokerError, errors } from '../../errors/catalog.js';
+import type { AccessControl } from '../../services/access-control.js';
+import type { SubscriptionCursor, SubscriptionFilter, SubscriptionRegistry } from '../../services/subscription-registry.js';
 import type { HttpServer } from '../server.js';
-import { errors } from '../../errors/catalog.js';
+import { attributeQuery } from './event-types.js';
 import { pageOf } from './paging.js';
 
 /**
@@ -10,52 +13,121 @@ import { pageOf } from './paging.js';
 export type SubscriptionStatus = (id: string) => Promise<{ event_type: string; partitions: { partition: string; state: string; stream_id: string; assignment_type: string }[] }[]>;
 
 /**
- * Subscription registry routes (spec "Subscriptions" endpoints; WIRE.md "Subscriptions" up to "Streaming"):
- * `POST/GET /subscriptions`, `GET/PUT/DELETE /subscriptions/{subscription_id}`. Streaming, commits and
- * stats are registered elsewhere. `show_status=true` adds each subscription's partition status (from
- * `status`); `reader` and `token` of the listing belong to issue 4 and are ignored.
+ * Subscription registry routes (spec "Subscriptions" endpoints, "Authentication"; WIRE.md
+ * "Subscriptions" up to "Streaming"): `POST/GET /subscriptions`, `GET/PUT/DELETE /subscriptions/{subscription_id}`.
+ * Streaming, commits and stats are registered elsewhere. `show_status=true` adds each subscription's
+ * partition status (from `status`). Update and delete need the subscription's `admins` (or an
+ * administrator); a change of its readers ends every stream of it (`onReadersChanged`).
+ * With the feature `token_subscription_iteration`, the listing pages by `token` (links carry tokens).
  */
-export function subscriptionRoutes(http: HttpServer, registry: SubscriptionRegistry, status?: SubscriptionStatus): void {
+export function subscriptionRoutes(
+  http: HttpServer,
+  registry: SubscriptionRegistry,
+  access: AccessControl,
+  onReadersChanged: (id: string) => Promise<void>,
+  status?: SubscriptionStatus,
+): void {
   http.route('POST', '/subscriptions', async (ctx) => {
-    const { record, created } = await registry.create(await ctx.json());
+    access.requireWritable();
+    const { record, created } = await registry.create(await ctx.json(), {
+      check(input) {
+        access.requireFeatureOff('disable_subscription_creation', 'Subscription creation is disabled (feature disable_subscription_creation)');
+        const problems = access.attributeProblems({ 'authorization.admins': input.authorization?.admins, 'authorization.readers': input.authorization?.readers });
+        if (input.authorization === undefined && access.enabled('force_subscription_authz')) problems.push('Field "authorization" is required (feature force_subscription_authz)');
+        if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
+      },
+    });
     return { status: created ? 201 : 200, body: record, headers: { Location: `/subscriptions/${record.id}` } };
   });
 
   http.route('GET', '/subscriptions', async (ctx) => {
     const page = pageOf(ctx.query);
-    const owningApplication = ctx.query.get('owning_application') ?? undefined;
-    const eventTypes = ctx.query.getAll('event_type');
+    const filter: SubscriptionFilter = {
+      owningApplication: ctx.query.get('owning_application') ?? undefined,
+      eventTypes: ctx.query.getAll('event_type'),
+      reader: attributeQuery(ctx.query, 'reader'),
+    };
     const showStatus = ctx.query.get('show_status');
     if (showStatus !== null && showStatus !== 'true' && showStatus !== 'false') throw errors.badRequest('show_status must be true or false');
-    const records = await registry.list({ owningApplication, eventTypes }, page);
+    const token = ctx.query.get('token');
+    const byToken = token !== null && access.enabled('token_subscription_iteration');
+    if (token !== null && !byToken) throw errors.badRequest('token paging needs the feature token_subscription_iteration; use offset');
+
+    let records;
+    let links: { prev?: { href: string }; next?: { href: string } };
+    if (byToken) {
+      const result = await registry.listByCursor(filter, token === 'new' ? undefined : decodeToken(token), page.limit);
+      records = result.items;
+      links = {
+        ...(result.prev ? { prev: linkOf(filter, ['token', encodeToken(result.prev)], page.limit) } : {}),
+        ...(result.next ? { next: linkOf(filter, ['token', encodeToken(result.next)], page.limit) } : {}),
+      };
+    } else {
+      records = await registry.list(filter, page);
+      links = {
+        ...(page.offset > 0 ? { prev: linkOf(filter, ['offset', String(Math.max(0, page.offset - page.limit))], page.limit) } : {}),
+        ...(records.length === page.limit ? { next: linkOf(filter, ['offset', String(page.offset + page.limit)], page.limit) } : {}),
+      };
+    }
     const items = showStatus === 'true' && status ? await Promise.all(records.map(async (r) => ({ ...r, status: await status(r.id) }))) : records;
-    // Links repeat only the filters the client gave (WIRE.md "Subscriptions").
-    const href = (offset: number) => {
-      const query = new URLSearchParams();
-      if (owningApplication !== undefined) query.append('owning_application', owningApplication);
-      for (const eventType of eventTypes) query.append('event_type', eventType);
-      query.append('offset', String(offset));
-      query.append('limit', String(page.limit));
-      return { href: `/subscriptions?${query.toString()}` };
-    };
-    const links = {
-      ...(page.offset > 0 ? { prev: href(Math.max(0, page.offset - page.limit)) } : {}),
-      ...(items.length === page.limit ? { next: href(page.offset + page.limit) } : {}),
-    };
     return { status: 200, body: { items, _links: links } };
   });
 
   http.route('GET', '/subscriptions/:id', async (ctx) => ({ status: 200, body: await registry.get(subscriptionId(ctx.params)) }));
 
   http.route('PUT', '/subscriptions/:id', async (ctx) => {
-    await registry.update(subscriptionId(ctx.params), await ctx.json());
+    access.requireWritable();
+    const id = subscriptionId(ctx.params);
+    let readersChanged = false;
+    await registry.update(id, await ctx.json(), (existing, next) => {
+      access.requireSubscription(ctx.subject, existing, 'admin');
+      const problems = access.attributeProblems({ 'authorization.admins': next.authorization?.admins, 'authorization.readers': next.authorization?.readers });
+      if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
+      readersChanged = !sameReaders(existing.authorization, next.authorization);
+    });
+    if (readersChanged) await onReadersChanged(id);
     return { status: 204 };
   });
 
   http.route('DELETE', '/subscriptions/:id', async (ctx) => {
-    await registry.delete(subscriptionId(ctx.params));
+    access.requireWritable();
+    await registry.delete(subscriptionId(ctx.params), (existing) => access.requireSubscription(ctx.subject, existing, 'admin'));
     return { status: 204 };
   });
+}
+
+/** A listing link repeating only the filters the client gave (WIRE.md "Subscriptions"). */
+function linkOf(filter: SubscriptionFilter, position: [string, string], limit: number): { href: string } {
+  const query = new URLSearchParams();
+  if (filter.owningApplication !== undefined) query.append('owning_application', filter.owningApplication);
+  for (const eventType of filter.eventTypes) query.append('event_type', eventType);
+  if (filter.reader !== undefined) query.append('reader', `${filter.reader.data_type}:${filter.reader.value}`);
+  query.append(...position);
+  query.append('limit', String(limit));
+  return { href: `/subscriptions?${query.toString()}` };
+}
+
+/** A paging token: the position as base64url JSON `[direction, createdMs, id]`. */
+function encodeToken(cursor: SubscriptionCursor): string {
+  return Buffer.from(JSON.stringify([cursor.direction === 'next' ? 'n' : 'p', cursor.createdMs, cursor.id])).toString('base64url');
+}
+
+/** @throws BrokerError 400 for a token this node did not make */
+function decodeToken(token: string): SubscriptionCursor {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+    if (Array.isArray(value) && value.length === 3 && (value[0] === 'n' || value[0] === 'p') && Number.isSafeInteger(value[1]) && typeof value[2] === 'string') {
+      return { direction: value[0] === 'n' ? 'next' : 'prev', createdMs: value[1] as number, id: value[2] };
+    }
+  } catch {
+    // answered below
+  }
+  throw new BrokerError('BAD_REQUEST', 'token is not a paging token of this listing; take it from the next or prev link, or use token=new');
+}
+
+function sameReaders(a: SubscriptionAuthorization | undefined, b: SubscriptionAuthorization | undefined): boolean {
+  const key = (s: SubscriptionAuthorization | undefined) => JSON.stringify((s?.readers ?? []).map((r) => [r.data_type, r.value]).sort());
+  return key(a) === key(b);
 }
 
 /** The `{subscription_id}` path parameter (the registry answers 404 for one that is not a uuid). */

@@ -8,6 +8,9 @@ import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
 import type { Keys } from '../../storage/keys.js';
 import type { PartitionStore } from '../../storage/partition-store.js';
+import type { Subject } from '../../auth/subject.js';
+import { CONSUMPTION_BLOCKED, READERS_CHANGED, readersKey, type AccessControl } from '../access-control.js';
+import type { Settings } from '../settings.js';
 import { EventStreamLoop, type StreamPartition, type StreamPolicy } from './event-stream.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
 
@@ -23,30 +26,62 @@ interface Start {
 /**
  * Low-level streams `GET /event-types/{name}/events` (spec "Low-level consumption (deprecated)";
  * WIRE.md "Low-level stream"): the client names its cursors in `X-Broker-Cursors` (absent = every
- * partition from its newest offset) and tracks offsets itself; there are no commits.
+ * partition from its newest offset) and tracks offsets itself; there are no commits. Consuming needs
+ * the event type's `readers` and a consumer not on the blacklist; a stream whose consumer gets blocked
+ * ends at once; with an owner selector, events the consumer may not read are left out.
  */
 export class LowLevelStreams {
+  private readonly open = new Set<LowLevelPolicy>();
+
+  /**
+   * @param eventTypeChanges subscribes to event type changes (`EventTypeCache.onChange`): when the readers
+   *   of its event type change (or it is gone), an open stream ends; its consumer reconnects if still a reader
+   */
   constructor(
+    private readonly access: AccessControl,
+    settings: Settings,
+    eventTypeChanges: (listener: (name: string | undefined) => void) => void,
     private readonly eventTypes: EventTypeStore,
     private readonly partitions: PartitionStore,
     private readonly wakeups: PartitionWakeups,
     private readonly keys: Keys,
     private readonly config: BrokerConfig['consumption'],
     private readonly logger: Logger,
-  ) {}
+  ) {
+    settings.onChange(() => {
+      for (const policy of this.open) if (this.access.consumptionBlocked(policy.subject, [policy.eventType])) policy.block(CONSUMPTION_BLOCKED);
+    });
+    eventTypeChanges((name) => {
+      for (const policy of this.open) if (name === undefined || policy.eventType === name) void this.recheck(policy);
+    });
+  }
+
+  /** Ends `policy`'s stream when the readers of its event type changed (spec "Authentication" 9). */
+  private async recheck(policy: LowLevelPolicy): Promise<void> {
+    try {
+      const stored = await this.eventTypes.get(policy.eventType);
+      if (!stored) policy.block(`EventType "${policy.eventType}" was deleted`);
+      else if (readersKey(stored.record) !== policy.readers) policy.block(READERS_CHANGED);
+    } catch (err) {
+      this.logger.warn({ err, eventType: policy.eventType }, 'could not re-check read access of a low-level stream; it goes on');
+    }
+  }
 
   /**
    * Checks everything that can fail before the first byte, then answers with the stream.
    * @param cursorsHeader the raw `X-Broker-Cursors` value, if sent
-   * @throws BrokerError 400 (malformed header or parameter), 404 (event type), 412 (invalid cursor),
-   *   422 (parameter rules), 503 (storage)
+   * @throws BrokerError 400 (malformed header or parameter), 403 (not a reader, or blocked), 404 (event
+   *   type), 412 (invalid cursor), 422 (parameter rules), 503 (storage)
    */
-  async start(name: string, cursorsHeader: string | undefined, query: URLSearchParams): Promise<StreamingAnswer> {
+  async start(name: string, cursorsHeader: string | undefined, query: URLSearchParams, subject: Subject): Promise<StreamingAnswer> {
     const parsed = parseStreamParameters(query, undefined, 'low-level');
     if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
     const requested = cursorsHeader === undefined ? undefined : parseCursorsHeader(cursorsHeader);
     const eventType = await this.eventTypes.get(name);
     if (!eventType) throw errors.eventTypeNotFound(name);
+    this.access.requireEventType(subject, eventType.record, 'read');
+    if (this.access.consumptionBlocked(subject, [name])) throw new BrokerError('FORBIDDEN', CONSUMPTION_BLOCKED);
+    const filter = this.access.eventFilter(subject, eventType.record);
     const { timeline } = eventType.topology;
     const ids = partitionIds(eventType.topology);
     const ranges = new Map<string, PartitionRange>();
@@ -71,29 +106,55 @@ export class LowLevelStreams {
       status: 200,
       contentType: 'application/x-json-stream',
       headers: { Warning: DEPRECATION_WARNING },
-      stream: (sink) => this.stream(name, timeline, starts, parsed.value, sink),
+      stream: (sink) => this.stream(new LowLevelPolicy(subject, name, readersKey(eventType.record), parsed.value.streamLimit, filter), timeline, starts, parsed.value, sink),
     };
   }
 
-  private async stream(name: string, timeline: number, starts: readonly Start[], params: StreamParameters, sink: StreamSink): Promise<void> {
-    const loop = new EventStreamLoop(params, sink, new LowLevelPolicy(params.streamLimit), this.partitions, this.wakeups, this.keys, this.config);
-    for (const start of starts) loop.add(name, start.partition, timeline, start.offset);
-    const end = await loop.run(false);
-    this.logger.debug({ eventType: name, end }, 'low-level stream ended');
+  private async stream(policy: LowLevelPolicy, timeline: number, starts: readonly Start[], params: StreamParameters, sink: StreamSink): Promise<void> {
+    const loop = new EventStreamLoop(params, sink, policy, this.partitions, this.wakeups, this.keys, this.config);
+    policy.loop = loop;
+    for (const start of starts) loop.add(policy.eventType, start.partition, timeline, start.offset);
+    this.open.add(policy);
+    try {
+      const end = await loop.run(false);
+      this.logger.debug({ eventType: policy.eventType, end }, 'low-level stream ended');
+    } finally {
+      this.open.delete(policy);
+    }
   }
 }
 
-/** `stream_limit` over all partitions; cursors `{"partition","offset"}` (spec "Cursor"). */
+/** `stream_limit` over all partitions; cursors `{"partition","offset"}` (spec "Cursor"); per-event filter; blocking. */
 class LowLevelPolicy implements StreamPolicy {
   private sentEvents = 0;
+  private ended: string | undefined;
+  loop: EventStreamLoop | undefined;
+  readonly accept: ((partition: StreamPartition, event: string) => boolean) | undefined;
 
-  constructor(private readonly streamLimit: number) {}
+  /** @param readers {@link readersKey} of the event type when the stream opened */
+  constructor(
+    readonly subject: Subject,
+    readonly eventType: string,
+    readonly readers: string,
+    private readonly streamLimit: number,
+    filter: ((event: string) => boolean) | undefined,
+  ) {
+    this.accept = filter && ((_partition, event) => filter(event));
+  }
+
+  /** The consumer was blocked or lost access: the stream ends at its next turn. */
+  block(reason: string): void {
+    this.ended ??= reason;
+    this.loop?.poke();
+  }
 
   allowance(): number {
+    if (this.ended !== undefined) return 0;
     return this.streamLimit === 0 ? Number.POSITIVE_INFINITY : this.streamLimit - this.sentEvents;
   }
 
   endReason(): string | undefined {
+    if (this.ended !== undefined) return this.ended;
     return this.streamLimit !== 0 && this.sentEvents >= this.streamLimit ? `Stream limit in events reached: ${this.streamLimit}` : undefined;
   }
 

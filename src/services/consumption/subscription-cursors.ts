@@ -4,7 +4,8 @@ import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '.
 import { BrokerError, errors } from '../../errors/catalog.js';
 import type { PartitionStore } from '../../storage/partition-store.js';
 import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
-import type { SubscriptionPartition, SubscriptionStreams } from './subscription-streams.js';
+import type { Subject } from '../../auth/subject.js';
+import type { ResolvedSubscription, SubscriptionPartition, SubscriptionStreams } from './subscription-streams.js';
 
 /** A subscription cursor as sent and served (spec "SubscriptionCursor"). */
 export interface SubscriptionCursor {
@@ -44,12 +45,13 @@ export class SubscriptionCursors {
 
   /**
    * Commits cursors for the stream `streamId`.
-   * @throws BrokerError 400 (missing stream id, body shape), 404, 422 (unknown or expired stream,
+   * @param subject must be a reader of the subscription and of each of its event types (spec "Authentication" 5)
+   * @throws BrokerError 400 (missing stream id, body shape), 403, 404, 422 (unknown or expired stream,
    *   partition not held by that stream, invalid cursor), 503
    */
-  async commit(id: string, streamId: string | undefined, body: unknown): Promise<CommitAnswer> {
+  async commit(id: string, streamId: string | undefined, body: unknown, subject: Subject): Promise<CommitAnswer> {
     if (!streamId) throw errors.badRequest('the X-Broker-StreamId header is required');
-    const subscription = await this.streams.resolve(id);
+    const subscription = await this.streams.resolveForConsumer(id, subject);
     const items = itemsOf(body);
     const byField = new Map(subscription.partitions.map((p) => [offsetField(p.eventType, p.partition), p]));
     const ranges = await this.streams.rangesOf([...new Set(items.map((c) => byField.get(offsetField(c.event_type, c.partition))).filter((p) => p !== undefined))]);
@@ -86,10 +88,12 @@ export class SubscriptionCursors {
    * Cursor reset (WIRE.md "Commits, cursor reset, stats"): refuses new streams, closes the open ones
    * (`Resetting subscription cursors`), waits until they are gone (at most the commit timeout), then
    * initializes missing offsets and writes the given ones.
-   * @throws BrokerError 400 (shape), 404, 409 (a reset runs), 422 (invalid cursor), 503
+   * @param authorize runs once the subscription is known, before anything changes (the route checks admin rights there)
+   * @throws BrokerError 400 (shape), 403 (from `authorize`), 404, 409 (a reset runs), 422 (invalid cursor), 503
    */
-  async reset(id: string, body: unknown): Promise<void> {
+  async reset(id: string, body: unknown, authorize: (subscription: ResolvedSubscription) => void): Promise<void> {
     const subscription = await this.streams.resolve(id);
+    authorize(subscription);
     const items = itemsOf(body);
     const byField = new Map(subscription.partitions.map((p) => [offsetField(p.eventType, p.partition), p]));
     const ranges = await this.streams.rangesOf(subscription.partitions);

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { BrokerConfig } from '../../config/config-schema.js';
-import { partitionIds } from '../../domain/event-type.js';
+import type { Subject } from '../../auth/subject.js';
+import { partitionIds, type EventType } from '../../domain/event-type.js';
 import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '../../domain/offsets.js';
 import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type PartitionAssignment, type PartitionKey, type Session } from '../../domain/rebalance.js';
 import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
@@ -13,6 +14,8 @@ import type { EventTypeStore } from '../../storage/event-type-store.js';
 import type { Keys } from '../../storage/keys.js';
 import type { PartitionStore } from '../../storage/partition-store.js';
 import type { SubscriptionRegistry } from '../subscription-registry.js';
+import { CONSUMPTION_BLOCKED, READERS_CHANGED, readersKey, type AccessControl } from '../access-control.js';
+import type { Settings } from '../settings.js';
 import { offsetField, type SessionInfo, type SubscriptionState, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamPartition, type StreamPolicy } from './event-stream.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
@@ -36,6 +39,8 @@ export interface RunnerDeps {
 export interface ResolvedSubscription {
   readonly record: Subscription;
   readonly partitions: readonly SubscriptionPartition[];
+  /** The records of its event types that exist. */
+  readonly eventTypes: readonly EventType[];
 }
 
 /** Closing-batch debug messages (WIRE.md "Streaming"). */
@@ -44,6 +49,9 @@ export const END_REASONS = {
   streamLimit: (n: number) => `Stream limit in events reached: ${n}`,
   reset: 'Resetting subscription cursors',
   sessionLost: 'Stream session ended: its lease expired or the subscription changed',
+  blocked: CONSUMPTION_BLOCKED,
+  authorizationChanged: 'Subscription authorization changed; reconnect',
+  readersChanged: READERS_CHANGED,
 } as const;
 
 const MAX_APPLY_ATTEMPTS = 50;
@@ -62,7 +70,11 @@ export class SubscriptionStreams {
   /** What the session runners use; built once. */
   readonly deps: RunnerDeps;
 
+  /** @param eventTypeChanges subscribes to event type changes (`EventTypeCache.onChange`) */
   constructor(
+    private readonly access: AccessControl,
+    private readonly settings: Settings,
+    private readonly eventTypeChanges: (listener: (name: string | undefined) => void) => void,
     private readonly subscriptions: Pick<SubscriptionRegistry, 'get'>,
     /** The node's event type cache (invalidated on every change) or the store itself. */
     private readonly eventTypes: Pick<EventTypeStore, 'get'>,
@@ -90,32 +102,73 @@ export class SubscriptionStreams {
       for (const runner of this.runners.values()) if (runner.subscriptionId === id) runner.notice(kind);
     });
     await subscriber.subscribe(this.keys.subscriptionChannel);
+    // Blocking a consumer ends its live streams (WIRE.md "Settings").
+    this.settings.onChange(() => {
+      for (const runner of this.runners.values()) {
+        if (this.access.consumptionBlocked(runner.subject, runner.eventTypes)) runner.end(END_REASONS.blocked);
+      }
+    });
+    // When the readers of one of its event types change, a stream ends; its consumer reconnects if still
+    // authorized (spec "Authentication" 9).
+    this.eventTypeChanges((name) => {
+      for (const runner of this.runners.values()) if (name === undefined || runner.eventTypes.includes(name)) void this.recheck(runner);
+    });
   }
 
-  /** The subscription and its partitions. @throws BrokerError 404, 503 */
+  /** Ends `runner`'s stream when the readers of one of the subscription's event types changed. */
+  private async recheck(runner: SessionRunner): Promise<void> {
+    try {
+      for (const name of runner.eventTypes) {
+        const stored = await this.eventTypes.get(name);
+        if (stored && readersKey(stored.record) !== runner.readers.get(name)) return runner.end(END_REASONS.readersChanged);
+      }
+    } catch (err) {
+      this.logger.warn({ err, subscription: runner.subscriptionId }, 'could not re-check read access of a subscription stream; it goes on');
+    }
+  }
+
+  /** The subscription, its partitions and event types. @throws BrokerError 404, 503 */
   async resolve(id: string): Promise<ResolvedSubscription> {
     const record = await this.subscriptions.get(id);
     const partitions: SubscriptionPartition[] = [];
+    const eventTypes: EventType[] = [];
     for (const name of record.event_types) {
       const eventType = await this.eventTypes.get(name);
       if (!eventType) continue;
+      eventTypes.push(eventType.record);
       for (const partition of partitionIds(eventType.topology)) partitions.push({ eventType: name, partition, timeline: eventType.topology.timeline });
     }
-    return { record, partitions };
+    return { record, partitions, eventTypes };
+  }
+
+  /**
+   * The subscription, if `subject` may consume it and commit to it (spec "Authentication" 5, 9): reader
+   * rights on it and read rights on each event type, not blocked. @throws BrokerError 403, 404, 503
+   */
+  async resolveForConsumer(id: string, subject: Subject): Promise<ResolvedSubscription> {
+    const subscription = await this.resolve(id);
+    this.access.requireSubscriptionConsumer(subject, subscription.record, subscription.eventTypes);
+    return subscription;
+  }
+
+  /** Tells every node to end the streams of subscription `id` (its readers changed): they must reconnect. */
+  async disconnectAll(id: string): Promise<void> {
+    await this.deps.state.announce(id, 'authz');
   }
 
   /**
    * Opens a stream: checks parameters, joins the subscription as a new session (rebalancing its
    * partitions), and answers with the stream (`X-Broker-StreamId` in the headers).
-   * @throws BrokerError 400/422 (parameters, foreign or duplicated partitions), 404, 409 (no free slot,
-   *   partition requested by another stream, cursor reset running), 503
+   * @throws BrokerError 400/422 (parameters, foreign or duplicated partitions), 403 (not a reader of it or
+   *   of one of its event types, or blocked), 404, 409 (no free slot, partition requested by another
+   *   stream, cursor reset running), 503
    */
-  async open(id: string, query: URLSearchParams, body: unknown): Promise<StreamingAnswer> {
+  async open(id: string, query: URLSearchParams, body: unknown, subject: Subject): Promise<StreamingAnswer> {
     if (this.shuttingDown) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
     const parsed = parseStreamParameters(query, body, 'subscription');
     if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
     const params = parsed.value;
-    const subscription = await this.resolve(id);
+    const subscription = await this.resolveForConsumer(id, subject);
     const streamId = randomUUID();
     const session: Session = { id: streamId, requested: params.partitions };
     const current = await this.state.read(id);
@@ -128,7 +181,7 @@ export class SubscriptionStreams {
     const info: SessionInfo = { requested: params.partitions, state: 'streaming', node: this.nodeId };
     const joined = await this.applyChange(subscription, { upsert: { id: streamId, info, leaseMs: this.config.subscriptions.leaseTtlMs }, refuseDuringReset: true });
     if (joined === 'reset') throw new BrokerError('CONFLICT', 'Cursors are being reset; try again shortly');
-    const runner = new SessionRunner(this, subscription, streamId, params);
+    const runner = new SessionRunner(this, subscription, streamId, params, subject, eventFilters(this.access, subject, subscription.eventTypes));
     this.runners.set(streamId, runner);
     return {
       status: 200,
@@ -236,6 +289,16 @@ export class SubscriptionStreams {
 
 }
 
+/** Per event type with an owner selector, the test of which events `subject` may read (spec "Authentication" 10). */
+function eventFilters(access: AccessControl, subject: Subject, eventTypes: readonly EventType[]): Map<string, (event: string) => boolean> {
+  const filters = new Map<string, (event: string) => boolean>();
+  for (const eventType of eventTypes) {
+    const filter = access.eventFilter(subject, eventType);
+    if (filter) filters.set(eventType.name, filter);
+  }
+  return filters;
+}
+
 /** Streaming sessions whose lease has not expired, as `rebalance` sees them. */
 export function streamingSessions(state: SubscriptionState): Session[] {
   return state.sessions.filter((s) => s.expiresAt > state.nowMs && s.info.state === 'streaming').map((s) => ({ id: s.id, requested: s.info.requested }));
@@ -275,12 +338,24 @@ class SessionRunner implements StreamPolicy {
   private readonly leaseMs: number;
   private readonly commitTimeoutMs: number;
 
+  /** The names of the subscription's event types (blacklist checks). */
+  readonly eventTypes: readonly string[];
+  /** {@link readersKey} of each event type when the stream opened. */
+  readonly readers: ReadonlyMap<string, string>;
+  readonly accept: ((partition: StreamPartition, event: string) => boolean) | undefined;
+
+  /** @param filters per event type name, the per-event authorization test (absent = every event) */
   constructor(
     private readonly owner: SubscriptionStreams,
     private readonly subscription: ResolvedSubscription,
     readonly streamId: string,
     private readonly params: StreamParameters,
+    readonly subject: Subject,
+    filters: ReadonlyMap<string, (event: string) => boolean>,
   ) {
+    this.eventTypes = subscription.record.event_types;
+    this.readers = new Map(subscription.eventTypes.map((e) => [e.name, readersKey(e)]));
+    this.accept = filters.size === 0 ? undefined : (partition, event) => filters.get(partition.eventType)?.(event) ?? true;
     this.released = new Promise<void>((resolve) => (this.markReleased = resolve));
     this.leaseMs = owner.deps.config.subscriptions.leaseTtlMs;
     this.commitTimeoutMs = params.commitTimeoutSeconds * 1000;
@@ -294,11 +369,8 @@ class SessionRunner implements StreamPolicy {
 
   /** A message on the subscription channel: `topology`, `commit` or `reset`. */
   notice(kind: string): void {
-    if (kind === 'reset') {
-      this.override = END_REASONS.reset;
-      this.loop?.poke();
-      return;
-    }
+    if (kind === 'reset') return this.end(END_REASONS.reset);
+    if (kind === 'authz') return this.end(END_REASONS.authorizationChanged);
     // A commit only moves offsets; the assignment is read again only when a partition is leaving this
     // stream (its hand-over waits for commits) or the stream is closing.
     const leaving = this.finished || this.closing || this.loop === undefined || [...this.loop.current].some((p) => !p.active);
@@ -321,6 +393,9 @@ class SessionRunner implements StreamPolicy {
         this.owner.stopping ||
         this.override === END_REASONS.reset ||
         this.override === END_REASONS.sessionLost ||
+        this.override === END_REASONS.blocked ||
+        this.override === END_REASONS.authorizationChanged ||
+        this.override === END_REASONS.readersChanged ||
         (end.kind === 'reason' && end.debug === NODE_SHUTTING_DOWN);
     } finally {
       clearInterval(this.heartbeat);
@@ -334,6 +409,12 @@ class SessionRunner implements StreamPolicy {
   /** Settles once the session left Redis (at once, or after its commit window). */
   readonly released: Promise<void>;
   private markReleased: () => void = () => undefined;
+
+  /** Ends the stream at its next turn with `reason` in the closing batch; the session is released at once. */
+  end(reason: string): void {
+    this.override ??= reason;
+    this.loop?.poke();
+  }
 
   /** Node shutdown: end the stream now and release the session (also one inside its commit window). */
   async stop(): Promise<void> {

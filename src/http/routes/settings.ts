@@ -1,0 +1,77 @@
+import { parseAttributeList, Problems } from '../../domain/rule-problems.js';
+import type { JsonValue } from '../../domain/json-schema-walk.js';
+import { BrokerError, errors } from '../../errors/catalog.js';
+import type { AccessControl } from '../../services/access-control.js';
+import { isBlacklistType, type Settings } from '../../services/settings.js';
+import type { AdminAuthorization } from '../../storage/settings-store.js';
+import type { Handler, HttpServer } from '../server.js';
+
+/**
+ * Administrator settings (spec "Settings, storages and others"; WIRE.md "Settings"):
+ * `GET/POST /settings/admins`, `GET /settings/blacklist`, `PUT/DELETE /settings/blacklist/{type}/{name}`,
+ * `GET/POST /settings/features`. Reading features and the blacklist needs only authentication; changing
+ * them needs the admin `writers` list, changing the administrators the `admins` list. While
+ * `disable_db_write_operations` is on, only features can change (so it can be turned off again).
+ */
+export function settingsRoutes(http: HttpServer, settings: Settings, access: AccessControl): void {
+  http.route('GET', '/settings/admins', (ctx) => {
+    access.requireSettings(ctx.subject, 'read');
+    return Promise.resolve({ status: 200, body: settings.admins() });
+  });
+
+  const setAdmins: Handler = async (ctx) => {
+    access.requireSettings(ctx.subject, 'admin');
+    access.requireWritable();
+    const admins = parseAdmins(await ctx.json(), access);
+    await settings.setAdmins(admins);
+    return { status: 200, body: admins };
+  };
+  http.route('POST', '/settings/admins', setAdmins);
+  http.route('PUT', '/settings/admins', setAdmins);
+
+  http.route('GET', '/settings/blacklist', () => Promise.resolve({ status: 200, body: settings.blacklist() }));
+
+  for (const [method, blocked] of [['PUT', true], ['DELETE', false]] as const) {
+    http.route(method, '/settings/blacklist/:type/:name', async (ctx) => {
+      access.requireSettings(ctx.subject, 'write');
+      const type = (ctx.params.type ?? '').toUpperCase();
+      if (!isBlacklistType(type)) throw errors.badRequest(`blacklist type "${ctx.params.type ?? ''}" is unknown; use CONSUMER_APP, CONSUMER_ET, PRODUCER_APP or PRODUCER_ET`);
+      const name = ctx.params.name ?? '';
+      if (name.length === 0 || name.length > 255) throw errors.badRequest('the blacklisted name must have 1 to 255 characters');
+      access.requireWritable();
+      await settings.setBlocked(type, name, blocked);
+      return { status: 204 };
+    });
+  }
+
+  http.route('GET', '/settings/features', () => Promise.resolve({ status: 200, body: { items: settings.features() } }));
+
+  http.route('POST', '/settings/features', async (ctx) => {
+    access.requireSettings(ctx.subject, 'write');
+    const body = await ctx.json();
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.badRequest('the body must be an object {"feature": "...", "enabled": true|false}');
+    const { feature, enabled } = body as Record<string, unknown>;
+    if (typeof feature !== 'string') throw errors.badRequest('Field "feature" must be a string');
+    if (typeof enabled !== 'boolean') throw errors.badRequest('Field "enabled" must be true or false');
+    await settings.setFeature(feature.toLowerCase(), enabled);
+    return { status: 204 };
+  });
+}
+
+/**
+ * An AdminAuthorization body: `admins`, `readers`, `writers`, each a non-empty list of attributes the
+ * plugin accepts. @throws BrokerError 400 (shape), 422 (a list empty or missing, a refused attribute)
+ */
+function parseAdmins(body: unknown, access: AccessControl): AdminAuthorization {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.badRequest('the body must be an object with admins, readers and writers');
+  const fields = body as Record<string, JsonValue>;
+  const p = new Problems();
+  const admins = parseAttributeList(fields.admins, 'admins', p);
+  const readers = parseAttributeList(fields.readers, 'readers', p);
+  const writers = parseAttributeList(fields.writers, 'writers', p);
+  const result = p.result({ admins, readers, writers }, 'invalid administrators');
+  if (!result.ok) throw new BrokerError(result.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', result.details.join('\n'));
+  const problems = access.attributeProblems({ admins, readers, writers });
+  if (problems.length > 0 || !admins || !readers || !writers) throw errors.unprocessable(problems.join('\n'));
+  return { admins, readers, writers };
+}

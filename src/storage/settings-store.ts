@@ -1,0 +1,66 @@
+import type { Redis } from 'ioredis';
+import type { AuthorizationAttribute } from '../domain/event-type.js';
+import type { Keys } from './keys.js';
+
+/** The administrators (spec "AdminAuthorization"): each list non-empty. */
+export interface AdminAuthorization {
+  readonly admins: readonly AuthorizationAttribute[];
+  readonly readers: readonly AuthorizationAttribute[];
+  readonly writers: readonly AuthorizationAttribute[];
+}
+
+/** Everything in the settings, read together. */
+export interface SettingsSnapshot {
+  /** Feature name → enabled, for the features ever set. */
+  readonly features: ReadonlyMap<string, boolean>;
+  /** Blacklist entries `<BLACKLIST_TYPE>:<name>`. */
+  readonly blacklist: ReadonlySet<string>;
+  /** Undefined until initialized. */
+  readonly admins: AdminAuthorization | undefined;
+}
+
+/**
+ * Administrator settings in Redis (spec "Settings, storages and others"): features, blacklist and
+ * administrators under the `{settings}` hash tag. Every change is announced on `settingsChannel`.
+ */
+export class SettingsStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+  ) {}
+
+  /** Reads all settings in one round trip. @throws Error when Redis fails */
+  async read(): Promise<SettingsSnapshot> {
+    const results = await this.redis.multi().hgetall(this.keys.settingsFeatures).smembers(this.keys.settingsBlacklist).get(this.keys.settingsAdmins).exec();
+    const [features, blacklist, admins] = (results ?? []).map(([err, value]) => {
+      if (err) throw err;
+      return value;
+    }) as [Record<string, string>, string[], string | null];
+    return {
+      features: new Map(Object.entries(features).map(([name, value]) => [name, value === '1'])),
+      blacklist: new Set(blacklist),
+      admins: admins === null ? undefined : (JSON.parse(admins) as AdminAuthorization),
+    };
+  }
+
+  /** Stores the first administrators unless some are stored already. @returns true when stored */
+  async initializeAdmins(admins: AdminAuthorization): Promise<boolean> {
+    return (await this.redis.set(this.keys.settingsAdmins, JSON.stringify(admins), 'NX')) === 'OK';
+  }
+
+  async setAdmins(admins: AdminAuthorization): Promise<void> {
+    await this.redis.multi().set(this.keys.settingsAdmins, JSON.stringify(admins)).publish(this.keys.settingsChannel, 'admins').exec();
+  }
+
+  async setFeature(name: string, enabled: boolean): Promise<void> {
+    await this.redis.multi().hset(this.keys.settingsFeatures, name, enabled ? '1' : '0').publish(this.keys.settingsChannel, 'features').exec();
+  }
+
+  /** Adds (`blocked`) or removes an entry `<type>:<name>`. */
+  async setBlocked(entry: string, blocked: boolean): Promise<void> {
+    const multi = this.redis.multi();
+    if (blocked) multi.sadd(this.keys.settingsBlacklist, entry);
+    else multi.srem(this.keys.settingsBlacklist, entry);
+    await multi.publish(this.keys.settingsChannel, 'blacklist').exec();
+  }
+}

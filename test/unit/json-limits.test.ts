@@ -1,0 +1,213 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { BrokerError } from '../../src/errors/catalog.js';
+import { findPrototypeKey, MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/http/json-limits.js';
+import { parseJson } from '../../src/http/server.js';
+import { buildPublishSpec } from '../../src/services/event-type-cache.js';
+import type { EventType } from '../../src/domain/event-type.js';
+import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+
+/**
+ * The JSON limits of request bodies (DESIGN.md §7; src/http/json-limits.ts): nesting depth, strict
+ * UTF-8, and keys that could change prototypes — through the parser itself, the server's `parseJson`
+ * (control-plane bodies) and the publish worker's `processBatch` (event batches).
+ */
+
+const bytes = (text: string): Buffer => Buffer.from(text);
+const arrays = (depth: number, inner = ''): string => '['.repeat(depth) + inner + ']'.repeat(depth);
+const objects = (depth: number): string => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+
+/** Object.prototype has no enumerable or own property a hostile body could have added. */
+function expectPrototypeUntouched(): void {
+  expect(Object.getOwnPropertyNames(Object.prototype).sort()).toEqual(Object.getOwnPropertyNames(Object.getPrototypeOf({}) as object).sort());
+  const probe: Record<string, unknown> = {};
+  for (const key of ['polluted', 'isAdmin', 'flow_id', 'partition', 'event_type']) expect(probe[key]).toBeUndefined();
+  expect(Object.keys(Object.prototype)).toEqual([]);
+}
+
+describe('nestingBeyond', () => {
+  it.each([
+    ['arrays', arrays],
+    ['objects', objects],
+    ['mixed', (d: number) => '[{"a":'.repeat(d / 2) + '1' + '}]'.repeat(d / 2)],
+  ])('accepts %s nested exactly MAX_JSON_DEPTH levels and refuses one more', (_what, nest) => {
+    expect(nestingBeyond(bytes(nest(MAX_JSON_DEPTH)), MAX_JSON_DEPTH)).toBe(-1);
+    expect(nestingBeyond(bytes(nest(MAX_JSON_DEPTH + 2)), MAX_JSON_DEPTH)).toBeGreaterThan(0);
+  });
+
+  it('reports the offset of the first bracket beyond the limit', () => {
+    expect(nestingBeyond(bytes(' ' + arrays(2000)), 1000)).toBe(1001);
+  });
+
+  it('ignores brackets inside strings, escaped quotes and escaped backslashes included', () => {
+    const hidden = `"${'['.repeat(5000)}"`;
+    expect(nestingBeyond(bytes(`[${hidden}]`), 10)).toBe(-1);
+    expect(nestingBeyond(bytes(`["\\"${'['.repeat(5000)}"]`), 10)).toBe(-1);
+    // `\\` ends in an escaped backslash, so the quote after it closes the string and the brackets count.
+    expect(nestingBeyond(bytes(`["\\\\", ${arrays(50)}]`), 10)).toBeGreaterThan(0);
+  });
+
+  it('does not scan text too short to nest that deep, and gives up on an unterminated string', () => {
+    expect(nestingBeyond(bytes('[[[[[['), 3)).toBe(-1);
+    expect(nestingBeyond(bytes('[[[[[[[[[[[[[[[['), 3)).toBe(3);
+    expect(nestingBeyond(bytes(`"${'['.repeat(100)}`), 3)).toBe(-1);
+  });
+
+  it('works on a Uint8Array view into a larger buffer', () => {
+    const whole = Buffer.from(`xxxx${arrays(100)}yyyy`);
+    const view = new Uint8Array(whole.buffer, whole.byteOffset + 4, whole.byteLength - 8);
+    expect(nestingBeyond(view, 50)).toBe(50);
+    expect(nestingBeyond(view, 100)).toBe(-1);
+  });
+
+  it('scans a 1,000,000-level body without parsing it', () => {
+    const started = performance.now();
+    const result = parseUntrustedJson(bytes(arrays(1_000_000)));
+    expect(result).toEqual({ ok: false, reason: `the body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels (at byte ${MAX_JSON_DEPTH})` });
+    expect(performance.now() - started).toBeLessThan(1000);
+  });
+});
+
+describe('parseUntrustedJson', () => {
+  it('parses valid UTF-8 JSON, multi-byte characters and a leading BOM included', () => {
+    expect(parseUntrustedJson(bytes('{"name":"Zürich 東京 🎉"}'))).toEqual({ ok: true, value: { name: 'Zürich 東京 🎉' } });
+    expect(parseUntrustedJson(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), bytes('[1]')]))).toEqual({ ok: true, value: [1] });
+  });
+
+  it.each([
+    ['a stray continuation byte', [0x80]],
+    ['an invalid lead byte', [0xff]],
+    ['an overlong "/"', [0xc0, 0xaf]],
+    ['an overlong NUL', [0xc0, 0x80]],
+    ['a UTF-8 encoded surrogate (CESU-8)', [0xed, 0xa0, 0x80]],
+    ['a truncated 3-byte sequence', [0xe2, 0x82]],
+    ['a code point above U+10FFFF', [0xf4, 0x90, 0x80, 0x80]],
+    ['Latin-1 "é"', [0xe9]],
+  ])('refuses %s inside a string', (_what, sequence) => {
+    const body = Buffer.concat([bytes('{"a":"x'), Buffer.from(sequence), bytes('y"}')]);
+    expect(parseUntrustedJson(body)).toEqual({ ok: false, reason: 'the body is not valid UTF-8' });
+  });
+
+  it('refuses invalid JSON with the parser message', () => {
+    const result = parseUntrustedJson(bytes('[{"a":'));
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.reason).toMatch(/^the body is not valid JSON: /);
+  });
+
+  it('keeps __proto__ as a plain own property unless told to refuse it', () => {
+    const result = parseUntrustedJson(bytes('{"__proto__":{"polluted":true},"a":{"constructor":{"prototype":{"isAdmin":true}}}}'));
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    const value = result.value as Record<string, unknown>;
+    expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
+    expect(Object.hasOwn(value, '__proto__')).toBe(true);
+    expect((value as { polluted?: unknown }).polluted).toBeUndefined();
+    expectPrototypeUntouched();
+  });
+
+  it.each([
+    ['__proto__ at the top', '{"__proto__":{"polluted":true}}', '#/__proto__'],
+    ['__proto__ nested in an array', '{"items":[{"ok":1},{"__proto__":{"polluted":true}}]}', '#/items/1/__proto__'],
+    ['__proto__ spelled with \\u escapes', '{"a":{"\\u005f\\u005fproto\\u005f\\u005f":{"polluted":true}}}', '#/a/__proto__'],
+    ['__proto__ holding a scalar', '{"__proto__":null}', '#/__proto__'],
+    ['constructor.prototype', '{"constructor":{"prototype":{"isAdmin":true}}}', '#/constructor/prototype'],
+  ])('refuses %s when asked', (_what, text, pointer) => {
+    const result = parseUntrustedJson(bytes(text), { refusePrototypeKeys: true });
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.reason.startsWith(`${pointer}: the body must not contain the key`)).toBe(true);
+    expectPrototypeUntouched();
+  });
+
+  it('accepts constructor and prototype keys that cannot reach a prototype', () => {
+    const text = '{"constructor":"Maker Ltd","prototype":{"version":1},"x":{"constructor":{"name":"n"}},"s":"__proto__"}';
+    expect(parseUntrustedJson(bytes(text), { refusePrototypeKeys: true }).ok).toBe(true);
+  });
+});
+
+describe('findPrototypeKey', () => {
+  it('walks iteratively, so a deep value cannot overflow the stack', () => {
+    let deep: unknown = { name: '__proto__' };
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(findPrototypeKey(deep)).toBeUndefined();
+    expect(findPrototypeKey([[[JSON.parse('{"a/b~c":{"__proto__":1}}')]]])).toBe('#/0/0/0/a~1b~0c/__proto__');
+  });
+});
+
+describe('parseJson (control-plane request bodies)', () => {
+  it.each([
+    ['invalid UTF-8', Buffer.from([0x7b, 0xff, 0x7d])],
+    ['deep nesting', bytes(`{"name":${arrays(1000)}}`)],
+    ['a __proto__ key', bytes('{"name":"x","options":{"__proto__":{"retention_time":1}}}')],
+    ['not JSON', bytes('{name:')],
+  ])('answers 400 for %s', (_what, body) => {
+    let thrown: unknown;
+    try {
+      parseJson(body);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(BrokerError);
+    expect((thrown as BrokerError).status).toBe(400);
+    expect((thrown as BrokerError).code).toBe('BAD_REQUEST');
+    expectPrototypeUntouched();
+  });
+});
+
+describe('processBatch (event batches in the publish worker)', () => {
+  const now = '2026-01-01T00:00:00.000Z';
+  const record: EventType = {
+    name: 'unit.hostile',
+    owning_application: 'app',
+    category: 'business',
+    enrichment_strategies: ['metadata_enrichment'],
+    partition_strategy: 'hash',
+    partition_key_fields: ['id'],
+    compatibility_mode: 'forward',
+    schema: { type: 'json_schema', schema: JSON.stringify({ type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }), version: '1.0.0', created_at: now },
+    cleanup_policy: 'delete',
+    options: { retention_time: 1000 },
+    created_at: now,
+    updated_at: now,
+  };
+  const spec = buildPublishSpec({ record, topology: { partitionCount: 2, timeline: 1 }, revision: '1' });
+  const cache = new ValidatorCache();
+  const run = (body: string | Buffer) =>
+    processBatch({ kind: 'publish', body: typeof body === 'string' ? bytes(body) : body, spec, maxEventBytes: 999_000, receivedAt: now, publishedBy: 'tester', flowId: 'real-flow' }, cache);
+
+  it('refuses an event nested deeper than MAX_JSON_DEPTH (400) before JSON.stringify could overflow', () => {
+    const eid = randomUUID();
+    const result = run(`[{"metadata":{"eid":"${eid}","occurred_at":"${now}"},"id":"a","deep":${arrays(20_000)}}]`);
+    expect(result.kind).toBe('malformed');
+    if (result.kind === 'malformed') expect(result.detail).toContain(`deeper than ${MAX_JSON_DEPTH} levels`);
+    expect(run(arrays(1000)).kind).toBe('malformed');
+  });
+
+  it('refuses invalid UTF-8 (400)', () => {
+    const result = run(Buffer.concat([bytes('[{"id":"'), Buffer.from([0xed, 0xa0, 0x80]), bytes('"}]')]));
+    expect(result).toEqual({ kind: 'malformed', detail: 'the body is not valid UTF-8' });
+  });
+
+  it('stores __proto__ and constructor keys of events as data; enrichment ignores them', () => {
+    const eid = randomUUID();
+    const text = `[{"metadata":{"eid":"${eid}","occurred_at":"${now}"},"id":"k","__proto__":{"polluted":true,"metadata":{"flow_id":"evil"}},"constructor":{"prototype":{"isAdmin":true}}}]`;
+    const result = run(text);
+    expect(result.kind, JSON.stringify(result)).toBe('accepted');
+    if (result.kind !== 'accepted') return;
+    const stored = JSON.parse(Buffer.from(result.partitions[0]?.data ?? []).toString()) as Record<string, unknown> & { metadata: Record<string, unknown> };
+    expect(stored.metadata.flow_id).toBe('real-flow');
+    expect(stored.metadata.published_by).toBe('tester');
+    expect(Object.hasOwn(stored, '__proto__')).toBe(true);
+    expect(Object.getPrototypeOf(stored)).toBe(Object.prototype);
+    expect(stored.constructor).toEqual({ prototype: { isAdmin: true } });
+    expectPrototypeUntouched();
+  });
+
+  it('refuses __proto__ in metadata like any unknown metadata field (422), never reading service fields from it', () => {
+    const eid = randomUUID();
+    const text = `[{"metadata":{"eid":"${eid}","occurred_at":"${now}","__proto__":{"flow_id":"evil","published_by":"evil","event_type":"other"}},"id":"k"}]`;
+    const result = run(text);
+    expect(result.kind).toBe('rejected');
+    if (result.kind === 'rejected') expect(result.items[0]?.detail).toBe('#/metadata must not have additional property "__proto__"');
+    expectPrototypeUntouched();
+  });
+});
