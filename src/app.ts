@@ -30,6 +30,7 @@ import { startEmbeddedRedis, type EmbeddedRedis } from './storage/embedded-redis
 import { EventTypeStore } from './storage/event-type-store.js';
 import { createKeys } from './storage/keys.js';
 import { PartitionStore } from './storage/partition-store.js';
+import { ReplicatedAppender } from './storage/replicated-append.js';
 import { connectRedis, duplicateForSubscribe } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
 import { SubscriptionStore } from './storage/subscription-store.js';
@@ -71,7 +72,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const authenticator = createAuthenticator(config.auth, { useRemoteTokeninfo: () => settings.enabled('remote_tokeninfo') });
   const pool = new WorkerPool(config.publish);
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes);
-  const publisher = new Publisher(cache, pool, partitionStore, redis, config.publish);
+  const replicated = config.publish.minReplicas > 0 ? await ReplicatedAppender.open(redis, keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
+  const publisher = new Publisher(cache, pool, partitionStore, redis, config.publish, replicated);
   const cursors = new CursorService(eventTypeStore, partitionStore);
   const wakeups = new PartitionWakeups(duplicateForSubscribe(redis), logger);
   const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, partitionStore, wakeups, keys, config.consumption, logger);
@@ -122,6 +124,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       await Promise.race([Promise.all([http.shutdown(), publisher.drain(), releasing]), grace]);
       await retention.stop();
       settings.stop();
+      replicated?.close();
       authenticator.close();
       await pool.close();
       subscriber.disconnect();

@@ -35,6 +35,10 @@ export interface BrokerConfig {
     readonly workerTaskTimeoutMs: number;
     /** Batches with bodies up to this size are processed on the main thread (0 = always in workers). */
     readonly inlineMaxBytes: number;
+    /** Replicas that must confirm a batch (`WAIT`) before it is acknowledged (0 = none). */
+    readonly minReplicas: number;
+    /** How long a batch waits for those replicas before its items are failed (207). */
+    readonly replicaTimeoutMs: number;
   };
   readonly eventTypes: {
     readonly defaultPartitionCount: number;
@@ -138,12 +142,14 @@ export const configSchema = {
     publish: {
       type: 'object',
       additionalProperties: false,
-      required: ['maxEventBytes', 'workerThreads', 'workerTaskTimeoutMs', 'inlineMaxBytes'],
+      required: ['maxEventBytes', 'workerThreads', 'workerTaskTimeoutMs', 'inlineMaxBytes', 'minReplicas', 'replicaTimeoutMs'],
       properties: {
         maxEventBytes: positiveInt('largest event, as JSON text in UTF-8 bytes'),
         workerThreads: { type: 'integer', minimum: 0, maximum: 64, description: 'validation worker threads (0 = one per core)' },
         workerTaskTimeoutMs: positiveInt('a batch whose validation takes longer is failed (the worker is replaced)'),
         inlineMaxBytes: { type: 'integer', minimum: 0, maximum: 65536, description: 'batches with bodies up to this size skip the worker hop and are validated on the main thread (0 = always in workers)' },
+        minReplicas: { type: 'integer', minimum: 0, maximum: 16, description: 'replicas that must confirm a batch (Redis `WAIT` on the connection that wrote it) before it is acknowledged; otherwise its items are `failed` (207). 0 = acknowledged once the master has it. Needs `redis.url` (a standalone master with replicas)' },
+        replicaTimeoutMs: positiveInt('how long a batch waits for `publish.minReplicas` replicas before its items are failed'),
       },
     },
     eventTypes: {

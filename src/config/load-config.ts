@@ -116,7 +116,7 @@ function parseJsonEnv(keyPath: readonly string[], value: string): Json {
   }
 }
 
-/** Rules across auth keys: what each mode needs, and initial admins of known data types. */
+/** Rules across keys: what each auth mode needs, initial admins of known data types, replicas need an external Redis. */
 function checkAuth(config: BrokerConfig): void {
   const { auth } = config;
   const problems: string[] = [];
@@ -129,6 +129,7 @@ function checkAuth(config: BrokerConfig): void {
       problems.push(`config key "auth.initialAdmins" uses the data type "${attribute.data_type}", which is not a key of auth.attributeClaims`);
     }
   }
+  if (config.publish.minReplicas > 0 && !config.redis.url) problems.push('config key "publish.minReplicas" needs "redis.url": the embedded Redis has no replicas');
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 }
 

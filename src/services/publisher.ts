@@ -3,6 +3,7 @@ import type { BrokerConfig } from '../config/config-schema.js';
 import type { EventType } from '../domain/event-type.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import type { PartitionStore } from '../storage/partition-store.js';
+import type { ReplicatedAppender } from '../storage/replicated-append.js';
 import type { BatchItemResponse, PublishTask } from '../../workers/publish-protocol.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { EventTypeCache } from './event-type-cache.js';
@@ -42,6 +43,8 @@ export class Publisher {
     private readonly partitions: PartitionStore,
     private readonly redis: Redis,
     private readonly config: BrokerConfig['publish'],
+    /** Set when `publish.minReplicas` ≥ 1: writes confirmed by replicas (DESIGN.md §4). */
+    private readonly replicated?: ReplicatedAppender,
   ) {}
 
   /**
@@ -88,7 +91,7 @@ export class Publisher {
     const events = result.eids.length;
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
 
-    const writes = await this.partitions.append(
+    const writes = await (this.replicated ?? this.partitions).append(
       name,
       eventType.topology.timeline,
       result.partitions.map((p) => ({ partition: String(p.partition), count: p.count, data: p.data })),

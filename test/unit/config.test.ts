@@ -54,6 +54,7 @@ describe('configuration', () => {
     [{ BROKER_AUTH_MODE: 'tokeninfo', BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"user","value":"root"}]' }, 'auth.tokeninfo.url'],
     [{ BROKER_AUTH_ATTRIBUTE_CLAIMS: '{"user":' }, 'auth.attributeClaims'],
     [{ BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"robot","value":"r2"}]' }, 'auth.initialAdmins'],
+    [{ BROKER_PUBLISH_MIN_REPLICAS: '1' }, 'publish.minReplicas'],
   ])('stops on invalid configuration %j naming %s', (env, key) => {
     expect(() => loadConfig(env)).toThrow(key);
   });
