@@ -160,14 +160,14 @@ export function pidOf(child: { readonly pid?: number | undefined }): number {
 // ---------------------------------------------------------------------------------------------
 
 /** POSTs a JSON text. */
-export async function post(url: string, body: string | Buffer): Promise<{ status: number; text: string }> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(120_000) });
+export async function post(url: string, body: string | Buffer, headers: Readonly<Record<string, string>> = {}): Promise<{ status: number; text: string }> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body, signal: AbortSignal.timeout(120_000) });
   return { status: response.status, text: await response.text() };
 }
 
 /** Registers an event type. @throws Error unless the broker answers 201 */
-export async function createEventType(brokerUrl: string, definition: object): Promise<void> {
-  const { status, text } = await post(`${brokerUrl}/event-types`, JSON.stringify(definition));
+export async function createEventType(brokerUrl: string, definition: object, headers: Readonly<Record<string, string>> = {}): Promise<void> {
+  const { status, text } = await post(`${brokerUrl}/event-types`, JSON.stringify(definition), headers);
   if (status !== 201) throw new Error(`POST /event-types answered ${status}: ${text.slice(0, 500)}`);
 }
 
@@ -210,6 +210,8 @@ export interface LoadOptions {
   readonly connections: number;
   readonly durationSeconds: number;
   readonly pipelining?: number;
+  /** Extra request headers (e.g. `Authorization`). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** What one load run measured (2xx answers only, unless said otherwise). */
@@ -258,7 +260,7 @@ export function runLoad(options: LoadOptions): Promise<LoadResult> {
   const requests: autocannon.Request[] = options.requests.map((request) => ({
     method: 'POST',
     path: request.path,
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...options.headers },
     body: request.body,
     onResponse: (status: number, body: string) => {
       if (status >= 200 && status < 300) {

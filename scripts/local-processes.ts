@@ -3,12 +3,14 @@
  * loopback port and broker nodes (`node dist/src/main.js`) on free ports. Used by the test harness
  * (`test/support`), `bench/` and scripts; no Docker needed.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
 import { freePort } from '../src/storage/free-port.js';
 
 export { freePort };
@@ -52,12 +54,18 @@ export interface RedisProcess {
  * Starts `redis-server` on a free loopback port with nothing persisted (tests, benchmarks), or with
  * AOF when `appendonly` is set, in a fresh temporary directory removed on stop.
  * @param extraArgs further `--option value` arguments
+ * @param dataDir a directory to keep the data in instead (created if missing, kept on stop; `stop`
+ *   then sends SIGTERM so Redis flushes its AOF before exiting, instead of SIGKILL)
+ * @param detached run in its own process group, so a Ctrl+C in the terminal reaches only the parent,
+ *   which stops the children in order (`npm run cluster`)
  */
-export async function startRedis(options: { appendonly?: boolean; extraArgs?: string[] } = {}): Promise<RedisProcess> {
+export async function startRedis(options: { appendonly?: boolean; extraArgs?: string[]; dataDir?: string; detached?: boolean } = {}): Promise<RedisProcess> {
   const port = await freePort();
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'broker-redis-'));
+  const kept = options.dataDir !== undefined;
+  const dir = options.dataDir !== undefined ? path.resolve(options.dataDir) : mkdtempSync(path.join(os.tmpdir(), 'broker-redis-'));
+  if (kept) mkdirSync(dir, { recursive: true });
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', options.appendonly ? 'yes' : 'no', '--maxmemory-policy', 'noeviction', ...(options.extraArgs ?? [])];
-  const child = spawn('redis-server', args, { stdio: 'ignore' });
+  const child = spawn('redis-server', args, { stdio: 'ignore', detached: options.detached === true });
   child.once('error', () => undefined);
   await waitForPort(port, 10_000, child);
   return {
@@ -66,10 +74,10 @@ export async function startRedis(options: { appendonly?: boolean; extraArgs?: st
     process: child,
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGKILL');
+        child.kill(kept ? 'SIGTERM' : 'SIGKILL');
         await exited(child);
       }
-      rmSync(dir, { recursive: true, force: true });
+      if (!kept) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -94,14 +102,17 @@ export interface BrokerProcess {
 /**
  * Starts a broker node from `dist/` (run `npm run build` first) on a free port.
  * @param env extra environment, e.g. `BROKER_REDIS_URL`, `BROKER_REDIS_KEY_PREFIX`
+ * @param options.port listen on this port instead of a free one (the caller makes sure it is free)
+ * @param options.detached run in its own process group (see {@link startRedis})
  */
-export async function startBroker(env: Record<string, string>): Promise<BrokerProcess> {
-  const port = await freePort();
+export async function startBroker(env: Record<string, string>, options: { port?: number; detached?: boolean } = {}): Promise<BrokerProcess> {
+  const port = options.port ?? (await freePort());
   let output = '';
   const child = spawn(process.execPath, [...BROKER_NODE_FLAGS, path.join(repoRoot, 'dist', 'src', 'main.js')], {
     cwd: repoRoot,
     env: { ...process.env, BROKER_PORT: String(port), BROKER_HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached === true,
   });
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -124,4 +135,104 @@ export async function startBroker(env: Record<string, string>): Promise<BrokerPr
       return child.exitCode;
     },
   };
+}
+
+/** A Redis Cluster of `redis-server` children on free loopback ports (see {@link startRedisCluster}). */
+export interface RedisClusterProcesses {
+  /** Every node as `127.0.0.1:<port>`, masters first: the seed list for `redis.clusterNodes`. */
+  readonly nodes: readonly string[];
+  /** The masters at creation, each owning a third (for 3) of the slots. */
+  readonly masters: readonly string[];
+  /** Replica node → the master it replicates, at creation. */
+  readonly replicaOf: ReadonlyMap<string, string>;
+  /** SIGKILLs one node (`host:port` from `nodes`) and waits for it to exit; its data directory stays until `stop`. */
+  kill(node: string): Promise<void>;
+  /** Kills every node and removes their directories. */
+  stop(): Promise<void>;
+}
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * Starts a Redis Cluster for tests and local scale-out (issue 5 §2): `masters × (1 + replicasPerMaster)`
+ * `redis-server` processes with `--cluster-enabled yes` (nothing persisted, each in a temporary
+ * directory), joined by `redis-cli --cluster create`; resolves once every node reports
+ * `cluster_state:ok` and knows every other node, and every replica's link to its master is up.
+ * Needs `redis-server` and `redis-cli` (Redis ≥ 7) on PATH.
+ * @param options.masters masters (≥ 3, Redis's minimum for a cluster; default 3)
+ * @param options.replicasPerMaster replicas of each master (default 0)
+ * @param options.nodeTimeoutMs `cluster-node-timeout`: how long a master may be unreachable before its
+ *   replica takes over (default 2000; the failover test uses 1000)
+ * @throws Error when a process does not start or the cluster is not ready within `readyTimeoutMs` (default 30 s)
+ */
+export async function startRedisCluster(options: { masters?: number; replicasPerMaster?: number; nodeTimeoutMs?: number; readyTimeoutMs?: number } = {}): Promise<RedisClusterProcesses> {
+  const masterCount = options.masters ?? 3;
+  const replicas = options.replicasPerMaster ?? 0;
+  const clusterArgs = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 2000)];
+  const processes: RedisProcess[] = [];
+  const stop = async () => {
+    await Promise.all(processes.map((p) => p.stop()));
+  };
+  try {
+    for (let i = 0; i < masterCount * (1 + replicas); i++) processes.push(await startRedis({ extraArgs: clusterArgs }));
+    const nodes = processes.map((p) => `127.0.0.1:${p.port}`);
+    await execFileAsync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', String(replicas), '--cluster-yes'], { timeout: 60_000 });
+    const roles = await waitForCluster(processes, options.readyTimeoutMs ?? 30_000);
+    const masters = nodes.filter((n) => !roles.has(n));
+    return {
+      nodes: [...masters, ...nodes.filter((n) => roles.has(n))],
+      masters,
+      replicaOf: roles,
+      kill: async (node) => {
+        const target = processes.find((p) => `127.0.0.1:${p.port}` === node);
+        if (!target) throw new Error(`no cluster node ${node}`);
+        if (target.process.exitCode === null && target.process.signalCode === null) {
+          target.process.kill('SIGKILL');
+          await exited(target.process);
+        }
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** Polls every node until the cluster is whole. @returns replica → master (`host:port`) */
+async function waitForCluster(processes: readonly RedisProcess[], timeoutMs: number): Promise<Map<string, string>> {
+  const clients = processes.map((p) => new Redis(p.port, '127.0.0.1', { maxRetriesPerRequest: 1, lazyConnect: false }));
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  try {
+    for (;;) {
+      const infos = await Promise.all(clients.map((c) => c.cluster('INFO')));
+      const whole = infos.every((info) => info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${processes.length}\r`));
+      if (whole) {
+        const roles = replicaRoles((await clients[0]?.cluster('NODES')) as string);
+        const links = await Promise.all(clients.map((c) => c.info('replication')));
+        if (links.every((info) => !info.includes('role:slave') || info.includes('master_link_status:up'))) return roles;
+        last = 'replica links not up';
+      } else {
+        last = infos.find((info) => !info.includes('cluster_state:ok')) ?? 'not every node knows every other';
+      }
+      if (Date.now() > deadline) throw new Error(`Redis Cluster not ready within ${timeoutMs} ms: ${last}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    for (const c of clients) c.disconnect();
+  }
+}
+
+/** Replica → master address from `CLUSTER NODES` (`<id> <ip:port@bus> <flags> <master id> ...`). */
+function replicaRoles(clusterNodes: string): Map<string, string> {
+  const rows = clusterNodes
+    .trim()
+    .split('\n')
+    .map((line) => line.split(' '))
+    .map(([id = '', address = '', flags = '', master = '']) => ({ id, address: address.split('@')[0] ?? '', flags, master }));
+  const addressOf = new Map(rows.map((r) => [r.id, r.address]));
+  const roles = new Map<string, string>();
+  for (const r of rows) if (r.flags.includes('slave')) roles.set(r.address, addressOf.get(r.master) ?? '');
+  return roles;
 }

@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis';
 import type { BrokerConfig } from './config/config-schema.js';
 import { HttpServer } from './http/server.js';
 import { eventTypeRoutes } from './http/routes/event-types.js';
@@ -31,9 +30,11 @@ import { EventTypeStore } from './storage/event-type-store.js';
 import { createKeys } from './storage/keys.js';
 import { PartitionStore } from './storage/partition-store.js';
 import { ReplicatedAppender } from './storage/replicated-append.js';
-import { connectRedis, duplicateForSubscribe } from './storage/redis-connection.js';
+import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, standaloneOnly, type RedisClient } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
 import { SubscriptionStore } from './storage/subscription-store.js';
+import { BrokerMetrics } from './observability/metrics.js';
+import { ConsumerLagReader } from './services/consumption/consumer-lag.js';
 
 /** A composed broker node. */
 export interface App {
@@ -50,14 +51,15 @@ export interface AppOptions {
 }
 
 /**
- * Composition root (STYLE.md layout): Redis (embedded when `redis.url` is empty), scripts, stores,
- * services and HTTP routes, all wired before the port opens.
+ * Composition root (STYLE.md layout): Redis (a cluster when `redis.clusterNodes` is set, else `redis.url`,
+ * else the embedded one), scripts, stores, services and HTTP routes, all wired before the port opens.
  * @throws Error (EmbeddedRedisError, connection errors, unusable auth keys) when the node cannot start
  */
 export async function createApp(config: BrokerConfig, logger: Logger, options: AppOptions = {}): Promise<App> {
   let embedded: EmbeddedRedis | undefined;
-  const url = config.redis.url || (embedded = await startEmbeddedRedis(config.embeddedRedis, logger)).url;
-  const redis: Redis = await connectRedis(url, config.redis, logger);
+  const cluster = config.redis.clusterNodes.length > 0;
+  const url = cluster ? '' : config.redis.url || (embedded = await startEmbeddedRedis(config.embeddedRedis, logger)).url;
+  const redis: RedisClient = cluster ? await connectCluster(config.redis.clusterNodes, config.redis, logger) : await connectRedis(url, config.redis, logger);
   const subscriber = duplicateForSubscribe(redis);
   const keys = createKeys(config.redis.keyPrefix);
   const scripts = new Scripts(redis);
@@ -71,12 +73,15 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const access = new AccessControl(options.authorizationPlugin ?? new DefaultAuthorizationPlugin(Object.keys(config.auth.attributeClaims)), settings);
   const authenticator = createAuthenticator(config.auth, { useRemoteTokeninfo: () => settings.enabled('remote_tokeninfo') });
   const pool = new WorkerPool(config.publish);
+  // This node's metrics, in a registry of its own (DESIGN.md §8): served at GET /metrics.
+  const metrics = new BrokerMetrics();
+  metrics.observeWorkerPool(() => pool.load);
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes);
-  const replicated = config.publish.minReplicas > 0 ? await ReplicatedAppender.open(redis, keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
+  const replicated = config.publish.minReplicas > 0 ? await ReplicatedAppender.open(standaloneOnly(redis, 'publish.minReplicas'), keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
   const publisher = new Publisher(cache, pool, partitionStore, redis, config.publish, replicated);
   const cursors = new CursorService(eventTypeStore, partitionStore);
-  const wakeups = new PartitionWakeups(duplicateForSubscribe(redis), logger);
-  const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, partitionStore, wakeups, keys, config.consumption, logger);
+  const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis), logger);
+  const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, partitionStore, wakeups, keys, config.consumption, logger, metrics.stream('low_level'));
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
   const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, partitionStore, config.subscriptions);
@@ -92,18 +97,23 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     keys,
     config,
     logger,
+    metrics,
   );
   await subscriptionStreams.start(subscriber);
-  const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, partitionStore);
+  const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, partitionStore, metrics);
+  const lag = new ConsumerLagReader(redis, keys, subscriptionStore, cache, partitionStore, subscriptionState);
+  metrics.observeLag(() => lag.read(), logger);
   const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger);
 
-  const http = new HttpServer(config.http, authenticator, logger);
+  const http = new HttpServer(config.http, authenticator, logger, metrics);
   http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }), { public: true });
+  // Prometheus text format; authenticated like every route but /health (open in auth mode `off`).
+  http.route('GET', '/metrics', async () => ({ status: 200, body: await metrics.scrape(), contentType: metrics.contentType }));
   eventTypeRoutes(http, registry, access, {
     of: async (name) => (await subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).map((s) => s.id),
     delete: (id) => subscriptionRegistry.delete(id),
   });
-  publishingRoutes(http, publisher, cursors, registry, access);
+  publishingRoutes(http, publisher, cursors, registry, access, metrics);
   subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);
   subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors, access);
@@ -113,7 +123,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     async start() {
       const port = await http.listen(config.port, config.host);
       retention.start();
-      logger.info({ port, redis: embedded ? 'embedded' : 'external', workerThreads: pool.threads }, 'broker node listening');
+      logger.info({ port, redis: embedded ? 'embedded' : cluster ? 'cluster' : 'external', workerThreads: pool.threads }, 'broker node listening');
       return port;
     },
     async close() {

@@ -11,8 +11,10 @@ export interface BrokerConfig {
   readonly host: string;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   readonly redis: {
-    /** `redis://host:port/db`; empty = start the embedded `redis-server`. */
+    /** `redis://host:port/db`; empty = start the embedded `redis-server` (unless `clusterNodes` is set). */
     readonly url: string;
+    /** Redis Cluster seed nodes `host:port`; non-empty = cluster mode (then `url` must be empty). */
+    readonly clusterNodes: readonly string[];
     readonly keyPrefix: string;
     readonly commandTimeoutMs: number;
     readonly connectTimeoutMs: number;
@@ -110,9 +112,14 @@ export const configSchema = {
     redis: {
       type: 'object',
       additionalProperties: false,
-      required: ['url', 'keyPrefix', 'commandTimeoutMs', 'connectTimeoutMs'],
+      required: ['url', 'clusterNodes', 'keyPrefix', 'commandTimeoutMs', 'connectTimeoutMs'],
       properties: {
-        url: { type: 'string', pattern: '^(|rediss?://.+|unix://.+)$', description: 'Redis to use; empty starts the embedded redis-server' },
+        url: { type: 'string', pattern: '^(|rediss?://.+|unix://.+)$', description: 'Redis to use; empty starts the embedded redis-server (unless `redis.clusterNodes` is set)' },
+        clusterNodes: {
+          type: 'array',
+          items: { type: 'string', pattern: '^(\\[[0-9a-fA-F:.]+\\]|[^:\\s\\[\\]]+):[0-9]{1,5}$' },
+          description: 'Redis Cluster seed nodes (JSON array of `host:port`); non-empty = cluster mode, and `redis.url` must be empty (README "Redis Cluster")',
+        },
         keyPrefix: { type: 'string', pattern: '^[a-zA-Z0-9_:.-]*$', description: 'prefix of every key the broker writes' },
         commandTimeoutMs: positiveInt('a Redis command that takes longer fails: the request answers 503, or 207 for the partitions of a batch not acknowledged in time'),
         connectTimeoutMs: positiveInt('timeout of one connection attempt to Redis'),

@@ -97,7 +97,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
   }
   const config = merged as unknown as BrokerConfig;
   checkAuth(config);
+  checkRedis(config);
   return deepFreeze(config);
+}
+
+/** One storage: a standalone Redis (`redis.url`, or the embedded one) or a cluster (`redis.clusterNodes`), never both. */
+function checkRedis(config: BrokerConfig): void {
+  if (config.redis.url && config.redis.clusterNodes.length > 0) {
+    throw new ConfigError('invalid configuration: config key "redis.clusterNodes" (cluster mode) and "redis.url" cannot both be set');
+  }
 }
 
 /** True for keys whose value is a JSON array or object (their env variables hold JSON text). */

@@ -18,7 +18,7 @@ export const errorCatalog = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: 'A `Content-Encoding` other than gzip or identity.' },
   UNPROCESSABLE: { status: 422, meaning: 'The body parses but breaks a rule: a field, a schema, a strategy, a cursor.' },
   INTERNAL: { status: 500, meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
-  STORAGE_UNAVAILABLE: { status: 503, meaning: 'Redis cannot be reached or did not answer within `redis.commandTimeoutMs`. A publish answered 503 wrote nothing.' },
+  STORAGE_UNAVAILABLE: { status: 503, meaning: 'Redis cannot be reached, did not answer within `redis.commandTimeoutMs`, or a Redis Cluster is still failing over (MOVED/ASK/TRYAGAIN/CLUSTERDOWN left after the client retries). A publish answered 503 wrote nothing.' },
   SHUTTING_DOWN: { status: 503, meaning: 'The node is draining on SIGTERM; retry on another node.' },
   READ_ONLY: { status: 503, meaning: 'The feature `disable_db_write_operations` is on: event types, subscriptions, cursor resets and settings other than features cannot change; publishing and commits go on.' },
   AUTH_UNAVAILABLE: { status: 503, meaning: 'The token-info service (mode `tokeninfo`) or the JWKS endpoint (mode `jwt`) cannot be reached or answers an error; nothing was done; retry.' },

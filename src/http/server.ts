@@ -9,6 +9,7 @@ import { toProblem } from '../errors/problem.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { UNAUTHENTICATED, type Subject } from '../auth/subject.js';
 import { parseUntrustedJson } from './json-limits.js';
+import type { HttpMeter, RequestRecorder } from '../observability/meters.js';
 
 const gunzip = promisify(zlib.gunzip);
 const gzip = promisify(zlib.gzip);
@@ -109,6 +110,8 @@ export class HttpServer {
     private readonly options: HttpServerOptions,
     private readonly authenticator: Authenticator,
     private readonly logger: Logger,
+    /** Request latency by route pattern and status (`broker_http_request_duration_seconds`); none when absent. */
+    private readonly metrics?: HttpMeter,
   ) {
     // hyper-express refuses a body above its max_body_length with a bare 413 before any route runs; the
     // limit is enforced in the pipeline instead (refuseDeclaredOversize, receiveBody), so the answer is a
@@ -133,7 +136,8 @@ export class HttpServer {
     this.routes.push({ method, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
     const register = method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
     const isPublic = options.public === true;
-    this.app[register](path, (req, res) => this.handle(method, req, res, handler, isPublic));
+    const record = this.metrics?.route(method, path);
+    this.app[register](path, (req, res) => this.handle(method, req, res, handler, isPublic, record));
   }
 
   /** Starts listening. @returns the bound port (useful with port 0) */
@@ -154,8 +158,10 @@ export class HttpServer {
     return given && given.length <= 256 ? given : randomUUID();
   }
 
-  private async handle(method: Method, req: HyperExpress.Request, res: HyperExpress.Response, handler: Handler, isPublic: boolean): Promise<void> {
+  private async handle(method: Method, req: HyperExpress.Request, res: HyperExpress.Response, handler: Handler, isPublic: boolean, record?: RequestRecorder): Promise<void> {
     const started = process.hrtime.bigint();
+    /** When a streamed answer started: its latency ends there, not when the stream does. */
+    let streamStarted: bigint | undefined;
     const flowId = this.flowIdOf(req.headers);
     let child: Logger | undefined;
     const log = (): Logger => (child ??= this.logger.child({ flow_id: flowId }));
@@ -183,12 +189,16 @@ export class HttpServer {
       };
       const answer = await handler(ctx);
       status = answer.status;
-      if ('stream' in answer) await this.sendStream(res, flowId, answer, log);
-      else await this.sendAnswer(req, res, flowId, answer);
+      if ('stream' in answer) {
+        streamStarted = process.hrtime.bigint();
+        await this.sendStream(res, flowId, answer, log);
+      } else await this.sendAnswer(req, res, flowId, answer);
     } catch (err) {
       status = this.sendProblem(res, flowId, err);
     } finally {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      const ended = process.hrtime.bigint();
+      record?.(status, Number((streamStarted ?? ended) - started) / 1e9);
+      const ms = Number(ended - started) / 1e6;
       const line = { method, path: req.path, status, ms: Math.round(ms * 100) / 100 };
       if (status >= 500) log().error(line, 'request failed');
       else if (status >= 400) log().info(line, 'request rejected');

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { onResubscribed, type RedisClient } from '../storage/redis-connection.js';
 import { buildEffectiveSchema } from '../domain/effective-schema.js';
 import type { JsonObject } from '../domain/json-schema-walk.js';
 import type { Keys } from '../storage/keys.js';
@@ -52,8 +52,8 @@ export class EventTypeCache {
 
   constructor(
     private readonly store: EventTypeStore,
-    private readonly redis: Redis,
-    private readonly subscriber: Redis,
+    private readonly redis: RedisClient,
+    private readonly subscriber: RedisClient,
     private readonly keys: Keys,
     private readonly logger: Logger,
   ) {}
@@ -63,7 +63,7 @@ export class EventTypeCache {
     this.subscriber.on('message', (channel: string, name: string) => {
       if (channel === this.keys.metadataChannel) this.invalidate(name);
     });
-    this.subscriber.on('ready', () => this.invalidateAll());
+    onResubscribed(this.subscriber, () => this.invalidateAll());
     this.subscriber.on('close', () => this.invalidateAll());
     await this.subscriber.subscribe(this.keys.metadataChannel);
   }

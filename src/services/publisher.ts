@@ -1,8 +1,8 @@
-import type { Redis } from 'ioredis';
 import type { BrokerConfig } from '../config/config-schema.js';
 import type { EventType } from '../domain/event-type.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import type { PartitionStore } from '../storage/partition-store.js';
+import type { RedisClient } from '../storage/redis-connection.js';
 import type { ReplicatedAppender } from '../storage/replicated-append.js';
 import type { BatchItemResponse, PublishTask } from '../../workers/publish-protocol.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
@@ -41,7 +41,7 @@ export class Publisher {
     private readonly cache: EventTypeCache,
     private readonly pool: WorkerPool,
     private readonly partitions: PartitionStore,
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly config: BrokerConfig['publish'],
     /** Set when `publish.minReplicas` ≥ 1: writes confirmed by replicas (DESIGN.md §4). */
     private readonly replicated?: ReplicatedAppender,

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../storage/redis-connection.js';
 import { randomUUID } from 'node:crypto';
 import { partitionIds } from '../domain/event-type.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
@@ -17,7 +17,7 @@ export class RetentionTrimmer {
   private readonly owner = randomUUID();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly eventTypes: EventTypeStore,
     private readonly partitions: PartitionStore,
     private readonly checkIntervalMs: number,

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import { onResubscribed, type RedisClient } from '../storage/redis-connection.js';
 import { BrokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
 import type { Keys } from '../storage/keys.js';
@@ -60,13 +60,13 @@ export class Settings {
   ) {}
 
   /** Initializes the administrators if needed, loads the snapshot and follows changes. @throws Error when Redis fails */
-  async start(subscriber: Redis): Promise<void> {
+  async start(subscriber: RedisClient): Promise<void> {
     await this.store.initializeAdmins(this.initialAdmins);
     this.snapshot = await this.store.read();
     subscriber.on('message', (channel: string) => {
       if (channel === this.keys.settingsChannel) this.refresh();
     });
-    subscriber.on('ready', () => this.refresh());
+    onResubscribed(subscriber, () => this.refresh());
     await subscriber.subscribe(this.keys.settingsChannel);
     this.timer = setInterval(() => this.refresh(), REFRESH_INTERVAL_MS);
     this.timer.unref();

@@ -3,6 +3,7 @@ import { Piscina } from 'piscina';
 import { BrokerError } from '../errors/catalog.js';
 import type { BrokerConfig } from '../config/config-schema.js';
 import type { CompileResult, PublishResult, PublishTask } from '../../workers/publish-protocol.js';
+import type { WorkerPoolLoad } from '../observability/meters.js';
 
 /**
  * The piscina pool running `workers/publish-worker.js` (DESIGN.md §5). Task bodies are transferred,
@@ -26,6 +27,11 @@ export class WorkerPool {
   /** Worker threads in the pool. */
   get threads(): number {
     return this.pool.threads.length;
+  }
+
+  /** Threads, queue depth, utilisation and completed tasks, as piscina reports them (the `broker_worker_pool_*` metrics). */
+  get load(): WorkerPoolLoad {
+    return { threads: this.pool.threads.length, queueSize: this.pool.queueSize, utilization: this.pool.utilization, completed: this.pool.completed };
   }
 
   /**

@@ -1,7 +1,6 @@
-import type { Redis } from 'ioredis';
 import { partitionIds, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
 import type { Keys } from './keys.js';
-import { storageError } from './redis-connection.js';
+import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
 
 /** An event type as stored: the served record, its topology, and the revision used for compare-and-set. */
@@ -21,7 +20,7 @@ export type UpdateOutcome = 'updated' | 'not_found' | 'conflict';
  */
 export class EventTypeStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly scripts: Scripts,
     private readonly keys: Keys,
   ) {}
@@ -52,6 +51,7 @@ export class EventTypeStore {
   async list(): Promise<EventType[]> {
     const names = (await this.redis.smembers(this.keys.eventTypeNames).catch(storageError)).sort();
     if (names.length === 0) return [];
+    // All in the `{registry}` slot, so one pipeline is one node even in a cluster.
     const pipeline = this.redis.pipeline();
     for (const name of names) pipeline.hget(this.keys.eventType(name), 'record');
     const results = (await pipeline.exec().catch(storageError)) ?? [];
@@ -87,7 +87,8 @@ export class EventTypeStore {
   }
 
   /**
-   * Deletes the metadata, then each partition's log, counters and time index.
+   * Deletes the metadata, then each partition's log, counters and time index (one `DEL` per partition:
+   * its keys share a slot, partitions do not; auto-pipelining sends them in one round trip per node).
    * @returns false when the event type did not exist
    */
   async delete(name: string): Promise<boolean> {
@@ -96,11 +97,11 @@ export class EventTypeStore {
       .catch(storageError);
     if (typeof topologyJson !== 'string') return false;
     const topology = JSON.parse(topologyJson) as EventTypeTopology;
-    const pipeline = this.redis.pipeline();
-    for (const p of partitionIds(topology)) {
-      pipeline.del(this.keys.partitionLog(name, topology.timeline, p), this.keys.partitionMeta(name, topology.timeline, p), this.keys.partitionTimeIndex(name, topology.timeline, p));
-    }
-    await pipeline.exec().catch(storageError);
+    await Promise.all(
+      partitionIds(topology).map((p) =>
+        this.redis.del(this.keys.partitionLog(name, topology.timeline, p), this.keys.partitionMeta(name, topology.timeline, p), this.keys.partitionTimeIndex(name, topology.timeline, p)),
+      ),
+    ).catch(storageError);
     return true;
   }
 }

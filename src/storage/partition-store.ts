@@ -1,7 +1,6 @@
-import type { Redis } from 'ioredis';
 import type { PartitionRange } from '../domain/offsets.js';
 import type { Keys } from './keys.js';
-import { storageError } from './redis-connection.js';
+import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
 
 /** Outcome of writing one partition's share of a batch. */
@@ -30,7 +29,7 @@ const NEWLINE = 0x0a;
  */
 export class PartitionStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly scripts: Scripts,
     private readonly keys: Keys,
   ) {}
@@ -42,6 +41,9 @@ export class PartitionStore {
   /**
    * Appends events to several partitions at once (one script call each, auto-pipelined). Never throws:
    * each partition reports its own outcome so the caller can answer 207 for partial failures.
+   * On a Redis Cluster, auto-pipelining groups the calls per node (one pipeline per master, never one
+   * across nodes); each partition's script runs atomically in its own slot and fails on its own (a dead
+   * master fails only its partitions, after ioredis's retries; README "Redis Cluster").
    * @param writes partition id → (event count, events joined by `\n`)
    */
   async append(name: string, timeline: number, writes: readonly { partition: string; count: number; data: Uint8Array }[]): Promise<PartitionWrite[]> {
@@ -61,14 +63,10 @@ export class PartitionStore {
 
   /** The available range of each partition (`oldest` first retained offset, `newest` last written or oldest-1). */
   async ranges(name: string, timeline: number, partitions: readonly string[]): Promise<PartitionRange[]> {
-    const pipeline = this.redis.pipeline();
-    for (const p of partitions) pipeline.hmget(this.keys.partitionMeta(name, timeline, p), 'next', 'oldest');
-    const results = (await pipeline.exec().catch(storageError)) ?? [];
-    return results.map(([err, value]) => {
-      if (err) storageError(err);
-      const [next, oldest] = value as [string | null, string | null];
-      return { oldest: Number(oldest ?? 0), newest: Number(next ?? 0) - 1 };
-    });
+    // One command per partition: auto-pipelining sends them in one round trip per node. An explicit
+    // pipeline would span the slots of every partition, which a cluster refuses.
+    const results = await Promise.all(partitions.map((p) => this.redis.hmget(this.keys.partitionMeta(name, timeline, p), 'next', 'oldest'))).catch(storageError);
+    return results.map(([next, oldest]) => ({ oldest: Number(oldest ?? 0), newest: Number(next ?? 0) - 1 }));
   }
 
   /**

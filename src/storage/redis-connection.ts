@@ -1,12 +1,48 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { BrokerConfig } from '../config/config-schema.js';
 import { BrokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
 
 /**
- * Opens the command connection to Redis (DESIGN.md §1, §4). Commands never wait in an offline queue:
- * while Redis is unreachable they fail at once, and a command that gets no answer fails after
- * `redis.commandTimeoutMs`, so no request hangs. The client reconnects by itself (backoff up to 1 s).
+ * A connection to the storage: a standalone `Redis` or a Redis `Cluster` (DESIGN.md §1: the same code
+ * serves both). Both expose the same commands, pipelines, MULTI, scripts and pub/sub; what differs in
+ * a cluster is that one command, MULTI, script or explicit pipeline must stay in one slot (one node for
+ * a pipeline), which the key builder's hash tags (keys.ts) and the stores take care of.
+ */
+export type RedisClient = Redis | Cluster;
+
+/** The first connection attempt may take this many `redis.connectTimeoutMs` before startup fails. */
+const CONNECT_ATTEMPT_FACTOR = 3;
+
+/**
+ * Parses a cluster seed node `host:port` (IPv6 as `[::1]:7000`).
+ * @throws Error when the text is not `host:port` with a port in 1..65535
+ */
+export function parseClusterNode(node: string): { host: string; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(node);
+  const port = Number(match?.[3]);
+  const host = match?.[1] ?? match?.[2];
+  if (!match || host === undefined || port < 1 || port > 65535) throw new Error(`not a cluster node "host:port": ${JSON.stringify(node)}`);
+  return { host, port };
+}
+
+/** Logs each distinct connection error once, and its recovery. */
+function logConnectionState(client: RedisClient, logger: Logger, name: string): void {
+  let lastError = '';
+  client.on('error', (err: Error) => {
+    if (err.message !== lastError) logger.warn({ err: err.message, connection: name }, 'redis connection error');
+    lastError = err.message;
+  });
+  client.on('ready', () => {
+    if (lastError) logger.info({ connection: name }, 'redis connection restored');
+    lastError = '';
+  });
+}
+
+/**
+ * Opens the command connection to a standalone Redis (DESIGN.md §1, §4). Commands never wait in an
+ * offline queue: while Redis is unreachable they fail at once, and a command that gets no answer fails
+ * after `redis.commandTimeoutMs`, so no request hangs. The client reconnects by itself (backoff up to 1 s).
  *
  * @param url `redis://…` or `unix:///path/to/socket`
  * @returns a connected client (resolves once Redis answered)
@@ -24,16 +60,8 @@ export async function connectRedis(url: string, config: BrokerConfig['redis'], l
     retryStrategy: (times) => Math.min(times * 100, 1000),
   };
   const redis = url.startsWith('unix://') ? new Redis({ ...options, path: url.slice('unix://'.length) }) : new Redis(url, options);
-  let lastError = '';
-  redis.on('error', (err: Error) => {
-    if (err.message !== lastError) logger.warn({ err: err.message, connection: name }, 'redis connection error');
-    lastError = err.message;
-  });
-  redis.on('ready', () => {
-    if (lastError) logger.info({ connection: name }, 'redis connection restored');
-    lastError = '';
-  });
-  const deadline = Date.now() + config.connectTimeoutMs * 3;
+  logConnectionState(redis, logger, name);
+  const deadline = Date.now() + config.connectTimeoutMs * CONNECT_ATTEMPT_FACTOR;
   for (;;) {
     try {
       await redis.connect();
@@ -48,18 +76,135 @@ export async function connectRedis(url: string, config: BrokerConfig['redis'], l
   }
 }
 
-/** A second connection for pub/sub (a subscribed connection cannot run commands). */
-export function duplicateForSubscribe(redis: Redis): Redis {
+/**
+ * Opens the command connection to a Redis Cluster (config `redis.clusterNodes`; README "Redis
+ * Cluster"). Same contract as {@link connectRedis}: no offline queue (commands fail at once while the
+ * cluster is unreachable), `redis.commandTimeoutMs` per command, reconnection by itself. ioredis keeps
+ * the slot map: a MOVED reply updates it and resends the command, ASK is followed, and TRYAGAIN,
+ * CLUSTERDOWN and a closed node connection (a master that died) are retried every 100 ms with a slot
+ * map refresh, at most 16 redirections per command; after that the command fails (503, or 207 for a
+ * partition of a batch). Auto-pipelining groups concurrent commands per node.
+ *
+ * @param nodes seed nodes `host:port`; any reachable one is enough, the rest of the cluster is discovered
+ * @returns a client whose slot map is loaded and whose cluster reported `cluster_state:ok`
+ * @throws Error when the cluster is not ready within `redis.connectTimeoutMs` × 3
+ */
+export async function connectCluster(nodes: readonly string[], config: BrokerConfig['redis'], logger: Logger, name = 'command'): Promise<Cluster> {
+  const options: ClusterOptions = {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    enableReadyCheck: true,
+    scaleReads: 'master',
+    maxRedirections: 16,
+    retryDelayOnFailover: 100,
+    retryDelayOnClusterDown: 100,
+    retryDelayOnTryAgain: 100,
+    slotsRefreshTimeout: config.connectTimeoutMs,
+    // Also notices a failover that no command of this node ran into.
+    slotsRefreshInterval: 5000,
+    clusterRetryStrategy: (times) => Math.min(times * 100, 1000),
+    redisOptions: {
+      connectTimeout: config.connectTimeoutMs,
+      commandTimeout: config.commandTimeoutMs,
+      maxRetriesPerRequest: 0,
+      connectionName: `broker-${name}`,
+    },
+  };
+  const cluster = new Cluster(nodes.map(parseClusterNode), options);
+  logConnectionState(cluster, logger, name);
+  cluster.on('-node', (_redis: unknown, key: unknown) => logger.warn({ node: key, connection: name }, 'redis cluster node connection closed'));
+  const timeoutMs = config.connectTimeoutMs * CONNECT_ATTEMPT_FACTOR;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`cluster not ready within ${timeoutMs} ms`)), timeoutMs);
+      cluster.once('ready', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      // A failed first attempt is retried by clusterRetryStrategy; only the deadline gives up.
+      cluster.connect().catch(() => undefined);
+    });
+    return cluster;
+  } catch (err) {
+    cluster.disconnect();
+    throw new Error(`cannot connect to the Redis Cluster at ${nodes.join(',')}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * A second connection for pub/sub (a subscribed connection cannot run commands). On a cluster, plain
+ * `SUBSCRIBE` is served by one node of the cluster (messages are broadcast to every node); ioredis moves
+ * it to another node when that one leaves.
+ */
+export function duplicateForSubscribe(redis: RedisClient): RedisClient {
+  if (redis instanceof Cluster) {
+    const cluster = redis.duplicate([], { enableOfflineQueue: true, redisOptions: subscriberOptions(redis, 'broker-subscriber') });
+    cluster.on('error', () => undefined);
+    return cluster;
+  }
   return redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'broker-subscriber' });
 }
 
 /**
- * Maps a Redis failure to the client-facing error: connection down or command timed out → 503
- * `STORAGE_UNAVAILABLE`. Other errors are rethrown unchanged (bugs, answered 500).
+ * A connection for sharded pub/sub (`SSUBSCRIBE`, DESIGN.md §6). On a cluster, a shard channel is only
+ * served by the node owning its slot: ioredis (`shardedSubscribers`) keeps one subscriber connection per
+ * master and moves the channels of a slot when the slot map changes (failover, resharding).
+ */
+export function duplicateForShardedSubscribe(redis: RedisClient): RedisClient {
+  if (redis instanceof Cluster) {
+    const cluster = redis.duplicate([], { enableOfflineQueue: true, shardedSubscribers: true, redisOptions: subscriberOptions(redis, 'broker-notices') });
+    cluster.on('error', () => undefined);
+    return cluster;
+  }
+  return redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'broker-notices' });
+}
+
+function subscriberOptions(cluster: Cluster, connectionName: string): ClusterOptions['redisOptions'] {
+  // A subscriber connection waits for messages without a deadline.
+  return { ...cluster.options.redisOptions, commandTimeout: undefined, connectionName };
+}
+
+/**
+ * Runs `listener` whenever a subscribed connection may have missed messages: it (re)connected, or, on a
+ * cluster, a node left (the subscription may have moved to another node meanwhile). Listeners reload
+ * what the messages would have told them.
+ */
+export function onResubscribed(subscriber: RedisClient, listener: () => void): void {
+  subscriber.on('ready', listener);
+  if (subscriber instanceof Cluster) subscriber.on('-node', listener);
+}
+
+/**
+ * The standalone connection of `redis`, for features that need one connection to one master
+ * (`publish.minReplicas`: `WAIT` must run where the writes ran).
+ * @throws Error on a cluster
+ */
+export function standaloneOnly(redis: RedisClient, feature: string): Redis {
+  if (redis instanceof Cluster) throw new Error(`${feature} needs a standalone Redis (redis.url), not a Redis Cluster`);
+  return redis;
+}
+
+/**
+ * The masters of a cluster (each one once), or the connection itself when standalone: for commands
+ * that act on one node's keyspace (`SCAN`, `PUBSUB SHARDNUMSUB`, `INFO`).
+ */
+export function masterNodes(redis: RedisClient): Redis[] {
+  return redis instanceof Cluster ? redis.nodes('master') : [redis];
+}
+
+/** Errors that mean the storage is (for now) unreachable or moving, never a bug. */
+const UNAVAILABLE =
+  /timed out|enableOfflineQueue|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ENOENT|LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|\b(MOVED|ASK) \d+ |Too many Cluster redirections|None of startup nodes|Cluster isn't ready|Cluster is (ended|disconnect)|Failed to refresh slots cache|slots allocation group/i;
+
+/**
+ * Maps a Redis failure to the client-facing error: connection down, command timed out, or a cluster
+ * moving slots during a failover (MOVED/ASK/TRYAGAIN/CLUSTERDOWN left after ioredis's retries) → 503
+ * `STORAGE_UNAVAILABLE` with `Retry-After: 1`. Other errors are rethrown unchanged (bugs, answered 500).
  */
 export function storageError(err: unknown): never {
   const message = err instanceof Error ? err.message : String(err);
-  if (/timed out|enableOfflineQueue|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ENOENT|LOADING|MASTERDOWN|CLUSTERDOWN/i.test(message)) {
+  if (UNAVAILABLE.test(message)) {
     throw new BrokerError('STORAGE_UNAVAILABLE', `Storage is unavailable: ${message}`, { 'Retry-After': '1' });
   }
   throw err;

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Redis } from 'ioredis';
 import { projectRoot } from '../config/load-config.js';
+import type { RedisClient } from './redis-connection.js';
 
 /**
  * Names of the Lua scripts in `src/storage/lua`: file `<name>-<numberOfKeys>.lua`, or `<name>-n.lua`
@@ -25,8 +25,9 @@ export class Scripts {
   /** Declared key count; -1 = variable (`-n.lua`). */
   private readonly numberOfKeys = new Map<string, number>();
 
-  constructor(private readonly redis: Redis) {
+  constructor(private readonly redis: RedisClient) {
     const dir = path.join(projectRoot, 'src', 'storage', 'lua');
+    const variadic: string[] = [];
     for (const file of readdirSync(dir)) {
       const match = /^([a-zA-Z]+)-(\d+|n)\.lua$/.exec(file);
       if (!match) continue;
@@ -35,7 +36,12 @@ export class Scripts {
       // Without numberOfKeys, ioredis takes the key count as the command's first argument.
       redis.defineCommand(name, keys === 'n' ? { lua } : { numberOfKeys: Number(keys), lua });
       this.numberOfKeys.set(name, keys === 'n' ? -1 : Number(keys));
+      if (keys === 'n') variadic.push(name);
     }
+    // Auto-pipelining picks a cluster node by a command's first string argument; a variadic script's
+    // first argument is its key count, so it would be queued for the wrong node. Those scripts (registry
+    // changes, rare) are sent on their own. A new array: the default one is shared by every client.
+    redis.options.autoPipeliningIgnoredCommands = [...(redis.options.autoPipeliningIgnoredCommands ?? []), ...variadic];
   }
 
   /**

@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import type { AuthorizationAttribute } from '../domain/event-type.js';
 import type { Keys } from './keys.js';
+import type { RedisClient } from './redis-connection.js';
 
 /** The administrators (spec "AdminAuthorization"): each list non-empty. */
 export interface AdminAuthorization {
@@ -25,7 +25,7 @@ export interface SettingsSnapshot {
  */
 export class SettingsStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
   ) {}
 

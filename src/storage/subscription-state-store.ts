@@ -1,7 +1,6 @@
-import type { Redis } from 'ioredis';
 import type { PartitionAssignment, PartitionKey } from '../domain/rebalance.js';
 import type { Keys } from './keys.js';
-import { storageError } from './redis-connection.js';
+import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
 
 /** What a streaming session records about itself (session info hash). */
@@ -58,7 +57,7 @@ export const offsetField = (eventType: string, partition: string): string => `${
  */
 export class SubscriptionStateStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly scripts: Scripts,
     private readonly keys: Keys,
   ) {}

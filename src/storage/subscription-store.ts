@@ -1,7 +1,6 @@
-import type { Redis } from 'ioredis';
 import { subscriptionKey, type Subscription } from '../domain/subscription.js';
 import type { Keys } from './keys.js';
-import { storageError } from './redis-connection.js';
+import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
 
 /** Records fetched per MGET when a listing reads every subscription. */
@@ -15,7 +14,7 @@ const MGET_CHUNK = 500;
  */
 export class SubscriptionStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly scripts: Scripts,
     private readonly keys: Keys,
   ) {}

@@ -92,6 +92,13 @@ describe('auth mode jwt', () => {
     expect((await call(jwtBroker.url, 'GET', '/health')).status).toBe(200);
   });
 
+  it('serves GET /metrics only with a token (issue 5 §1: every route but /health is authenticated)', async () => {
+    expectUnauthorized(await call(jwtBroker.url, 'GET', '/metrics'), /No bearer token/);
+    const scraped = await call(jwtBroker.url, 'GET', '/metrics', undefined, auth(await jwtFor('prometheus')));
+    expect(scraped.status).toBe(200);
+    expect(scraped.text).toMatch(/^broker_process_cpu_user_seconds_total \d/m);
+  });
+
   it('answers 401 problem+json with WWW-Authenticate: Bearer without a token, with another scheme or a malformed token', async () => {
     expectUnauthorized(await call(jwtBroker.url, 'GET', '/event-types'), /No bearer token/);
     expectUnauthorized(await call(jwtBroker.url, 'GET', '/event-types', undefined, { Authorization: 'Basic YWRtaW46YWRtaW4=' }), /scheme must be Bearer/);

@@ -1,26 +1,25 @@
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
 import type { StreamParameters } from '../../src/domain/stream-parameters.js';
 import type { StreamSink } from '../../src/http/server.js';
 import { EventStreamLoop, type StreamPartition, type StreamPolicy } from '../../src/services/consumption/event-stream.js';
 import { PartitionWakeups } from '../../src/services/consumption/partition-wakeups.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { PartitionStore } from '../../src/storage/partition-store.js';
+import { duplicateForShardedSubscribe, type RedisClient } from '../../src/storage/redis-connection.js';
 import { Scripts } from '../../src/storage/scripts.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { uniquePrefix } from '../support/broker.js';
+import { harnessRedis, uniquePrefix } from '../support/broker.js';
 
 // The batch loop on its own, against the harness Redis: skipping events, batch_timespan, backpressure.
-let redis: Redis;
-let subscriber: Redis;
+let redis: RedisClient;
+let subscriber: RedisClient;
 let store: PartitionStore;
 let wakeups: PartitionWakeups;
 const keys = createKeys(uniquePrefix());
 
 beforeAll(() => {
-  redis = new Redis(inject('redisUrl'));
-  subscriber = new Redis(inject('redisUrl'));
+  redis = harnessRedis();
+  subscriber = duplicateForShardedSubscribe(redis);
   store = new PartitionStore(redis, new Scripts(redis), keys);
   wakeups = new PartitionWakeups(subscriber, createLogger({ logLevel: 'silent' }));
 });

@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import zlib from 'node:zlib';
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, harnessRedis, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
+import { call, harnessRedis, scanKeys, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
+import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
@@ -27,7 +27,7 @@ const CONTROL = 'hard.control';
 const TARGET = 'hard.target';
 
 let broker: TestBroker;
-let redis: Redis;
+let redis: RedisClient;
 /** Every event {@link expectHealthy} published, in order. */
 const controlEids: string[] = [];
 
@@ -82,15 +82,8 @@ async function newestOffsets(name: string): Promise<string[]> {
 }
 
 /** Every key under the test node's prefix. */
-async function prefixKeys(): Promise<string[]> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', `${broker.prefix}*`, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
-  return keys.sort();
+function prefixKeys(): Promise<string[]> {
+  return scanKeys(redis, `${broker.prefix}*`);
 }
 
 /** An answer refusing hostile input: the expected 4xx, as a problem with X-Flow-Id. */

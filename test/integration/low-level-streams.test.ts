@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisProcess } from '../../scripts/local-processes.js';
 import { formatOffset } from '../../src/domain/offsets.js';
+import { masterNodes, type RedisClient } from '../../src/storage/redis-connection.js';
 import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
@@ -22,7 +23,7 @@ import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 let broker: TestBroker;
 let other: TestBroker;
-let redis: Redis;
+let redis: RedisClient;
 const cleanups: (() => Promise<unknown>)[] = [];
 
 const SLOW_POLL = { BROKER_CONSUMPTION_POLL_INTERVAL_MS: '60000' };
@@ -95,10 +96,18 @@ async function openStream(name: string, params: Params = {}, cursors?: Cursor[] 
   return client;
 }
 
-/** Subscribers of the notice channels of `partitions` of an event type (all nodes of the prefix). */
+/**
+ * Subscribers of the notice channels of `partitions` of an event type (all nodes of the prefix). In a
+ * cluster each master counts the subscribers of its own shard channels, so the counts are summed.
+ */
 async function noticeSubscribers(name: string, partitions: string[]): Promise<number[]> {
-  const reply = (await redis.call('PUBSUB', 'SHARDNUMSUB', ...partitions.map((p) => broker.keys.partitionNotices(name, 1, p)))) as unknown[];
-  return partitions.map((_, i) => Number(reply[2 * i + 1]));
+  await redis.ping();
+  const counts = partitions.map(() => 0);
+  for (const node of masterNodes(redis)) {
+    const reply = (await node.call('PUBSUB', 'SHARDNUMSUB', ...partitions.map((p) => broker.keys.partitionNotices(name, 1, p)))) as unknown[];
+    partitions.forEach((_, i) => (counts[i] = (counts[i] ?? 0) + Number(reply[2 * i + 1])));
+  }
+  return counts;
 }
 
 /** Polls `check` every 20 ms for up to `ms`. @returns whether it held */

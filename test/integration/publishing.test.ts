@@ -1,12 +1,12 @@
 import { gzipSync } from 'node:zlib';
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatOffset } from '../../src/domain/offsets.js';
+import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent, schemaText } from '../support/fixtures.js';
 
 let broker: TestBroker;
-let redis: Redis;
+let redis: RedisClient;
 
 beforeAll(async () => {
   broker = await startTestBroker({ BROKER_PUBLISH_MAX_EVENT_BYTES: '2000' });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { subscriptionKey, type Subscription } from '../../src/domain/subscription.js';
+import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { Scripts } from '../../src/storage/scripts.js';
 import { SubscriptionStore } from '../../src/storage/subscription-store.js';
 import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
@@ -9,7 +9,7 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 let broker: TestBroker;
 let small: TestBroker;
-let redis: Redis;
+let redis: RedisClient;
 
 const partitions = (n: number) => ({ default_statistic: { messages_per_minute: 1, message_size: 1, read_parallelism: n, write_parallelism: 1 } });
 

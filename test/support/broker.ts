@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { inject } from 'vitest';
 import { startBroker, type BrokerProcess } from '../../scripts/local-processes.js';
 import { createKeys, type Keys } from '../../src/storage/keys.js';
+import { masterNodes, parseClusterNode, type RedisClient } from '../../src/storage/redis-connection.js';
 
 /** A broker node for a test file, on the harness Redis under its own key prefix. */
 export interface TestBroker extends BrokerProcess {
@@ -15,14 +16,21 @@ export function uniquePrefix(): string {
   return `t${randomUUID().slice(0, 8)}:`;
 }
 
+/** True in the `cluster` test project: the harness Redis is a 3-master Redis Cluster. */
+export function clusterRun(): boolean {
+  return inject('clusterNodes').length > 0;
+}
+
 /**
- * Starts a broker node process against the harness Redis.
+ * Starts a broker node process against the harness Redis (the harness cluster in the `cluster`
+ * project, unless `env` names its own `BROKER_REDIS_URL`).
  * @param env extra `BROKER_*` settings; `BROKER_REDIS_KEY_PREFIX` defaults to a fresh prefix
  */
 export async function startTestBroker(env: Record<string, string> = {}): Promise<TestBroker> {
   const prefix = env.BROKER_REDIS_KEY_PREFIX ?? uniquePrefix();
+  const storage: Record<string, string> = clusterRun() && env.BROKER_REDIS_URL === undefined ? { BROKER_REDIS_CLUSTER_NODES: JSON.stringify(inject('clusterNodes')) } : { BROKER_REDIS_URL: inject('redisUrl') };
   const broker = await startBroker({
-    BROKER_REDIS_URL: inject('redisUrl'),
+    ...storage,
     BROKER_REDIS_KEY_PREFIX: prefix,
     BROKER_LOG_LEVEL: 'warn',
     BROKER_PUBLISH_WORKER_THREADS: '1',
@@ -31,9 +39,25 @@ export async function startTestBroker(env: Record<string, string> = {}): Promise
   return { ...broker, prefix, keys: createKeys(prefix) };
 }
 
-/** A client of the harness Redis, for checking what the broker stored. */
-export function harnessRedis(): Redis {
+/** A client of the harness Redis (a cluster client in the `cluster` project), for checking what the broker stored. */
+export function harnessRedis(): RedisClient {
+  if (clusterRun()) return new Cluster(inject('clusterNodes').map(parseClusterNode), { redisOptions: { maxRetriesPerRequest: 1 } });
   return new Redis(inject('redisUrl'), { lazyConnect: false, maxRetriesPerRequest: 1 });
+}
+
+/** Every key matching `pattern` (SCAN on each master of a cluster: a SCAN sees one node's keys), sorted. */
+export async function scanKeys(redis: RedisClient, pattern: string): Promise<string[]> {
+  await redis.ping(); // a cluster client knows its masters once connected
+  const keys: string[] = [];
+  for (const node of masterNodes(redis)) {
+    let cursor = '0';
+    do {
+      const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      keys.push(...batch);
+    } while (cursor !== '0');
+  }
+  return keys.sort();
 }
 
 /** A JSON HTTP answer. */

@@ -1,6 +1,7 @@
-import type { Publisher } from '../../services/publisher.js';
+import type { PublishOutcome, Publisher } from '../../services/publisher.js';
 import type { CursorService } from '../../services/cursor-service.js';
-import { errors } from '../../errors/catalog.js';
+import { BrokerError, errors } from '../../errors/catalog.js';
+import type { PublishBatchResult, PublishCounts, PublishMeter } from '../../observability/meters.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { EventTypeRegistry } from '../../services/event-type-registry.js';
 import type { HttpServer, RequestContext } from '../server.js';
@@ -11,20 +12,41 @@ import { name } from './event-types.js';
  * "Offsets and cursors"): `POST /event-types/{name}/events`, partitions, cursor distances and lag.
  * Publishing checks, in WIRE.md's order: blacklist (403), body (400), event type (404), the event
  * type's `writers` (403), then per event. The partition and cursor endpoints need its `readers`.
+ * @param metrics counts each publish request once (result, events, bytes, latency, batch size; DESIGN.md §8)
  */
-export function publishingRoutes(http: HttpServer, publisher: Publisher, cursors: CursorService, registry: EventTypeRegistry, access: AccessControl): void {
+export function publishingRoutes(
+  http: HttpServer,
+  publisher: Publisher,
+  cursors: CursorService,
+  registry: EventTypeRegistry,
+  access: AccessControl,
+  metrics?: PublishMeter,
+): void {
   http.route('POST', '/event-types/:name/events', async (ctx) => {
-    const eventType = name(ctx.params);
-    access.requireProducerNotBlocked(ctx.subject, eventType);
-    const body = await ctx.body();
-    if (body.byteLength === 0) throw errors.badRequest('the body must be a JSON array of events');
-    const outcome = await publisher.publish(eventType, body, {
-      publishedBy: ctx.subject.id,
-      flowId: ctx.flowId,
-      authorize: (record) => access.requireEventType(ctx.subject, record, 'write'),
-    });
-    if (outcome.status === 200) return { status: 200 };
-    return { status: outcome.status, body: outcome.items };
+    // Only a name the publisher found becomes a label value: clients cannot make up series.
+    let found: string | undefined;
+    let started = performance.now();
+    try {
+      const eventType = name(ctx.params);
+      access.requireProducerNotBlocked(ctx.subject, eventType);
+      const body = await ctx.body();
+      if (body.byteLength === 0) throw errors.badRequest('the body must be a JSON array of events');
+      started = performance.now();
+      const outcome = await publisher.publish(eventType, body, {
+        publishedBy: ctx.subject.id,
+        flowId: ctx.flowId,
+        authorize: (record) => {
+          found = record.name;
+          access.requireEventType(ctx.subject, record, 'write');
+        },
+      });
+      metrics?.batch(eventType, BATCH_RESULTS[outcome.status], (performance.now() - started) / 1000, publishCounts(outcome));
+      if (outcome.status === 200) return { status: 200 };
+      return { status: outcome.status, body: outcome.items };
+    } catch (err) {
+      metrics?.batch(found, err instanceof BrokerError && err.status < 500 ? 'refused' : 'failed', (performance.now() - started) / 1000);
+      throw err;
+    }
   });
 
   /** The `{name}` of a request whose subject may read that event type. @throws BrokerError 404, 403 */
@@ -44,4 +66,26 @@ export function publishingRoutes(http: HttpServer, publisher: Publisher, cursors
   http.route('POST', '/event-types/:name/cursor-distances', async (ctx) => ({ status: 200, body: await cursors.distances(await readable(ctx), await ctx.json()) }));
 
   http.route('POST', '/event-types/:name/cursors-lag', async (ctx) => ({ status: 200, body: await cursors.lag(await readable(ctx), await ctx.json()) }));
+}
+
+/** `broker_publish_batches_total` result of each answer the publisher returns. */
+const BATCH_RESULTS: Readonly<Record<PublishOutcome['status'], PublishBatchResult>> = { 200: 'submitted', 207: 'partially_failed', 422: 'rejected' };
+
+/**
+ * The events of an answered batch by outcome, for the metrics. A 200 costs nothing per event; the
+ * items of a 207 or 422 (already built for the answer) are counted once.
+ */
+function publishCounts(outcome: PublishOutcome): PublishCounts {
+  if (outcome.status === 200) return { submitted: outcome.events, failed: 0, invalid: 0, aborted: 0, bytes: outcome.bytes };
+  let submitted = 0;
+  let failed = 0;
+  let aborted = 0;
+  for (const item of outcome.items) {
+    if (item.publishing_status === 'submitted') submitted++;
+    else if (item.publishing_status === 'failed') failed++;
+    else aborted++;
+  }
+  // In a 422 the failed items failed validation (nothing was written); in a 207 storage failed them.
+  if (outcome.status === 422) return { submitted: 0, failed: 0, invalid: failed, aborted, bytes: 0 };
+  return { submitted, failed, invalid: 0, aborted, bytes: outcome.bytes };
 }

@@ -5,6 +5,7 @@ import type { Keys } from '../../storage/keys.js';
 import type { EventSegment, PartitionStore } from '../../storage/partition-store.js';
 import { offsetField } from '../../storage/subscription-state-store.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
+import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 
 /** One partition a stream reads: positions are offsets (last consumed = -1 before the first event). */
 export class StreamPartition {
@@ -105,6 +106,8 @@ export class EventStreamLoop {
   private readonly partitions = new Map<string, StreamPartition>();
   /** Bytes in every partition's buffer (kept with each change, read on every round). */
   private bufferedBytes = 0;
+  /** Events in batches cut since the last write (reported to the meter with the write). */
+  private unmeteredEvents = 0;
   private wake: (() => void) | undefined;
   private woken = false;
   private first = true;
@@ -118,6 +121,8 @@ export class EventStreamLoop {
     private readonly wakeups: PartitionWakeups,
     private readonly keys: Keys,
     private readonly config: BrokerConfig['consumption'],
+    /** Counts the stream while it runs and what it sends (once per write, never per event). */
+    private readonly meter: StreamMeter = NO_STREAM_METER,
   ) {
     this.deadline = now() + params.streamTimeoutSeconds * 1000;
     sink.signal.addEventListener('abort', () => this.poke());
@@ -194,6 +199,7 @@ export class EventStreamLoop {
    * @throws BrokerError 503 when Redis fails while reading
    */
   async run(closingBatch: boolean): Promise<StreamEnd> {
+    this.meter.opened();
     try {
       for (;;) {
         this.woken = false;
@@ -221,6 +227,7 @@ export class EventStreamLoop {
       }
     } finally {
       for (const p of this.partitions.values()) p.unlisten();
+      this.meter.closed();
     }
   }
 
@@ -398,6 +405,7 @@ export class EventStreamLoop {
     p.keepAlives = 0;
     p.windowStartedAt = t;
     this.policy.sent(p, count - left);
+    this.unmeteredEvents += count - left;
   }
 
   /**
@@ -430,6 +438,10 @@ export class EventStreamLoop {
   /** Writes lines; waits until the client drained them. @returns false when the client is gone */
   private async write(lines: readonly Buffer[]): Promise<boolean> {
     if (this.sink.closed) return false;
+    let bytes = 0;
+    for (const line of lines) bytes += line.length;
+    this.meter.sent(this.unmeteredEvents, bytes);
+    this.unmeteredEvents = 0;
     if (!this.sink.write(lines)) await this.sink.drained();
     return !this.sink.closed;
   }

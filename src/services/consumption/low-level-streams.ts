@@ -13,6 +13,7 @@ import { CONSUMPTION_BLOCKED, READERS_CHANGED, readersKey, type AccessControl } 
 import type { Settings } from '../settings.js';
 import { EventStreamLoop, type StreamPartition, type StreamPolicy } from './event-stream.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
+import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 
 /** The `Warning` header of every low-level stream (spec "Low-level consumption (deprecated)"). */
 export const DEPRECATION_WARNING = '299 - "The low-level API is deprecated and will be removed; use subscriptions"';
@@ -47,6 +48,8 @@ export class LowLevelStreams {
     private readonly keys: Keys,
     private readonly config: BrokerConfig['consumption'],
     private readonly logger: Logger,
+    /** Counts low-level streams and what they send (`kind="low_level"`). */
+    private readonly meter: StreamMeter = NO_STREAM_METER,
   ) {
     settings.onChange(() => {
       for (const policy of this.open) if (this.access.consumptionBlocked(policy.subject, [policy.eventType])) policy.block(CONSUMPTION_BLOCKED);
@@ -111,7 +114,7 @@ export class LowLevelStreams {
   }
 
   private async stream(policy: LowLevelPolicy, timeline: number, starts: readonly Start[], params: StreamParameters, sink: StreamSink): Promise<void> {
-    const loop = new EventStreamLoop(params, sink, policy, this.partitions, this.wakeups, this.keys, this.config);
+    const loop = new EventStreamLoop(params, sink, policy, this.partitions, this.wakeups, this.keys, this.config, this.meter);
     policy.loop = loop;
     for (const start of starts) loop.add(policy.eventType, start.partition, timeline, start.offset);
     this.open.add(policy);

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../storage/redis-connection.js';
 import type { Logger } from '../../observability/logger.js';
 
 /** Called with the partition's new `next` offset (the offset after its newest event). */
@@ -10,13 +10,15 @@ export type WakeupListener = (next: number) => void;
  * has at least one open reader on this node and calls the readers at once. Readers still poll slowly
  * (`consumption.pollIntervalMs`) in case a notice is lost while the connection reconnects.
  *
- * The hub owns its connection (a subscribed connection cannot run commands).
+ * The hub owns its connection (a subscribed connection cannot run commands): on a Redis Cluster, a
+ * cluster client with sharded subscribers (`duplicateForShardedSubscribe`), which subscribes each channel
+ * on the master owning its slot and moves the subscriptions when a failover moves the slot.
  */
 export class PartitionWakeups {
   private readonly listeners = new Map<string, Set<WakeupListener>>();
 
   constructor(
-    private readonly subscriber: Redis,
+    private readonly subscriber: RedisClient,
     private readonly logger: Logger,
   ) {
     subscriber.on('smessage', (channel: string, message: string) => {

@@ -6,6 +6,8 @@ import type { PartitionStore } from '../../storage/partition-store.js';
 import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription, SubscriptionPartition, SubscriptionStreams } from './subscription-streams.js';
+import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability/meters.js';
+import { lagSeconds, partitionLag } from './consumer-lag.js';
 
 /** A subscription cursor as sent and served (spec "SubscriptionCursor"). */
 export interface SubscriptionCursor {
@@ -41,6 +43,8 @@ export class SubscriptionCursors {
     private readonly streams: SubscriptionStreams,
     private readonly state: SubscriptionStateStore,
     private readonly partitions: PartitionStore,
+    /** Counts commits by result (`broker_subscription_commits_total`). */
+    private readonly metrics: ConsumptionMeter = NO_CONSUMPTION_METER,
   ) {}
 
   /**
@@ -62,6 +66,12 @@ export class SubscriptionCursors {
       return { field, offset: this.offsetOf(c, partition, ranges.get(field), i) };
     });
     const outcome = await this.state.commit(id, streamId, cursors);
+    if (outcome.kind !== 'ok') this.metrics.commits('refused', cursors.length);
+    else {
+      const committed = outcome.committed.filter(Boolean).length;
+      this.metrics.commits('committed', committed);
+      this.metrics.commits('outdated', outcome.committed.length - committed);
+    }
     if (outcome.kind === 'no_session') throw errors.unprocessable(`Session with stream id ${streamId} not found`);
     if (outcome.kind === 'not_owned') {
       const c = items[outcome.index];
@@ -155,11 +165,11 @@ export class SubscriptionCursors {
         const committed = offsets.get(field);
         const range = ranges.get(field);
         if (committed !== undefined && range) {
-          const unconsumed = Math.max(0, range.newest - Math.max(committed, range.oldest - 1));
-          entry.unconsumed_events = unconsumed;
+          const lag = partitionLag(committed, range);
+          entry.unconsumed_events = lag.unconsumed;
           if (showTimeLag) {
-            const lag = unconsumed === 0 ? 0 : await this.ageOfNext(p, Math.max(committed, range.oldest - 1), state.nowMs);
-            if (lag !== undefined) entry.consumer_lag_seconds = lag;
+            const seconds = await lagSeconds(this.partitions, p, lag, state.nowMs);
+            if (seconds !== undefined) entry.consumer_lag_seconds = seconds;
           }
         }
         byEventType.get(p.eventType)?.push(entry);
@@ -177,18 +187,6 @@ export class SubscriptionCursors {
       event_type: i.event_type,
       partitions: i.partitions.map((p) => ({ partition: p.partition, state: p.state, stream_id: p.stream_id, assignment_type: p.assignment_type })),
     }));
-  }
-
-  /** Seconds since the first event after `committed` was received; undefined without `metadata.received_at`. */
-  private async ageOfNext(p: SubscriptionPartition, committed: number, nowMs: number): Promise<number | undefined> {
-    const slice = await this.partitions.read(p.eventType, p.timeline, p.partition, committed, 1);
-    const segment = slice.segments[0];
-    if (segment === undefined) return 0;
-    const end = segment.data.indexOf(0x0a);
-    const text = segment.data.subarray(0, end < 0 ? segment.data.length : end).toString();
-    const match = /"received_at":"([^"]+)"/.exec(text);
-    const received = match ? Date.parse(match[1] as string) : Number.NaN;
-    return Number.isNaN(received) ? undefined : Math.max(0, Math.floor((nowMs - received) / 1000));
   }
 
   /** The last consumed offset a cursor names. @throws BrokerError 422 for a malformed, foreign-timeline, expired or future offset */

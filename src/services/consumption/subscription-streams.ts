@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../storage/redis-connection.js';
 import type { BrokerConfig } from '../../config/config-schema.js';
 import type { Subject } from '../../auth/subject.js';
 import { partitionIds, type EventType } from '../../domain/event-type.js';
@@ -19,6 +19,7 @@ import type { Settings } from '../settings.js';
 import { offsetField, type SessionInfo, type SubscriptionState, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamPartition, type StreamPolicy } from './event-stream.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
+import { NO_CONSUMPTION_METER, type ConsumptionMeter, type StreamMeter } from '../../observability/meters.js';
 
 /** One partition of a subscription with the timeline it is read on. */
 export interface SubscriptionPartition extends PartitionKey {
@@ -33,6 +34,8 @@ export interface RunnerDeps {
   readonly keys: Keys;
   readonly config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>;
   readonly logger: Logger;
+  /** Counts subscription streams and what they send (`kind="subscription"`). */
+  readonly meter: StreamMeter;
 }
 
 /** A subscription resolved for consumption: its record and every partition of its event types. */
@@ -84,9 +87,11 @@ export class SubscriptionStreams {
     private readonly keys: Keys,
     private readonly config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>,
     private readonly logger: Logger,
+    /** Counts streams, rebalances (`broker_subscription_rebalances_total`). */
+    private readonly metrics: ConsumptionMeter = NO_CONSUMPTION_METER,
     readonly nodeId: string = randomUUID(),
   ) {
-    this.deps = { state, partitions, wakeups, keys, config, logger };
+    this.deps = { state, partitions, wakeups, keys, config, logger, meter: metrics.stream('subscription') };
   }
 
   /** True once the node shuts down: no new streams, sessions are released at once. */
@@ -95,7 +100,7 @@ export class SubscriptionStreams {
   }
 
   /** Listens to the subscription channel on `subscriber` (a connection in subscribe mode). */
-  async start(subscriber: Redis): Promise<void> {
+  async start(subscriber: RedisClient): Promise<void> {
     subscriber.on('message', (channel: string, message: string) => {
       if (channel !== this.keys.subscriptionChannel) return;
       const [id = '', kind = 'topology'] = message.split(':');
@@ -272,6 +277,7 @@ export class SubscriptionStreams {
         upsertSession: change.upsert,
         refuseDuringReset: change.refuseDuringReset ?? false,
       });
+      if (outcome === 'ok' && JSON.stringify(assignments) !== JSON.stringify(state.assignments)) this.metrics.rebalanced();
       if (outcome !== 'conflict') return outcome;
       await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
     }
@@ -382,8 +388,8 @@ class SessionRunner implements StreamPolicy {
    * the background (`released`), after the commit window when events are uncommitted.
    */
   async run(sink: StreamSink): Promise<void> {
-    const { partitions, wakeups, keys, config } = this.owner.deps;
-    this.loop = new EventStreamLoop(this.params, sink, this, partitions, wakeups, keys, config.consumption);
+    const { partitions, wakeups, keys, config, meter } = this.owner.deps;
+    this.loop = new EventStreamLoop(this.params, sink, this, partitions, wakeups, keys, config.consumption, meter);
     this.heartbeat = setInterval(() => void this.beat(), Math.max(100, Math.floor(this.leaseMs / 3)));
     let releaseNow = true;
     try {

@@ -1,0 +1,156 @@
+/**
+ * `npm run cluster`: the docker-compose.yml topology with plain processes on this machine, for trying
+ * scale-out locally (issue 5 §4.2). Starts Redis — standalone on a free port with AOF on, its data in
+ * `./data/cluster/redis` (kept between runs), or with `--redis-cluster` a 3-master Redis Cluster
+ * (nothing persisted) — then three broker nodes on ports 8081–8083 and a round-robin TCP load balancer
+ * on 8080 (scripts/tcp-balancer.ts, a development stand-in for HAProxy). Prints the URLs and the
+ * nodes' log lines; SIGINT (Ctrl+C) or SIGTERM stops everything gracefully: the balancer stops
+ * accepting, the nodes drain (SIGTERM), then Redis flushes its AOF and exits. A second signal kills
+ * what is left.
+ *
+ * Options: `--redis-cluster`, `--nodes <n>` (default 3), `--port <lb port>` (default 8080; the nodes
+ * take the next ports). Other `BROKER_*` variables in the environment reach every node (e.g.
+ * `BROKER_LOG_LEVEL=debug npm run cluster`).
+ */
+import net from 'node:net';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { repoRoot, startBroker, startRedis, startRedisCluster, type BrokerProcess } from './local-processes.js';
+import { TcpBalancer } from './tcp-balancer.js';
+
+interface Storage {
+  /** What the nodes are told: `BROKER_REDIS_URL` or `BROKER_REDIS_CLUSTER_NODES`. */
+  readonly env: Record<string, string>;
+  readonly describe: string;
+  stop(): Promise<void>;
+}
+
+/** True when nothing listens on `port` of the loopback address and it can be bound. */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+async function startStorage(cluster: boolean): Promise<Storage> {
+  if (cluster) {
+    const redis = await startRedisCluster({ masters: 3 });
+    return {
+      env: { BROKER_REDIS_CLUSTER_NODES: JSON.stringify(redis.nodes) },
+      describe: `Redis Cluster, 3 masters: ${redis.nodes.join(', ')} (nothing persisted)`,
+      stop: () => redis.stop(),
+    };
+  }
+  const dataDir = path.join(repoRoot, 'data', 'cluster', 'redis');
+  const redis = await startRedis({ appendonly: true, dataDir, detached: true, extraArgs: ['--appendfsync', 'everysec'] });
+  return { env: { BROKER_REDIS_URL: redis.url }, describe: `${redis.url} (AOF on, data in ${path.relative(process.cwd(), dataDir) || '.'})`, stop: () => redis.stop() };
+}
+
+/** Forwards a node's log lines to the terminal, each prefixed with its name. */
+function echoLogs(name: string, broker: BrokerProcess): void {
+  for (const line of broker.output().split('\n')) if (line) process.stdout.write(`[${name}] ${line}\n`);
+  for (const stream of [broker.process.stdout, broker.process.stderr]) {
+    let rest = '';
+    stream?.on('data', (chunk: Buffer) => {
+      const lines = (rest + chunk.toString()).split('\n');
+      rest = lines.pop() ?? '';
+      for (const line of lines) if (line) process.stdout.write(`[${name}] ${line}\n`);
+    });
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: { 'redis-cluster': { type: 'boolean', default: false }, nodes: { type: 'string', default: '3' }, port: { type: 'string', default: '8080' } },
+  });
+  const nodeCount = Number(values.nodes);
+  const lbPort = Number(values.port);
+  if (!Number.isInteger(nodeCount) || nodeCount < 1 || !Number.isInteger(lbPort) || lbPort < 1 || lbPort + nodeCount > 65535) {
+    throw new Error('--nodes must be a positive integer and --port a port with room for the nodes after it');
+  }
+  const ports = [lbPort, ...Array.from({ length: nodeCount }, (_, i) => lbPort + 1 + i)];
+  const taken: number[] = [];
+  for (const port of ports) if (!(await portFree(port))) taken.push(port);
+  if (taken.length > 0) throw new Error(`port ${taken.join(', ')} is in use (another npm start or npm run cluster?); choose others with --port`);
+
+  const brokers: BrokerProcess[] = [];
+  let storage: Storage | undefined;
+  let balancer: TcpBalancer | undefined;
+  let stopping = false;
+  let startup: Promise<unknown> = Promise.resolve();
+
+  const stop = async (signal: string): Promise<void> => {
+    process.stdout.write(`\n${signal}: stopping the cluster (again to kill)\n`);
+    await startup.catch(() => undefined); // a signal during startup stops what it started
+    await balancer?.stopAccepting();
+    const codes = await Promise.all(brokers.map((b) => b.stop('SIGTERM')));
+    balancer?.destroyConnections();
+    await storage?.stop();
+    process.stdout.write(`nodes exited with ${codes.map((c) => String(c)).join(', ')}; Redis stopped\n`);
+  };
+  const kill = () => {
+    for (const b of brokers) b.process.kill('SIGKILL');
+    void storage?.stop();
+    process.exit(1);
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) return kill();
+    stopping = true;
+    stop(signal).then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`cluster: stopping failed: ${err instanceof Error ? err.message : String(err)}\n`);
+        kill();
+      },
+    );
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  try {
+    startup = (async () => {
+      storage = await startStorage(values['redis-cluster']);
+      const env = storage.env;
+      const nodePorts = ports.slice(1);
+      // One after the other, so a node that fails to start leaves the started ones known for cleanup.
+      for (const [i, port] of nodePorts.entries()) {
+        const broker = await startBroker(env, { port, detached: true });
+        brokers.push(broker);
+        echoLogs(`broker-${i + 1}`, broker);
+      }
+      balancer = new TcpBalancer({ backends: nodePorts.map((port) => ({ host: '127.0.0.1', port })) });
+      await balancer.listen(lbPort);
+    })();
+    await startup;
+  } catch (err) {
+    await Promise.all(brokers.map((b) => b.stop('SIGKILL')));
+    await balancer?.close();
+    await storage?.stop();
+    throw err;
+  }
+  if (stopping) return;
+  for (const [i, b] of brokers.entries()) {
+    b.process.once('exit', (code, signal) => {
+      if (!stopping) process.stderr.write(`[broker-${i + 1}] exited unexpectedly (${signal ?? `code ${String(code)}`}); the balancer skips it\n`);
+    });
+  }
+  const lines = [
+    '',
+    'Local cluster up:',
+    `  load balancer  http://127.0.0.1:${lbPort}   (round robin over the nodes, per connection)`,
+    ...brokers.map((b, i) => `  broker-${i + 1}       ${b.url}`),
+    `  redis          ${storage?.describe ?? ''}`,
+    '',
+    `Try: curl -i http://127.0.0.1:${lbPort}/health`,
+    'Ctrl+C stops everything.',
+    '',
+  ];
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`cluster: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,128 @@
+/**
+ * What the HTTP pipeline and the services report to the metrics (DESIGN.md §8), as small interfaces so
+ * that services never import prom-client and tests can leave them out (the `NO_*` no-ops). The
+ * implementation is {@link BrokerMetrics} in `metrics.ts`. Every method here is called on a hot path
+ * (once per request, batch or stream write, never per event) and must stay a few label lookups.
+ */
+
+/** Records one answered request: its status and the seconds until the answer went out (for a stream: until its headers did). */
+export type RequestRecorder = (status: number, seconds: number) => void;
+
+/** HTTP request metrics by route pattern: `broker_http_request_duration_seconds`. */
+export interface HttpMeter {
+  /**
+   * A recorder for one route, asked once when the route is registered.
+   * @param pattern the route as registered (`/event-types/:name/events`), never a raw path: bounded label values
+   */
+  route(method: string, pattern: string): RequestRecorder;
+}
+
+/**
+ * How a publish request ended (label `result` of `broker_publish_batches_total`): `submitted` 200,
+ * `partially_failed` 207 (storage failed for some partitions), `rejected` 422 (events failed
+ * validation; nothing written), `refused` any other 4xx (malformed body, forbidden, unknown event type,
+ * too large), `failed` 5xx (storage unavailable, busy, bug; nothing written).
+ */
+export type PublishBatchResult = 'submitted' | 'partially_failed' | 'rejected' | 'refused' | 'failed';
+
+/**
+ * The events of one answered batch by outcome (label `result` of `broker_publish_events_total`):
+ * `submitted` stored, `failed` not stored because storage failed (207), `invalid` failed validation,
+ * size or partitioning (422), `aborted` valid but not written because another event of the batch was
+ * invalid (422). `bytes`: serialized bytes of the batch's events when it was written (200/207), else 0.
+ */
+export interface PublishCounts {
+  readonly submitted: number;
+  readonly failed: number;
+  readonly invalid: number;
+  readonly aborted: number;
+  readonly bytes: number;
+}
+
+/** Publishing metrics: batches and events by result, bytes, latency and batch size per event type. */
+export interface PublishMeter {
+  /**
+   * One publish request was answered.
+   * @param eventType the event type's name when it exists (the request got as far as looking it up);
+   *   undefined otherwise, so names that clients make up never become label values
+   * @param seconds from handing the body to the publisher until its outcome
+   * @param counts the events of the batch by outcome; undefined when the request failed before they were known
+   */
+  batch(eventType: string | undefined, result: PublishBatchResult, seconds: number, counts?: PublishCounts): void;
+}
+
+/** The kind of a stream (label `kind`): `low_level` (`GET /event-types/{name}/events`) or `subscription`. */
+export type StreamKind = 'low_level' | 'subscription';
+
+/** Metrics of the streams of one kind: `broker_active_streams`, `broker_streamed_events_total`, `broker_streamed_bytes_total`. */
+export interface StreamMeter {
+  /** A stream started sending. */
+  opened(): void;
+  /** A stream ended (once per `opened`). */
+  closed(): void;
+  /** Lines went to a client: `events` events in them (keep-alives carry none), `bytes` bytes on the wire (before HTTP chunking). */
+  sent(events: number, bytes: number): void;
+}
+
+/** Result of one committed cursor (label `result` of `broker_subscription_commits_total`). */
+export type CommitResult = 'committed' | 'outdated' | 'refused';
+
+/** Consumption metrics: streams of each kind, commits and rebalances. */
+export interface ConsumptionMeter {
+  /** The meter of one stream kind (the same object on every call). */
+  stream(kind: StreamKind): StreamMeter;
+  /**
+   * Cursors of a commit request: `committed` advanced, `outdated` not newer than the stored one,
+   * `refused` the whole commit was refused by the fence (the session is gone, or the stream does not hold the partition).
+   */
+  commits(result: CommitResult, cursors: number): void;
+  /** A subscription's partition assignment changed (a session joined, left or expired). */
+  rebalanced(): void;
+}
+
+/** Piscina's view of the validation pool, read at scrape time. */
+export interface WorkerPoolLoad {
+  /** Worker threads running. */
+  readonly threads: number;
+  /** Tasks waiting for a free thread. */
+  readonly queueSize: number;
+  /** Piscina's utilisation (0..1): run time of the tasks so far ÷ (pool lifetime × threads). */
+  readonly utilization: number;
+  /** Tasks completed since the pool started. */
+  readonly completed: number;
+}
+
+/** The newest offset of one partition (`broker_partition_newest_offset`; -1 before its first event). */
+export interface PartitionOffsetSample {
+  readonly eventType: string;
+  readonly partition: string;
+  readonly newest: number;
+}
+
+/** A subscription's position on one partition (the lag gauges). */
+export interface SubscriptionLagSample {
+  readonly subscriptionId: string;
+  readonly consumerGroup: string;
+  readonly eventType: string;
+  readonly partition: string;
+  /** The committed offset (last consumed; -1 = nothing yet). */
+  readonly committed: number;
+  /** Events after the committed offset (or after the oldest retained one), as `unconsumed_events` in the stats. */
+  readonly unconsumedEvents: number;
+  /** Age in seconds of the oldest unconsumed event, as `consumer_lag_seconds`; undefined when it cannot be told. */
+  readonly lagSeconds: number | undefined;
+}
+
+/** Everything the lag gauges show, read from Redis at one scrape. */
+export interface LagSnapshot {
+  readonly partitions: readonly PartitionOffsetSample[];
+  readonly subscriptions: readonly SubscriptionLagSample[];
+}
+
+const NOOP = (): void => undefined;
+
+/** A stream meter that records nothing. */
+export const NO_STREAM_METER: StreamMeter = { opened: NOOP, closed: NOOP, sent: NOOP };
+
+/** A consumption meter that records nothing (services built without metrics, e.g. in tests). */
+export const NO_CONSUMPTION_METER: ConsumptionMeter = { stream: () => NO_STREAM_METER, commits: NOOP, rebalanced: NOOP };
