@@ -27,8 +27,8 @@ export function createSchemaCompiler(): SchemaCompiler {
     strict: false,
     validateFormats: true,
     $data: false,
-    // `required: ["constructor"]` must not be met by an inherited property.
-    ownProperties: true,
+    // Not `ownProperties`: it costs about a third of the publish throughput on large schemas. Field
+    // names every object inherits are refused at registration instead (schema-guard.ts).
     code: { regExp: RE2 as unknown as NonNullable<AjvOptions['code']>['regExp'] },
   });
   // Fast mode: formats are checked by shape (RFC 3339 date-time, UUID, URI syntax) but not by calendar

@@ -70,6 +70,9 @@ describe('guardSchema refuses', () => {
     ['nesting one level too deep (objects)', nestedProperties((MAX_SCHEMA_DEPTH - 2) / 2 + 1), LARGE_LIMIT, `the schema nests deeper than ${MAX_SCHEMA_DEPTH} levels`],
     ['nesting one level too deep (arrays)', nestedArraysInEnum(MAX_SCHEMA_DEPTH - 1), LARGE_LIMIT, `#/enum/${'0/'.repeat(MAX_SCHEMA_DEPTH - 2)}0: the schema nests deeper than 64 levels`],
     ['one subschema too many', manyProperties(MAX_SUBSCHEMAS), LARGE_LIMIT, `the schema has ${MAX_SUBSCHEMAS + 1} subschemas, more than the limit of ${MAX_SUBSCHEMAS}`],
+    // field names every JavaScript object inherits (the validator would see them as present)
+    ['a required field named constructor', '{"type":"object","required":["constructor"]}', LIMIT, '#: the field name "constructor" is not supported'],
+    ['a nested property named toString', '{"type":"object","properties":{"a":{"type":"object","properties":{"toString":{"type":"string"}}}}}', LIMIT, '#/properties/a: the field name "toString" is not supported'],
     // meta-schema
     ['a misspelled type', '{"type":"strnig"}', LIMIT, 'the schema is not valid JSON Schema draft-04: #/type must be equal to one of the allowed values: "array", "boolean", "integer", "null", "number", "object", "string"'],
     ['a misspelled nested type', '{"properties":{"a":{"type":"strnig"}}}', LIMIT, '#/properties/a/type must be equal to one of the allowed values'],
