@@ -14,8 +14,10 @@ import type { Logger } from './observability/logger.js';
 import { CursorService } from './services/cursor-service.js';
 import { AccessControl } from './services/access-control.js';
 import { Settings } from './services/settings.js';
+import { AuditLog } from './services/audit-log.js';
 import { SettingsStore } from './storage/settings-store.js';
 import { settingsRoutes } from './http/routes/settings.js';
+import { avroSchemaRoutes } from './http/routes/avro-schemas.js';
 import { createAuthenticator } from './auth/create-authenticator.js';
 import { DefaultAuthorizationPlugin, type AuthorizationPlugin } from './auth/authorization-plugin.js';
 import { UNAUTHENTICATED } from './auth/subject.js';
@@ -105,6 +107,10 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   metrics.observeLag(() => lag.read(), logger);
   const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger);
 
+  // The service's own audit event type exists on every installation (spec "Events emitted by the service").
+  const audit = new AuditLog(publisher, settings, logger);
+  await audit.ensureEventType(registry);
+
   const http = new HttpServer(config.http, authenticator, logger, metrics);
   http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }), { public: true });
   // Prometheus text format; authenticated like every route but /health (open in auth mode `off`).
@@ -112,12 +118,13 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   eventTypeRoutes(http, registry, access, {
     of: async (name) => (await subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).map((s) => s.id),
     delete: (id) => subscriptionRegistry.delete(id),
-  });
+  }, audit);
   publishingRoutes(http, publisher, cursors, registry, access, metrics);
-  subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), (id) => subscriptionCursors.status(id));
+  subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), audit, (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);
   subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors, access);
-  settingsRoutes(http, settings, access);
+  settingsRoutes(http, settings, access, audit);
+  avroSchemaRoutes(http);
 
   return {
     async start() {

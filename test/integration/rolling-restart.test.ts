@@ -112,6 +112,12 @@ const deliveredUpTo = new Map<string, number>();
 const deliveredEids = new Set<string>();
 /** Every `partition:offset` delivered. */
 const deliveredOffsets = new Set<string>();
+/** What each consumer's streams did (seconds since the module loaded), printed when the drain times out. */
+const streamHistory: string[] = [];
+const loaded = Date.now();
+const note = (line: string): void => {
+  streamHistory.push(`${((Date.now() - loaded) / 1000).toFixed(2)} ${line}`);
+};
 
 /**
  * One consumer: opens a subscription stream on a node, feeds the checker, commits what it got every
@@ -127,6 +133,7 @@ async function consume(checker: DeliveryChecker, subscriptionId: string, consume
       await sleep(50);
       continue;
     }
+    note(`consumer ${consumer} node ${node % 3}: ${stream.status} ${stream.headers.get('x-broker-streamid') ?? ''}`);
     if (stream.status !== 200) {
       // 503 draining, or 409 while the partitions of a released stream are still being handed over
       if (stream.status !== 503 && stream.status !== 409) problems.push(`stream answered ${stream.status}: ${JSON.stringify(stream.problem)}`);
@@ -171,7 +178,9 @@ async function consume(checker: DeliveryChecker, subscriptionId: string, consume
           committing = commit();
         }
       }
-    } catch {
+      note(`consumer ${consumer} node ${node % 3}: stream ${streamId} ended`);
+    } catch (err) {
+      note(`consumer ${consumer} node ${node % 3}: stream ${streamId} failed: ${String(err)}`);
       stream.close(); // nothing within 5 s: treat as a lost stream
     }
     await committing;
@@ -194,6 +203,7 @@ async function restart(i: number): Promise<{ stopMs: number; startMs: number }> 
     await sleep(50);
   }
   slots[i] = fresh;
+  note(`node ${i} restarted`);
   return { stopMs, startMs: Date.now() - started - stopMs };
 }
 
@@ -201,6 +211,7 @@ interface PartitionStats {
   partition: string;
   state: string;
   unconsumed_events?: number;
+  stream_id?: string;
 }
 
 async function stats(subscriptionId: string): Promise<PartitionStats[]> {
@@ -264,6 +275,8 @@ describe('rolling restart', () => {
         loadSeconds: loadMs / 1000,
         drainSeconds: (Date.now() - drainStarted) / 1000,
         restarts,
+        // Diagnostics when the drain timed out: each partition's state and stream, and the consumers' stream history.
+        ...(last.every((p) => p.unconsumed_events === 0) ? {} : { partitionsAtEnd: last, streamHistory }),
       };
       console.log(`rolling restart: ${JSON.stringify(summary)}`);
 

@@ -3,6 +3,7 @@ import type { Subject } from '../../auth/subject.js';
 import { ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES, type AuthorizationAttribute, type EventType } from '../../domain/event-type.js';
 import { BrokerError, errors } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
+import type { AuditLog } from '../../services/audit-log.js';
 import type { EventTypeRegistry, RegistryCaller } from '../../services/event-type-registry.js';
 import type { HttpServer } from '../server.js';
 import { pageOf } from './paging.js';
@@ -22,7 +23,7 @@ export interface EventTypeSubscriptions {
  * update and delete need the event type's `admins` (or an administrator); creation and deletion follow
  * the feature toggles; nothing changes while `disable_db_write_operations` is on.
  */
-export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions): void {
+export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions, audit: AuditLog): void {
   http.route('GET', '/event-types', async (ctx) => {
     const owningApplication = ctx.query.get('owning_application') ?? undefined;
     const writer = attributeQuery(ctx.query, 'writer');
@@ -33,6 +34,7 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
     access.requireWritable();
     access.requireFeatureOff('disable_event_type_creation', 'Event type creation is disabled (feature disable_event_type_creation)');
     const record = await registry.create(await ctx.json(), callerOf(ctx.subject, access));
+    audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: record.name, op: 'C', next: record });
     return { status: 201, body: record, headers: { Location: `/event-types/${record.name}` } };
   });
 
@@ -40,21 +42,37 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
 
   http.route('PUT', '/event-types/:name', async (ctx) => {
     access.requireWritable();
-    return { status: 200, body: await registry.update(name(ctx.params), await ctx.json(), callerOf(ctx.subject, access)) };
+    const caller = callerOf(ctx.subject, access);
+    let previous: EventType | undefined;
+    const record = await registry.update(name(ctx.params), await ctx.json(), {
+      ...caller,
+      requireAdmin: (existing) => {
+        caller.requireAdmin(existing);
+        previous = existing;
+      },
+    });
+    audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: record.name, op: 'U', previous, next: record });
+    return { status: 200, body: record };
   });
 
   http.route('DELETE', '/event-types/:name', async (ctx) => {
     access.requireWritable();
     const caller = callerOf(ctx.subject, access);
+    let previous: EventType | undefined;
     await registry.delete(name(ctx.params), caller, async (existing) => {
+      previous = existing;
       if (!caller.isAdmin) access.requireFeatureOff('disable_event_type_deletion', 'Event type deletion is disabled (feature disable_event_type_deletion)');
       const ids = await subscriptions.of(existing.name);
       if (ids.length === 0) return;
       if (!access.enabled('delete_event_type_with_subscriptions')) {
         throw new BrokerError('CONFLICT', `EventType "${existing.name}" has ${ids.length} subscription(s) (${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', ...' : ''}); delete them first, or enable the feature delete_event_type_with_subscriptions`);
       }
-      for (const id of ids) await subscriptions.delete(id);
+      for (const id of ids) {
+        await subscriptions.delete(id);
+        audit.record({ subject: ctx.subject, resource: 'subscription', resourceId: id, op: 'D' });
+      }
     });
+    audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: name(ctx.params), op: 'D', previous });
     return { status: 200 };
   });
 

@@ -2,7 +2,8 @@ import { parseAttributeList, Problems } from '../../domain/rule-problems.js';
 import type { JsonValue } from '../../domain/json-schema-walk.js';
 import { BrokerError, errors } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
-import { isBlacklistType, type Settings } from '../../services/settings.js';
+import { isBlacklistType, isFeature, type Settings } from '../../services/settings.js';
+import type { AuditLog } from '../../services/audit-log.js';
 import type { AdminAuthorization } from '../../storage/settings-store.js';
 import type { Handler, HttpServer } from '../server.js';
 
@@ -13,7 +14,7 @@ import type { Handler, HttpServer } from '../server.js';
  * them needs the admin `writers` list, changing the administrators the `admins` list. While
  * `disable_db_write_operations` is on, only features can change (so it can be turned off again).
  */
-export function settingsRoutes(http: HttpServer, settings: Settings, access: AccessControl): void {
+export function settingsRoutes(http: HttpServer, settings: Settings, access: AccessControl, audit: AuditLog): void {
   http.route('GET', '/settings/admins', (ctx) => {
     access.requireSettings(ctx.subject, 'read');
     return Promise.resolve({ status: 200, body: settings.admins() });
@@ -23,7 +24,9 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
     access.requireSettings(ctx.subject, 'admin');
     access.requireWritable();
     const admins = parseAdmins(await ctx.json(), access);
+    const previous = settings.admins();
     await settings.setAdmins(admins);
+    audit.record({ subject: ctx.subject, resource: 'admins', resourceId: 'admins', op: 'U', previous, next: admins });
     return { status: 200, body: admins };
   };
   http.route('POST', '/settings/admins', setAdmins);
@@ -39,7 +42,10 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
       const name = ctx.params.name ?? '';
       if (name.length === 0 || name.length > 255) throw errors.badRequest('the blacklisted name must have 1 to 255 characters');
       access.requireWritable();
+      const entry = { type, name };
+      const was = settings.isBlocked(type, name);
       await settings.setBlocked(type, name, blocked);
+      if (was !== blocked) audit.record({ subject: ctx.subject, resource: 'blacklist', resourceId: `${type}:${name}`, op: blocked ? 'C' : 'D', ...(blocked ? { next: entry } : { previous: entry }) });
       return { status: 204 };
     });
   }
@@ -53,7 +59,14 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
     const { feature, enabled } = body as Record<string, unknown>;
     if (typeof feature !== 'string') throw errors.badRequest('Field "feature" must be a string');
     if (typeof enabled !== 'boolean') throw errors.badRequest('Field "enabled" must be true or false');
-    await settings.setFeature(feature.toLowerCase(), enabled);
+    const name = feature.toLowerCase();
+    const previous = isFeature(name) ? settings.enabled(name) : undefined;
+    const entry = { subject: ctx.subject, resource: 'feature', resourceId: name, op: 'U', previous: { feature: name, enabled: previous }, next: { feature: name, enabled } } as const;
+    // Turning the audit log off is its last entry: recorded while it is still on.
+    const disablingAudit = name === 'audit_log_collection' && previous === true && !enabled;
+    if (disablingAudit) audit.record(entry);
+    await settings.setFeature(name, enabled);
+    if (!disablingAudit) audit.record(entry);
     return { status: 204 };
   });
 }

@@ -1,4 +1,5 @@
-import type { SubscriptionAuthorization } from '../../domain/subscription.js';
+import type { Subscription, SubscriptionAuthorization } from '../../domain/subscription.js';
+import type { AuditLog } from '../../services/audit-log.js';
 import { BrokerError, errors } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { SubscriptionCursor, SubscriptionFilter, SubscriptionRegistry } from '../../services/subscription-registry.js';
@@ -25,6 +26,7 @@ export function subscriptionRoutes(
   registry: SubscriptionRegistry,
   access: AccessControl,
   onReadersChanged: (id: string) => Promise<void>,
+  audit: AuditLog,
   status?: SubscriptionStatus,
 ): void {
   http.route('POST', '/subscriptions', async (ctx) => {
@@ -37,6 +39,7 @@ export function subscriptionRoutes(
         if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
       },
     });
+    if (created) audit.record({ subject: ctx.subject, resource: 'subscription', resourceId: record.id, op: 'C', next: record });
     return { status: created ? 201 : 200, body: record, headers: { Location: `/subscriptions/${record.id}` } };
   });
 
@@ -79,19 +82,27 @@ export function subscriptionRoutes(
     access.requireWritable();
     const id = subscriptionId(ctx.params);
     let readersChanged = false;
-    await registry.update(id, await ctx.json(), (existing, next) => {
+    let previous: Subscription | undefined;
+    const record = await registry.update(id, await ctx.json(), (existing, next) => {
       access.requireSubscription(ctx.subject, existing, 'admin');
+      previous = existing;
       const problems = access.attributeProblems({ 'authorization.admins': next.authorization?.admins, 'authorization.readers': next.authorization?.readers });
       if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
       readersChanged = !sameReaders(existing.authorization, next.authorization);
     });
     if (readersChanged) await onReadersChanged(id);
+    audit.record({ subject: ctx.subject, resource: 'subscription', resourceId: id, op: 'U', previous, next: record });
     return { status: 204 };
   });
 
   http.route('DELETE', '/subscriptions/:id', async (ctx) => {
     access.requireWritable();
-    await registry.delete(subscriptionId(ctx.params), (existing) => access.requireSubscription(ctx.subject, existing, 'admin'));
+    let previous: Subscription | undefined;
+    await registry.delete(subscriptionId(ctx.params), (existing) => {
+      access.requireSubscription(ctx.subject, existing, 'admin');
+      previous = existing;
+    });
+    audit.record({ subject: ctx.subject, resource: 'subscription', resourceId: subscriptionId(ctx.params), op: 'D', previous });
     return { status: 204 };
   });
 }
