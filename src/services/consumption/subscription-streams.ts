@@ -551,10 +551,12 @@ class SessionRunner implements StreamPolicy {
         }
       } else if (a.state === 'reassigning' && a.session === this.streamId) {
         if (p?.active) loop.deactivate(p);
-        if (!p) continue;
-        const committed = this.committed.get(field) ?? -1;
-        if (committed >= p.sent) {
-          loop.remove(a.eventType, a.partition);
+        // Hand over once everything sent of it is committed. Without `p` this stream holds it without
+        // ever having read it (it moved on again before this stream's refresh took it, or a hand-over
+        // failed after `remove`): nothing is uncommitted, so the hand-over completes at once — waiting
+        // would keep the partition from every stream until this one ends.
+        if (!p || (this.committed.get(field) ?? -1) >= p.sent) {
+          if (p) loop.remove(a.eventType, a.partition);
           await this.owner.applyChange(this.subscription, { complete: { eventType: a.eventType, partition: a.partition, from: this.streamId } });
         }
       } else if (p) {
