@@ -1,6 +1,8 @@
 import type { BrokerConfig } from './config/config-schema.js';
 import { HttpServer } from './http/server.js';
 import { eventTypeRoutes } from './http/routes/event-types.js';
+import { partitionCountRoutes } from './http/routes/partition-count.js';
+import { Repartitioning } from './services/repartitioning.js';
 import { publishingRoutes } from './http/routes/publishing.js';
 import { subscriptionRoutes } from './http/routes/subscriptions.js';
 import { lowLevelStreamRoutes } from './http/routes/low-level-streams.js';
@@ -15,9 +17,13 @@ import { CursorService } from './services/cursor-service.js';
 import { AccessControl } from './services/access-control.js';
 import { Settings } from './services/settings.js';
 import { AuditLog } from './services/audit-log.js';
+import { KpiCollector } from './services/kpi.js';
+import type { StreamedListener } from './services/consumption/event-stream.js';
 import { SettingsStore } from './storage/settings-store.js';
 import { settingsRoutes } from './http/routes/settings.js';
 import { avroSchemaRoutes } from './http/routes/avro-schemas.js';
+import { storageRoutes } from './http/routes/storages.js';
+import { StorageStore } from './storage/storage-store.js';
 import { createAuthenticator } from './auth/create-authenticator.js';
 import { DefaultAuthorizationPlugin, type AuthorizationPlugin } from './auth/authorization-plugin.js';
 import { UNAUTHENTICATED } from './auth/subject.js';
@@ -25,6 +31,10 @@ import { EventTypeCache } from './services/event-type-cache.js';
 import { EventTypeRegistry } from './services/event-type-registry.js';
 import { Publisher } from './services/publisher.js';
 import { RetentionTrimmer } from './services/retention.js';
+import { Compactor } from './services/compaction.js';
+import { DeletedEvents } from './services/deleted-events.js';
+import { CompactionStore } from './storage/compaction-store.js';
+import { deletedEventsRoutes } from './http/routes/deleted-events.js';
 import { SubscriptionRegistry } from './services/subscription-registry.js';
 import { WorkerPool } from './services/worker-pool.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from './storage/embedded-redis.js';
@@ -106,12 +116,29 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const lag = new ConsumerLagReader(redis, keys, subscriptionStore, cache, partitionStore, subscriptionState);
   metrics.observeLag(() => lag.read(), logger);
   const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger);
+  // Log compaction and deleted-events (issue 6): one node per event type compacts (a lock in Redis).
+  const compactionStore = new CompactionStore(redis, scripts, keys);
+  const compactor = new Compactor(redis, eventTypeStore, compactionStore, config.compaction, logger);
 
   // The service's own audit event type exists on every installation (spec "Events emitted by the service").
   const audit = new AuditLog(publisher, settings, logger);
   await audit.ensureEventType(registry);
+  // The node's own storage is registered (and the default) from the first start on.
+  const storages = new StorageStore(redis, keys);
+  await storages.ensureNodeStorage(config.redis.keyPrefix);
+  // KPI event types likewise; events flow only while `kpi_collection` is on.
+  const kpi = new KpiCollector(publisher, settings, logger);
+  await kpi.ensureEventTypes(registry);
+  audit.onChange((entry) => kpi.changed(entry));
+  const streamed: StreamedListener = ({ subject, subscription, streamed: tallies }) => {
+    if (!kpi.enabled) return;
+    kpi.dataStreamed([...tallies].map(([eventType, t]) => ({ eventType, app: subject.id, ...(subscription === undefined ? {} : { subscription }), events: t.events, bytes: t.bytes, batches: t.batches })));
+  };
+  lowLevelStreams.onStreamEnd(streamed);
+  subscriptionStreams.onStreamEnd(streamed);
 
   const http = new HttpServer(config.http, authenticator, logger, metrics);
+  http.onAnswered((entry) => kpi.accessed(entry));
   http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }), { public: true });
   // Prometheus text format; authenticated like every route but /health (open in auth mode `off`).
   http.route('GET', '/metrics', async () => ({ status: 200, body: await metrics.scrape(), contentType: metrics.contentType }));
@@ -119,17 +146,27 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     of: async (name) => (await subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).map((s) => s.id),
     delete: (id) => subscriptionRegistry.delete(id),
   }, audit);
-  publishingRoutes(http, publisher, cursors, registry, access, metrics);
+  // Repartitioning (issue 6): grows the partition count; nodes follow through the event type cache.
+  const repartitioning = new Repartitioning(eventTypeStore, cache, subscriptionState, (name) => subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER }), {
+    maxPartitionCount: config.eventTypes.maxPartitionCount,
+    maxSubscriptionPartitions: config.subscriptions.maxPartitions,
+  });
+  partitionCountRoutes(http, repartitioning, access);
+  publishingRoutes(http, publisher, cursors, registry, access, metrics, kpi);
   subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), audit, (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);
   subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors, access);
   settingsRoutes(http, settings, access, audit);
   avroSchemaRoutes(http);
+  storageRoutes(http, storages, access);
+  deletedEventsRoutes(http, new DeletedEvents(cache, compactionStore, redis), access);
 
   return {
     async start() {
       const port = await http.listen(config.port, config.host);
       retention.start();
+      compactor.start();
+      kpi.start();
       logger.info({ port, redis: embedded ? 'embedded' : cluster ? 'cluster' : 'external', workerThreads: pool.threads }, 'broker node listening');
       return port;
     },
@@ -139,7 +176,9 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       // (open streams end as it stops); the publisher also waits for batches whose client left.
       const releasing = subscriptionStreams.close();
       await Promise.race([Promise.all([http.shutdown(), publisher.drain(), releasing]), grace]);
+      await kpi.stop();
       await retention.stop();
+      await compactor.stop();
       settings.stop();
       replicated?.close();
       authenticator.close();

@@ -146,6 +146,8 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   // Enrich and serialize. A size check is only needed when the body itself exceeds the limit.
   const checkSize = task.body.byteLength > task.maxEventBytes;
   const texts: string[][] = Array.from({ length: spec.partitionCount }, () => []);
+  // Compacted event types (issue 6): each event's compaction key, which validation made a non-empty string.
+  const compactionKeys: string[][] | undefined = spec.compacted === true ? Array.from({ length: spec.partitionCount }, () => []) : undefined;
   const eids: string[] = new Array<string>(batch.length);
   for (let i = 0; i < batch.length; i++) {
     const event = batch[i] as Event;
@@ -163,6 +165,7 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
       if (size > task.maxEventBytes) failures.set(i, { step: 'validating', detail: `event size ${size} bytes exceeds the limit of ${task.maxEventBytes} bytes` });
     }
     (texts[partition] as string[]).push(text);
+    if (compactionKeys) (compactionKeys[partition] as string[]).push(String(metadataOf(event)?.partition_compaction_key));
   }
   if (failures.size > 0) return rejection(batch, failures);
 
@@ -175,7 +178,7 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
     const data = Buffer.allocUnsafeSlow(Buffer.byteLength(joined));
     data.write(joined);
     bytes += data.byteLength - (list.length - 1);
-    partitions.push({ partition, count: list.length, data });
+    partitions.push(compactionKeys ? { partition, count: list.length, data, compactionKeys: compactionKeys[partition] } : { partition, count: list.length, data });
   });
   return { kind: 'accepted', eids, itemPartitions, partitions, bytes };
 }

@@ -20,6 +20,11 @@ export interface PublishSpec {
   readonly effectiveSchema: string;
   /** The event type's owner selector: events whose owner value resolves to null are refused. */
   readonly ownerSelector?: EventOwnerSelector;
+  /**
+   * True for cleanup_policy `compact` / `compact_and_delete` (issue 6): the payloads then carry each
+   * event's `metadata.partition_compaction_key` (the effective schema requires it). Absent = false.
+   */
+  readonly compacted?: boolean;
 }
 
 /** One batch to process. */
@@ -59,6 +64,8 @@ export interface PartitionPayload {
   readonly partition: number;
   readonly count: number;
   readonly data: Uint8Array;
+  /** `metadata.partition_compaction_key` of each event, in order; exactly when the spec is `compacted`. */
+  readonly compactionKeys?: string[];
 }
 
 /** A worker's answer to a {@link PublishTask}: 400, 422 or the payloads to write. */

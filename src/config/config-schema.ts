@@ -54,6 +54,13 @@ export interface BrokerConfig {
   readonly retention: {
     readonly checkIntervalMs: number;
   };
+  /** Log compaction of event types with cleanup_policy compact / compact_and_delete (issue 6). */
+  readonly compaction: {
+    /** How often one node per event type runs a compaction round over its partitions. */
+    readonly intervalMs: number;
+    /** Events younger than this (received within it, whole seconds on Redis's clock) are never compacted. */
+    readonly lagMs: number;
+  };
   readonly subscriptions: {
     readonly maxPartitions: number;
     readonly leaseTtlMs: number;
@@ -104,7 +111,7 @@ const positiveInt = (description: string, minimum = 1): Record<string, unknown> 
 export const configSchema = {
   type: 'object',
   additionalProperties: false,
-  required: ['port', 'host', 'logLevel', 'redis', 'embeddedRedis', 'http', 'publish', 'eventTypes', 'retention', 'subscriptions', 'consumption', 'auth'],
+  required: ['port', 'host', 'logLevel', 'redis', 'embeddedRedis', 'http', 'publish', 'eventTypes', 'retention', 'compaction', 'subscriptions', 'consumption', 'auth'],
   properties: {
     port: { type: 'integer', minimum: 0, maximum: 65535, description: 'HTTP port of this broker node (0 = any free port)' },
     host: { type: 'string', minLength: 1, description: 'address the HTTP server binds to' },
@@ -179,6 +186,15 @@ export const configSchema = {
       required: ['checkIntervalMs'],
       properties: {
         checkIntervalMs: positiveInt('how often each partition is trimmed to its retention time'),
+      },
+    },
+    compaction: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['intervalMs', 'lagMs'],
+      properties: {
+        intervalMs: positiveInt('how often the partitions of compacted event types (cleanup_policy compact, compact_and_delete) are compacted, by one node per event type'),
+        lagMs: positiveInt('events received less than this long ago (whole seconds on Redis clock) are never compacted; 0 = every event from an earlier second', 0),
       },
     },
     subscriptions: {

@@ -10,6 +10,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { UNAUTHENTICATED, type Subject } from '../auth/subject.js';
 import { parseUntrustedJson } from './json-limits.js';
 import type { HttpMeter, RequestRecorder } from '../observability/meters.js';
+import type { AccessLogEntry } from '../services/kpi.js';
 
 const gunzip = promisify(zlib.gunzip);
 const gzip = promisify(zlib.gzip);
@@ -140,6 +141,13 @@ export class HttpServer {
     this.app[register](path, (req, res) => this.handle(method, req, res, handler, isPublic, record));
   }
 
+  private answeredListener: ((entry: AccessLogEntry) => void) | undefined;
+
+  /** Tells `listener` of every answered request, streams when they end (the KPI `broker.access.log`). */
+  onAnswered(listener: (entry: AccessLogEntry) => void): void {
+    this.answeredListener = listener;
+  }
+
   /** Starts listening. @returns the bound port (useful with port 0) */
   async listen(port: number, host: string): Promise<number> {
     await this.app.listen(port, host);
@@ -166,10 +174,12 @@ export class HttpServer {
     let child: Logger | undefined;
     const log = (): Logger => (child ??= this.logger.child({ flow_id: flowId }));
     let status = 500;
+    let subjectId = UNAUTHENTICATED.id;
     try {
       if (!this.accepting) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
       this.refuseDeclaredOversize(req);
       const subject = isPublic ? UNAUTHENTICATED : await this.authenticator.authenticate(req.headers.authorization);
+      subjectId = subject.id;
       const params: Record<string, string> = {};
       for (const [key, value] of Object.entries(req.path_parameters)) params[key] = safeDecode(value);
       let bodyPromise: Promise<Buffer> | undefined;
@@ -199,6 +209,18 @@ export class HttpServer {
       const ended = process.hrtime.bigint();
       record?.(status, Number((streamStarted ?? ended) - started) / 1e9);
       const ms = Number(ended - started) / 1e6;
+      this.answeredListener?.({
+        method,
+        path: req.path,
+        query: req.path_query ?? '',
+        app: subjectId,
+        userAgent: req.headers['user-agent'] ?? '',
+        status,
+        ms,
+        acceptEncoding: req.headers['accept-encoding'] ?? '',
+        contentEncoding: req.headers['content-encoding'] ?? '',
+        requestLength: Number(req.headers['content-length'] ?? 0) || 0,
+      });
       const line = { method, path: req.path, status, ms: Math.round(ms * 100) / 100 };
       if (status >= 500) log().error(line, 'request failed');
       else if (status >= 400) log().info(line, 'request rejected');

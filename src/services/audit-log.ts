@@ -83,8 +83,16 @@ export class AuditLog {
     }
   }
 
-  /** Publishes `entry` when `audit_log_collection` is on (in the background). */
+  private readonly listeners: ((entry: AuditEntry) => void)[] = [];
+
+  /** Tells `listener` of every change, whether or not the audit log is on (the KPI change logs). */
+  onChange(listener: (entry: AuditEntry) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** Publishes `entry` when `audit_log_collection` is on (in the background); tells the listeners in any case. */
   record(entry: AuditEntry): void {
+    for (const listener of this.listeners) listener(entry);
     if (!this.settings.enabled('audit_log_collection')) return;
     const event = {
       metadata: { eid: randomUUID(), occurred_at: new Date().toISOString() },

@@ -35,6 +35,7 @@ export function buildPublishSpec(stored: StoredEventType): PublishSpec {
     schemaKey: createHash('sha256').update(effectiveSchema).digest('base64url'),
     effectiveSchema,
     ...(record.event_owner_selector ? { ownerSelector: record.event_owner_selector } : {}),
+    ...(record.cleanup_policy !== 'delete' ? { compacted: true } : {}),
   };
 }
 

@@ -94,7 +94,7 @@ export class Publisher {
     const writes = await (this.replicated ?? this.partitions).append(
       name,
       eventType.topology.timeline,
-      result.partitions.map((p) => ({ partition: String(p.partition), count: p.count, data: p.data })),
+      result.partitions.map((p) => ({ partition: String(p.partition), count: p.count, data: p.data, ...(p.compactionKeys ? { compactionKeys: p.compactionKeys } : {}) })),
     );
     const failed = new Map<number, string>();
     writes.forEach((w, i) => {

@@ -9,7 +9,7 @@ import type { Logger } from '../observability/logger.js';
  * Time-based retention (DESIGN.md §3; `options.retention_time`): every `checkIntervalMs` one node per
  * event type (a lock with that expiry) trims each partition to events received within the retention
  * time, measured on Redis's clock. Offsets of kept events never change; `oldest_available_offset`
- * moves up.
+ * moves up. Event types with cleanup_policy `compact` are never trimmed (issue 6).
  */
 export class RetentionTrimmer {
   private timer: NodeJS.Timeout | undefined;
@@ -40,6 +40,8 @@ export class RetentionTrimmer {
     const now = Number(seconds);
     let trimmed = 0;
     for (const record of await this.eventTypes.list()) {
+      // cleanup_policy `compact` keeps the latest event per key for ever; `compact_and_delete` is trimmed too.
+      if (record.cleanup_policy === 'compact') continue;
       if (!(await this.partitions.tryRetentionLock(record.name, this.owner, this.checkIntervalMs))) continue;
       const stored = await this.eventTypes.get(record.name);
       if (!stored) continue;

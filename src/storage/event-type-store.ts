@@ -10,6 +10,9 @@ export interface StoredEventType {
   readonly revision: string;
 }
 
+/** Result codes of {@link EventTypeStore.growPartitions} (STYLE.md habit 3). */
+export type GrowOutcome = 'grown' | 'unchanged' | 'smaller' | 'not_found';
+
 /** Result codes of {@link EventTypeStore.update} (STYLE.md habit 3). */
 export type UpdateOutcome = 'updated' | 'not_found' | 'conflict';
 
@@ -74,6 +77,19 @@ export class EventTypeStore {
     return outcome === 1 ? 'updated' : outcome === 0 ? 'not_found' : 'conflict';
   }
 
+  /**
+   * Grows the partition count of an event type (repartitioning), atomically checking that it only grows
+   * (`growPartitions-1.lua`). Existing partitions keep their events; new ones start empty.
+   * @param count the new number of partitions (integer >= 1)
+   * @returns the outcome (`grown`, `unchanged` for the same count, `smaller` refused, `not_found`) and the count before
+   * @throws BrokerError 503 when Redis fails
+   */
+  async growPartitions(name: string, count: number): Promise<{ outcome: GrowOutcome; previous: number }> {
+    const [code, previous] = (await this.scripts.run('growPartitions', [this.keys.eventType(name)], [count]).catch(storageError)) as [number, number];
+    const outcome: GrowOutcome = code === 1 ? 'grown' : code === 0 ? 'unchanged' : code === -1 ? 'smaller' : 'not_found';
+    return { outcome, previous: Number(previous) };
+  }
+
   /** All schema versions of an event type, newest first. */
   async schemas(name: string): Promise<EventTypeSchema[]> {
     const values = await this.redis.hvals(this.keys.eventTypeSchemas(name)).catch(storageError);
@@ -87,7 +103,8 @@ export class EventTypeStore {
   }
 
   /**
-   * Deletes the metadata, then each partition's log, counters and time index (one `DEL` per partition:
+   * Deletes the metadata, then each partition's log, counters, time index and compaction index and
+   * tombstones (one `DEL` per partition:
    * its keys share a slot, partitions do not; auto-pipelining sends them in one round trip per node).
    * @returns false when the event type did not exist
    */
@@ -99,7 +116,13 @@ export class EventTypeStore {
     const topology = JSON.parse(topologyJson) as EventTypeTopology;
     await Promise.all(
       partitionIds(topology).map((p) =>
-        this.redis.del(this.keys.partitionLog(name, topology.timeline, p), this.keys.partitionMeta(name, topology.timeline, p), this.keys.partitionTimeIndex(name, topology.timeline, p)),
+        this.redis.del(
+          this.keys.partitionLog(name, topology.timeline, p),
+          this.keys.partitionMeta(name, topology.timeline, p),
+          this.keys.partitionTimeIndex(name, topology.timeline, p),
+          this.keys.partitionCompactionIndex(name, topology.timeline, p),
+          this.keys.partitionTombstones(name, topology.timeline, p),
+        ),
       ),
     ).catch(storageError);
     return true;

@@ -25,6 +25,15 @@ export interface Keys {
   partitionTimeIndex(name: string, timeline: number, partition: string): string;
   /** String with expiry: held by the node trimming an event type's partitions this round. */
   retentionLock(name: string): string;
+  /**
+   * Hash (compacted event types only; issue 6): compaction key → offset of its newest event in the
+   * partition, or `d<offset>` after `deleted-events`: every event of that key before `<offset>` goes.
+   */
+  partitionCompactionIndex(name: string, timeline: number, partition: string): string;
+  /** Sorted set (compacted event types only): keys with a tombstone in the compaction index, score = its `<offset>`. */
+  partitionTombstones(name: string, timeline: number, partition: string): string;
+  /** String with expiry: held (and renewed) by the one node compacting an event type's partitions. */
+  compactionLock(name: string): string;
   /** Sharded pub/sub channel (SPUBLISH, same slot as the partition): a batch was appended; readers wake. */
   partitionNotices(name: string, timeline: number, partition: string): string;
   /** Pub/sub channel announcing metadata changes (event type names) to every node. */
@@ -59,6 +68,10 @@ export interface Keys {
   readonly settingsAdmins: string;
   /** Pub/sub channel: a setting changed (features, blacklist or admins); every node reloads them. */
   readonly settingsChannel: string;
+  /** Hash: storage id → Storage record JSON (spec "Storage"). */
+  readonly storages: string;
+  /** String: the id of the default storage. */
+  readonly defaultStorage: string;
 }
 
 const NAME = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
@@ -84,6 +97,9 @@ export function createKeys(prefix: string): Keys {
     partitionMeta: (name, timeline, p) => `${partition(name, timeline, p)}:meta`,
     partitionTimeIndex: (name, timeline, p) => `${partition(name, timeline, p)}:time-index`,
     retentionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:retention-lock`,
+    partitionCompactionIndex: (name, timeline, p) => `${partition(name, timeline, p)}:compaction-keys`,
+    partitionTombstones: (name, timeline, p) => `${partition(name, timeline, p)}:tombstones`,
+    compactionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:compaction-lock`,
     partitionNotices: (name, timeline, p) => `${partition(name, timeline, p)}:notices`,
     metadataChannel: `${prefix}metadata-changes`,
     subscriptionIds: `${registry}:subscriptions`,
@@ -100,5 +116,7 @@ export function createKeys(prefix: string): Keys {
     settingsBlacklist: `${prefix}{settings}:blacklist`,
     settingsAdmins: `${prefix}{settings}:admins`,
     settingsChannel: `${prefix}settings-changes`,
+    storages: `${prefix}{settings}:storages`,
+    defaultStorage: `${prefix}{settings}:default-storage`,
   };
 }

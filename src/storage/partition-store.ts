@@ -1,7 +1,30 @@
 import type { PartitionRange } from '../domain/offsets.js';
 import type { Keys } from './keys.js';
 import { storageError, type RedisClient } from './redis-connection.js';
-import type { Scripts } from './scripts.js';
+import type { ScriptArg, Scripts } from './scripts.js';
+
+/**
+ * One partition's share of a batch: `count` JSON texts joined by `\n`. `compactionKeys` (one per event,
+ * in order) is set exactly for compacted event types (issue 6): their events are then written one
+ * stream entry each with their key, and the partition's compaction index points each key at its newest.
+ */
+export interface PartitionAppend {
+  readonly partition: string;
+  readonly count: number;
+  readonly data: Uint8Array;
+  readonly compactionKeys?: readonly string[];
+}
+
+/**
+ * The script call that appends `write` (publishBatch, or publishCompacted when it carries compaction
+ * keys): its keys in the script's header order and its arguments. Shared with the replicated appender.
+ */
+export function appendCall(keys: Keys, name: string, timeline: number, write: PartitionAppend): { script: 'publishBatch' | 'publishCompacted'; keys: string[]; args: ScriptArg[] } {
+  const data = Buffer.from(write.data.buffer, write.data.byteOffset, write.data.byteLength);
+  const base = [keys.partitionMeta(name, timeline, write.partition), keys.partitionLog(name, timeline, write.partition), keys.partitionTimeIndex(name, timeline, write.partition), keys.partitionNotices(name, timeline, write.partition)];
+  if (write.compactionKeys === undefined) return { script: 'publishBatch', keys: base, args: [write.count, data] };
+  return { script: 'publishCompacted', keys: [...base, keys.partitionCompactionIndex(name, timeline, write.partition)], args: [write.count, data, ...write.compactionKeys] };
+}
 
 /** Outcome of writing one partition's share of a batch. */
 export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string };
@@ -44,15 +67,14 @@ export class PartitionStore {
    * On a Redis Cluster, auto-pipelining groups the calls per node (one pipeline per master, never one
    * across nodes); each partition's script runs atomically in its own slot and fails on its own (a dead
    * master fails only its partitions, after ioredis's retries; README "Redis Cluster").
-   * @param writes partition id → (event count, events joined by `\n`)
+   * @param writes partition id → (event count, events joined by `\n`, compaction keys for compacted types)
    */
-  async append(name: string, timeline: number, writes: readonly { partition: string; count: number; data: Uint8Array }[]): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: number, writes: readonly PartitionAppend[]): Promise<PartitionWrite[]> {
     return Promise.all(
       writes.map(async (w): Promise<PartitionWrite> => {
         try {
-          const data = Buffer.from(w.data.buffer, w.data.byteOffset, w.data.byteLength);
-          const keys = [...this.keysOf(name, timeline, w.partition), this.keys.partitionNotices(name, timeline, w.partition)];
-          const first = await this.scripts.run('publishBatch', keys, [w.count, data]);
+          const call = appendCall(this.keys, name, timeline, w);
+          const first = await this.scripts.run(call.script, call.keys, call.args);
           return { ok: true, firstOffset: Number(first) };
         } catch (err) {
           return { ok: false, reason: /timed out/i.test((err as Error).message) ? 'timed out' : `storage error: ${(err as Error).message}` };

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.js';
-import type { PartitionWrite } from './partition-store.js';
+import { appendCall, type PartitionAppend, type PartitionWrite } from './partition-store.js';
 import { Scripts } from './scripts.js';
 
 /** Connections reserved for acknowledged writes: a `WAIT` blocks its connection until replicas confirm. */
@@ -55,12 +55,12 @@ export class ReplicatedAppender {
    * @returns per write: ok with its first offset, or failed with a reason (script error, or too few
    *   replicas: `acknowledged by k of n replicas within t ms`)
    */
-  async append(name: string, timeline: number, writes: readonly { partition: string; count: number; data: Uint8Array }[]): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: number, writes: readonly PartitionAppend[]): Promise<PartitionWrite[]> {
     const lane = this.lanes[this.next++ % this.lanes.length] as Lane;
     // Issued in this order on one connection: the scripts, then the WAIT that covers them.
     const scripted = writes.map((w) => {
-      const keys = [this.keys.partitionMeta(name, timeline, w.partition), this.keys.partitionLog(name, timeline, w.partition), this.keys.partitionTimeIndex(name, timeline, w.partition), this.keys.partitionNotices(name, timeline, w.partition)];
-      return lane.scripts.run('publishBatch', keys, [w.count, Buffer.from(w.data.buffer, w.data.byteOffset, w.data.byteLength)]);
+      const call = appendCall(this.keys, name, timeline, w);
+      return lane.scripts.run(call.script, call.keys, call.args);
     });
     const waited = lane.redis.wait(this.minReplicas, this.timeoutMs);
     const [scripts, replicas] = await Promise.all([Promise.allSettled(scripted), waited.then((n) => ({ n }), (err: unknown) => ({ err: err as Error }))]);

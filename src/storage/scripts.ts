@@ -12,7 +12,14 @@ export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 
   | 'applyTopology'
   | 'heartbeat'
   | 'commitCursors'
-  | 'initOffsets';
+  | 'initOffsets'
+  | 'extendOffsets'
+  | 'growPartitions'
+  | 'publishCompacted'
+  | 'markDeleted'
+  | 'compactPartition'
+  | 'pruneCompactionIndex'
+  | 'holdLock';
 
 /** An ARGV value of a script (numbers are sent as decimal text). */
 export type ScriptArg = string | number | Buffer;

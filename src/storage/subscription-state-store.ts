@@ -141,6 +141,20 @@ export class SubscriptionStateStore {
     await this.scripts.run('initOffsets', [this.keys.subscriptionOffsets(id)], args).catch(storageError);
   }
 
+  /**
+   * Gives partitions added by repartitioning an offset (`extendOffsets-1.lua`), only if the subscription
+   * is initialized; partitions that have one keep it.
+   * @param offsets offsets field → last committed offset (-1 = before the first event)
+   * @returns how many partitions got an offset now
+   * @throws BrokerError 503 when Redis fails
+   */
+  async extendOffsets(id: string, offsets: ReadonlyMap<string, number>): Promise<number> {
+    if (offsets.size === 0) return 0;
+    const args: string[] = [];
+    for (const [field, offset] of offsets) args.push(field, String(offset));
+    return Number(await this.scripts.run('extendOffsets', [this.keys.subscriptionOffsets(id)], args).catch(storageError));
+  }
+
   /** Committed offsets by field; empty before the subscription was initialized. */
   async offsets(id: string): Promise<Map<string, number>> {
     const all = await this.redis.hgetall(this.keys.subscriptionOffsets(id)).catch(storageError);

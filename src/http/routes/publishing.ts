@@ -5,6 +5,7 @@ import type { PublishBatchResult, PublishCounts, PublishMeter } from '../../obse
 import type { AccessControl } from '../../services/access-control.js';
 import type { EventTypeRegistry } from '../../services/event-type-registry.js';
 import type { HttpServer, RequestContext } from '../server.js';
+import type { KpiCollector } from '../../services/kpi.js';
 import { name } from './event-types.js';
 
 /**
@@ -21,6 +22,8 @@ export function publishingRoutes(
   registry: EventTypeRegistry,
   access: AccessControl,
   metrics?: PublishMeter,
+  /** Told of every answered batch while `kpi_collection` is on (KPI `broker.batch.published`). */
+  kpi?: KpiCollector,
 ): void {
   http.route('POST', '/event-types/:name/events', async (ctx) => {
     // Only a name the publisher found becomes a label value: clients cannot make up series.
@@ -32,6 +35,7 @@ export function publishingRoutes(
       const body = await ctx.body();
       if (body.byteLength === 0) throw errors.badRequest('the body must be a JSON array of events');
       started = performance.now();
+      const bodyBytes = body.byteLength; // the body goes to a worker and is not read afterwards
       const outcome = await publisher.publish(eventType, body, {
         publishedBy: ctx.subject.id,
         flowId: ctx.flowId,
@@ -40,7 +44,10 @@ export function publishingRoutes(
           access.requireEventType(ctx.subject, record, 'write');
         },
       });
-      metrics?.batch(eventType, BATCH_RESULTS[outcome.status], (performance.now() - started) / 1000, publishCounts(outcome));
+      const seconds = (performance.now() - started) / 1000;
+      const counts = publishCounts(outcome);
+      metrics?.batch(eventType, BATCH_RESULTS[outcome.status], seconds, counts);
+      if (kpi?.enabled) kpi.batchPublished({ eventType, app: ctx.subject.id, result: BATCH_RESULTS[outcome.status], events: counts.submitted, bytes: bodyBytes, ms: seconds * 1000 });
       if (outcome.status === 200) return { status: 200 };
       return { status: outcome.status, body: outcome.items };
     } catch (err) {

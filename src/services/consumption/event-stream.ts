@@ -1,4 +1,5 @@
 import type { BrokerConfig } from '../../config/config-schema.js';
+import type { Subject } from '../../auth/subject.js';
 import type { StreamParameters } from '../../domain/stream-parameters.js';
 import type { StreamSink } from '../../http/server.js';
 import type { Keys } from '../../storage/keys.js';
@@ -102,12 +103,27 @@ const now = (): number => performance.now();
  * for one of its partitions, on a flush deadline, on `poke()` (a commit, a topology change), or on the
  * slow safety-net poll.
  */
+/** What a stream sent of one event type: events, bytes of the batch lines that carried them, data batches. */
+export interface StreamTally {
+  events: number;
+  bytes: number;
+  batches: number;
+}
+
+/**
+ * Told once per ended stream what it sent (the KPI `broker.data.streamed`, issue 6 §4.1): the consuming
+ * subject, the subscription (absent for low-level streams) and the tallies per event type.
+ */
+export type StreamedListener = (report: { readonly subject: Subject; readonly subscription?: string; readonly streamed: ReadonlyMap<string, Readonly<StreamTally>> }) => void;
+
 export class EventStreamLoop {
   private readonly partitions = new Map<string, StreamPartition>();
   /** Bytes in every partition's buffer (kept with each change, read on every round). */
   private bufferedBytes = 0;
   /** Events in batches cut since the last write (reported to the meter with the write). */
   private unmeteredEvents = 0;
+  /** What the stream sent so far per event type (data batches only; the KPI `broker.data.streamed`). */
+  private readonly tallies = new Map<string, StreamTally>();
   private wake: (() => void) | undefined;
   private woken = false;
   private first = true;
@@ -126,6 +142,11 @@ export class EventStreamLoop {
   ) {
     this.deadline = now() + params.streamTimeoutSeconds * 1000;
     sink.signal.addEventListener('abort', () => this.poke());
+  }
+
+  /** Events, bytes and data batches sent so far, per event type. */
+  get streamed(): ReadonlyMap<string, Readonly<StreamTally>> {
+    return this.tallies;
   }
 
   /** The partitions currently in the stream (active or leaving). */
@@ -401,7 +422,13 @@ export class EventStreamLoop {
       p.sent = p.skippedThrough;
       p.skippedThrough = -1;
     }
-    out.push(this.line(p, parts));
+    const line = this.line(p, parts);
+    out.push(line);
+    let tally = this.tallies.get(p.eventType);
+    if (!tally) this.tallies.set(p.eventType, (tally = { events: 0, bytes: 0, batches: 0 }));
+    tally.events += count - left;
+    tally.bytes += line.length;
+    tally.batches++;
     p.keepAlives = 0;
     p.windowStartedAt = t;
     this.policy.sent(p, count - left);

@@ -11,7 +11,7 @@ import type { PartitionStore } from '../../storage/partition-store.js';
 import type { Subject } from '../../auth/subject.js';
 import { CONSUMPTION_BLOCKED, READERS_CHANGED, readersKey, type AccessControl } from '../access-control.js';
 import type { Settings } from '../settings.js';
-import { EventStreamLoop, type StreamPartition, type StreamPolicy } from './event-stream.js';
+import { EventStreamLoop, type StreamedListener, type StreamPartition, type StreamPolicy } from './event-stream.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 
@@ -113,6 +113,13 @@ export class LowLevelStreams {
     };
   }
 
+  private streamedListener: StreamedListener | undefined;
+
+  /** Tells `listener` what each low-level stream sent when it ends (KPI `broker.data.streamed`). */
+  onStreamEnd(listener: StreamedListener): void {
+    this.streamedListener = listener;
+  }
+
   private async stream(policy: LowLevelPolicy, timeline: number, starts: readonly Start[], params: StreamParameters, sink: StreamSink): Promise<void> {
     const loop = new EventStreamLoop(params, sink, policy, this.partitions, this.wakeups, this.keys, this.config, this.meter);
     policy.loop = loop;
@@ -123,6 +130,7 @@ export class LowLevelStreams {
       this.logger.debug({ eventType: policy.eventType, end }, 'low-level stream ended');
     } finally {
       this.open.delete(policy);
+      this.streamedListener?.({ subject: policy.subject, streamed: loop.streamed });
     }
   }
 }

@@ -17,7 +17,7 @@ import type { SubscriptionRegistry } from '../subscription-registry.js';
 import { CONSUMPTION_BLOCKED, READERS_CHANGED, readersKey, type AccessControl } from '../access-control.js';
 import type { Settings } from '../settings.js';
 import { offsetField, type SessionInfo, type SubscriptionState, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
-import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamPartition, type StreamPolicy } from './event-stream.js';
+import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamedListener, type StreamPartition, type StreamPolicy } from './event-stream.js';
 import type { PartitionWakeups } from './partition-wakeups.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter, type StreamMeter } from '../../observability/meters.js';
 
@@ -55,6 +55,8 @@ export const END_REASONS = {
   blocked: CONSUMPTION_BLOCKED,
   authorizationChanged: 'Subscription authorization changed; reconnect',
   readersChanged: READERS_CHANGED,
+  /** An event type of the stream got more partitions (repartitioning): reconnect to get them too. */
+  repartitioned: 'The partitions of an event type of this stream changed (repartitioning); reconnect',
 } as const;
 
 const MAX_APPLY_ATTEMPTS = 50;
@@ -94,6 +96,14 @@ export class SubscriptionStreams {
     this.deps = { state, partitions, wakeups, keys, config, logger, meter: metrics.stream('subscription') };
   }
 
+  /** Told what each stream sent when it ends (KPI `broker.data.streamed`); see {@link onStreamEnd}. */
+  streamedListener: StreamedListener | undefined;
+
+  /** Tells `listener` what each subscription stream sent when it ends. */
+  onStreamEnd(listener: StreamedListener): void {
+    this.streamedListener = listener;
+  }
+
   /** True once the node shuts down: no new streams, sessions are released at once. */
   get stopping(): boolean {
     return this.shuttingDown;
@@ -120,12 +130,16 @@ export class SubscriptionStreams {
     });
   }
 
-  /** Ends `runner`'s stream when the readers of one of the subscription's event types changed. */
+  /**
+   * Ends `runner`'s stream when the readers of one of the subscription's event types changed, or when
+   * one of them was repartitioned (its partition count differs from the one the stream opened with).
+   */
   private async recheck(runner: SessionRunner): Promise<void> {
     try {
       for (const name of runner.eventTypes) {
         const stored = await this.eventTypes.get(name);
         if (stored && readersKey(stored.record) !== runner.readers.get(name)) return runner.end(END_REASONS.readersChanged);
+        if (stored && stored.topology.partitionCount !== (runner.partitionCounts.get(name) ?? 0)) return runner.end(END_REASONS.repartitioned);
       }
     } catch (err) {
       this.logger.warn({ err, subscription: runner.subscriptionId }, 'could not re-check read access of a subscription stream; it goes on');
@@ -135,6 +149,15 @@ export class SubscriptionStreams {
   /** The subscription, its partitions and event types. @throws BrokerError 404, 503 */
   async resolve(id: string): Promise<ResolvedSubscription> {
     const record = await this.subscriptions.get(id);
+    return { record, ...(await this.partitionsOf(record)) };
+  }
+
+  /**
+   * The partitions of `record`'s event types as this node's event type cache has them now (they grow
+   * when an event type is repartitioned), and the records of the event types that exist.
+   * @throws BrokerError 503
+   */
+  private async partitionsOf(record: Subscription): Promise<{ partitions: SubscriptionPartition[]; eventTypes: EventType[] }> {
     const partitions: SubscriptionPartition[] = [];
     const eventTypes: EventType[] = [];
     for (const name of record.event_types) {
@@ -143,7 +166,7 @@ export class SubscriptionStreams {
       eventTypes.push(eventType.record);
       for (const partition of partitionIds(eventType.topology)) partitions.push({ eventType: name, partition, timeline: eventType.topology.timeline });
     }
-    return { record, partitions, eventTypes };
+    return { partitions, eventTypes };
   }
 
   /**
@@ -214,11 +237,13 @@ export class SubscriptionStreams {
     if (missing.length === 0) return;
     const ranges = await this.rangesOf(missing);
     const initial = new Map<string, number>();
+    // Partitions missing from an initialized subscription were added by repartitioning: from their beginning.
+    const readFrom = existing.size > 0 ? 'begin' : record.read_from;
     for (const p of missing) {
       const field = offsetField(p.eventType, p.partition);
       const range = ranges.get(field) as PartitionRange;
-      let offset = record.read_from === 'begin' ? range.oldest - 1 : range.newest;
-      if (record.read_from === 'cursors') {
+      let offset = readFrom === 'begin' ? range.oldest - 1 : range.newest;
+      if (readFrom === 'cursors') {
         const cursor = record.initial_cursors.find((c) => c.event_type === p.eventType && c.partition === p.partition);
         const parsed = cursor ? parseOffset(cursor.offset) : { kind: 'begin' as const };
         const resolved = parsed ? resolveCursor(parsed, range, p.timeline) : undefined;
@@ -256,6 +281,9 @@ export class SubscriptionStreams {
     change: { remove?: readonly string[]; upsert?: { id: string; info: SessionInfo; leaseMs: number }; complete?: PartitionKey & { from: string }; refuseDuringReset?: boolean },
   ): Promise<'ok' | 'reset'> {
     const id = subscription.record.id;
+    // The partitions now, not when the stream opened: a stream that outlived a repartitioning must not
+    // write an assignment that drops the new partitions.
+    const { partitions } = await this.partitionsOf(subscription.record);
     for (let attempt = 0; attempt < MAX_APPLY_ATTEMPTS; attempt++) {
       const state = await this.state.read(id);
       const removed = new Set(change.remove ?? []);
@@ -269,7 +297,7 @@ export class SubscriptionStreams {
         const current = assignments.find((a) => a.eventType === completing.eventType && a.partition === completing.partition);
         if (current?.state === 'reassigning' && current.session === completing.from) assignments = completeReassignment(assignments, completing);
       }
-      assignments = rebalance(subscription.partitions, streaming, assignments, new Set(remaining.map((s) => s.id)));
+      assignments = rebalance(partitions, streaming, assignments, new Set(remaining.map((s) => s.id)));
       const outcome = await this.state.apply(id, {
         expectedVersion: state.version,
         assignments,
@@ -348,6 +376,8 @@ class SessionRunner implements StreamPolicy {
   readonly eventTypes: readonly string[];
   /** {@link readersKey} of each event type when the stream opened. */
   readonly readers: ReadonlyMap<string, string>;
+  /** Partition count of each event type when the stream opened (a change ends the stream). */
+  readonly partitionCounts: ReadonlyMap<string, number>;
   readonly accept: ((partition: StreamPartition, event: string) => boolean) | undefined;
 
   /** @param filters per event type name, the per-event authorization test (absent = every event) */
@@ -361,6 +391,9 @@ class SessionRunner implements StreamPolicy {
   ) {
     this.eventTypes = subscription.record.event_types;
     this.readers = new Map(subscription.eventTypes.map((e) => [e.name, readersKey(e)]));
+    const counts = new Map<string, number>();
+    for (const p of subscription.partitions) counts.set(p.eventType, (counts.get(p.eventType) ?? 0) + 1);
+    this.partitionCounts = counts;
     this.accept = filters.size === 0 ? undefined : (partition, event) => filters.get(partition.eventType)?.(event) ?? true;
     this.released = new Promise<void>((resolve) => (this.markReleased = resolve));
     this.leaseMs = owner.deps.config.subscriptions.leaseTtlMs;
@@ -405,6 +438,7 @@ class SessionRunner implements StreamPolicy {
         (end.kind === 'reason' && end.debug === NODE_SHUTTING_DOWN);
     } finally {
       clearInterval(this.heartbeat);
+      this.owner.streamedListener?.({ subject: this.subject, subscription: this.subscriptionId, streamed: this.loop.streamed });
       void this.leave(releaseNow).finally(() => {
         this.finished = true;
         this.markReleased();

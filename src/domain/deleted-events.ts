@@ -1,0 +1,87 @@
+/**
+ * `POST /event-types/{name}/deleted-events` (spec "Event type registry"; issue 6): which compaction
+ * keys get a tombstone in which partition. Pure: no I/O.
+ *
+ * The events are not validated; each needs only what key and partition selection read:
+ * `metadata.partition_compaction_key` (a non-empty string), and for `hash` the partition key fields,
+ * for `user_defined` `metadata.partition`. Under `random` the partition of earlier events is unknown,
+ * so the tombstone goes to every partition.
+ */
+import type { BatchItemResponse, PublishSpec, PublishStep } from '../../workers/publish-protocol.js';
+import { hashPartition, readPath, userDefinedPartition } from './partitioner.js';
+
+/** The tombstones to write, or the 422 answer (one item per event, as for publishing; WIRE.md "Publishing"). */
+export type TombstonePlan =
+  | { readonly kind: 'malformed'; readonly detail: string }
+  | { readonly kind: 'rejected'; readonly items: BatchItemResponse[] }
+  | {
+      readonly kind: 'planned';
+      /** `metadata.eid` per input event ('' when absent), in input order. */
+      readonly eids: string[];
+      /** Partition indexes per input event (all of them under `random`). */
+      readonly itemPartitions: number[][];
+      /** Partition index → distinct compaction keys to mark deleted there. */
+      readonly partitions: Map<number, Set<string>>;
+    };
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Plans the tombstones of a deleted-events body.
+ * @param body the parsed request body
+ * @param spec the event type's publish spec (strategy, absolute hash key paths, partition count)
+ * @returns `malformed` (answer 400) when the body is not an array of objects; `rejected` (answer 422)
+ *   when an event lacks its compaction key (step `validating`) or its partition data (step
+ *   `partitioning`), every other event then `aborted`; otherwise `planned`
+ */
+export function planTombstones(body: unknown, spec: Pick<PublishSpec, 'partitionStrategy' | 'partitionKeyPaths' | 'partitionCount'>): TombstonePlan {
+  if (!Array.isArray(body)) return { kind: 'malformed', detail: 'body must be a JSON array of events' };
+  const events = body as unknown[];
+  for (let i = 0; i < events.length; i++) {
+    if (!isObject(events[i])) return { kind: 'malformed', detail: `item ${i} of the body is not a JSON object` };
+  }
+  const failures = new Map<number, { step: PublishStep; detail: string }>();
+  const eids: string[] = [];
+  const itemPartitions: number[][] = [];
+  const partitions = new Map<number, Set<string>>();
+  const all = Array.from({ length: spec.partitionCount }, (_, p) => p);
+  events.forEach((event, i) => {
+    const eid = readPath(event, ['metadata', 'eid']);
+    eids.push(typeof eid === 'string' ? eid : '');
+    const key = readPath(event, ['metadata', 'partition_compaction_key']);
+    if (typeof key !== 'string' || key.length === 0) {
+      failures.set(i, { step: 'validating', detail: 'metadata.partition_compaction_key is required (a non-empty string)' });
+      itemPartitions.push([]);
+      return;
+    }
+    let targets: number[];
+    if (spec.partitionStrategy === 'random') targets = all;
+    else {
+      const partition = spec.partitionStrategy === 'hash' ? hashPartition(event, spec.partitionKeyPaths, spec.partitionCount) : userDefinedPartition(event, spec.partitionCount);
+      if (typeof partition === 'string') {
+        failures.set(i, { step: 'partitioning', detail: partition });
+        itemPartitions.push([]);
+        return;
+      }
+      targets = [partition];
+    }
+    itemPartitions.push(targets);
+    for (const p of targets) {
+      const keys = partitions.get(p) ?? new Set<string>();
+      keys.add(key);
+      partitions.set(p, keys);
+    }
+  });
+  if (failures.size > 0) {
+    const items = eids.map((eid, i): BatchItemResponse => {
+      const failure = failures.get(i);
+      return failure
+        ? { eid, publishing_status: 'failed', step: failure.step, detail: failure.detail }
+        : { eid, publishing_status: 'aborted', step: 'none', detail: 'aborted: another event of the batch failed' };
+    });
+    return { kind: 'rejected', items };
+  }
+  return { kind: 'planned', eids, itemPartitions, partitions };
+}

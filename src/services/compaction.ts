@@ -1,0 +1,127 @@
+import { randomUUID } from 'node:crypto';
+import type { BrokerConfig } from '../config/config-schema.js';
+import { partitionIds } from '../domain/event-type.js';
+import type { Logger } from '../observability/logger.js';
+import type { CompactionStore } from '../storage/compaction-store.js';
+import type { EventTypeStore } from '../storage/event-type-store.js';
+import type { RedisClient } from '../storage/redis-connection.js';
+
+/** Stream entries (one event each for compacted types) looked at per script call: bounds each call's time in Redis. */
+export const COMPACTION_STEP_ENTRIES = 256;
+
+/** Script steps between two renewals of the lock within one partition. */
+const RENEW_EVERY_STEPS = 16;
+
+/** What one node did to one event type in one round. */
+export interface CompactionRound {
+  readonly eventType: string;
+  readonly partitions: number;
+  /** Events removed (superseded, or deleted by a tombstone). */
+  readonly deleted: number;
+  /** Tombstones dropped because the round passed them. */
+  readonly tombstonesDropped: number;
+  /** Index fields dropped because retention removed their events (compact_and_delete). */
+  readonly indexPruned: number;
+}
+
+/**
+ * Log compaction (issue 6; spec "EventType" cleanup_policy, "deleted-events"): every
+ * `compaction.intervalMs`, for each event type with cleanup_policy `compact` or `compact_and_delete`,
+ * the ONE node holding that event type's compaction lock (taken when free, renewed by its holder,
+ * lasting {@link Compactor.lockTtlMs}) walks each partition from its oldest event up to the events
+ * received within `compaction.lagMs` in bounded steps ({@link COMPACTION_STEP_ENTRIES} entries per
+ * Lua call, so O(partition) per round), removing every event whose compaction key has a newer event in
+ * that partition, or a tombstone after it. The latest event per key and partition survives; offsets of
+ * survivors never change (removed offsets become gaps that readers skip). Retention of
+ * `compact_and_delete` is the RetentionTrimmer's; afterwards this prunes index fields whose events it removed.
+ */
+export class Compactor {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private readonly owner = randomUUID();
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly eventTypes: EventTypeStore,
+    private readonly store: CompactionStore,
+    private readonly config: BrokerConfig['compaction'],
+    private readonly logger: Logger,
+  ) {}
+
+  /** How long an event type's compaction lock lasts without renewal: three intervals, at least 5 s (ms). */
+  get lockTtlMs(): number {
+    return Math.max(3 * this.config.intervalMs, 5000);
+  }
+
+  /** Starts the periodic rounds (one at a time; a failed round is logged and retried next interval). */
+  start(): void {
+    this.timer = setInterval(() => {
+      this.running ??= this.runOnce()
+        .then(() => undefined)
+        .catch((err: unknown) => this.logger.warn({ err }, 'compaction round failed; retrying next interval'))
+        .finally(() => (this.running = undefined));
+    }, this.config.intervalMs);
+    this.timer.unref();
+  }
+
+  /**
+   * One round over every compacted event type whose lock this node holds or gets.
+   * @returns what was done per event type compacted by this node
+   * @throws BrokerError 503 when Redis is unreachable
+   */
+  async runOnce(): Promise<CompactionRound[]> {
+    const [seconds, micros] = await this.redis.time();
+    const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const cutoff = Math.floor((nowMs - this.config.lagMs) / 1000);
+    const rounds: CompactionRound[] = [];
+    for (const record of await this.eventTypes.list()) {
+      if (record.cleanup_policy === 'delete') continue;
+      if (!(await this.store.holdLock(record.name, this.owner, this.lockTtlMs))) continue;
+      const stored = await this.eventTypes.get(record.name);
+      if (!stored || stored.record.cleanup_policy === 'delete') continue;
+      const policy = stored.record.cleanup_policy;
+      let deleted = 0;
+      let tombstonesDropped = 0;
+      let indexPruned = 0;
+      let partitions = 0;
+      for (const p of partitionIds(stored.topology)) {
+        // A round longer than the lock's lifetime must not overlap another node's: renew, or stop here.
+        if (!(await this.store.holdLock(record.name, this.owner, this.lockTtlMs))) break;
+        const done = await this.compactPartition(record.name, stored.topology.timeline, p, cutoff, policy === 'compact');
+        if (!done) break;
+        deleted += done.deleted;
+        tombstonesDropped += done.tombstonesDropped;
+        if (policy === 'compact_and_delete') indexPruned += await this.store.pruneIndex(record.name, stored.topology.timeline, p);
+        partitions++;
+      }
+      const round = { eventType: record.name, partitions, deleted, tombstonesDropped, indexPruned };
+      this.logger.debug(round, 'compaction round');
+      rounds.push(round);
+    }
+    return rounds;
+  }
+
+  /**
+   * Compacts one partition up to `cutoff` in bounded steps.
+   * @returns the totals, or undefined when the lock was lost meanwhile (the partition is left as it is)
+   */
+  private async compactPartition(name: string, timeline: number, partition: string, cutoff: number, trimTimeIndex: boolean): Promise<{ deleted: number; tombstonesDropped: number } | undefined> {
+    let from = 0;
+    let deleted = 0;
+    let tombstonesDropped = 0;
+    for (let step = 1; ; step++) {
+      const result = await this.store.compactStep(name, timeline, partition, cutoff, from, COMPACTION_STEP_ENTRIES, trimTimeIndex);
+      deleted += result.deleted;
+      tombstonesDropped += result.tombstonesDropped;
+      if (result.done) return { deleted, tombstonesDropped };
+      from = result.next;
+      if (step % RENEW_EVERY_STEPS === 0 && !(await this.store.holdLock(name, this.owner, this.lockTtlMs))) return undefined;
+    }
+  }
+
+  /** Stops the rounds; resolves when a running round finished. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+}

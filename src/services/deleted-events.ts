@@ -1,0 +1,67 @@
+import { planTombstones } from '../domain/deleted-events.js';
+import type { EventType } from '../domain/event-type.js';
+import { BrokerError, errors } from '../errors/catalog.js';
+import { parseUntrustedJson } from '../http/json-limits.js';
+import type { CompactionStore } from '../storage/compaction-store.js';
+import type { RedisClient } from '../storage/redis-connection.js';
+import type { BatchItemResponse } from '../../workers/publish-protocol.js';
+import type { EventTypeCache } from './event-type-cache.js';
+
+/** The answer to a deleted-events request: 200 empty, or 422/207 with one BatchItemResponse per event (as publishing). */
+export type DeleteOutcome = { readonly status: 200 } | { readonly status: 422 | 207; readonly items: BatchItemResponse[] };
+
+/** 422 detail for an event type with cleanup_policy `delete` (WIRE.md gives no wording; ours). */
+export const NOT_COMPACTED_DETAIL = 'Events can only be deleted from event types with cleanup_policy "compact" or "compact_and_delete"';
+
+/**
+ * `POST /event-types/{name}/deleted-events` (spec "Event type registry"; issue 6): tombstones for
+ * the compaction keys of the given events, in the partitions key selection names (every partition under
+ * `random`). Earlier events with those keys are removed at the partition's next compaction round
+ * (services/compaction.ts); the tombstones take no offset, are never delivered, and are dropped once a
+ * round passed them. Order of checks as for publishing: body (400), event type (404), write
+ * authorization (403), then cleanup_policy (422) and each event (422 items).
+ */
+export class DeletedEvents {
+  constructor(
+    private readonly cache: EventTypeCache,
+    private readonly store: CompactionStore,
+    private readonly redis: RedisClient,
+  ) {}
+
+  /**
+   * @param body the request body (gunzipped)
+   * @param authorize runs once the event type is known. @throws BrokerError 403
+   * @throws BrokerError 400 malformed body, 404 unknown event type, 403 from `authorize`, 422 event type
+   *   not compacted, 503 Redis not connected
+   */
+  async delete(name: string, body: Buffer, authorize: (eventType: EventType) => void): Promise<DeleteOutcome> {
+    const parsed = parseUntrustedJson(body);
+    if (!parsed.ok) throw errors.badRequest(parsed.reason);
+    const eventType = await this.cache.get(name);
+    if (!eventType) throw errors.eventTypeNotFound(name);
+    authorize(eventType.record);
+    if (eventType.record.cleanup_policy === 'delete') throw errors.unprocessable(NOT_COMPACTED_DETAIL);
+    const plan = planTombstones(parsed.value, eventType.publishSpec);
+    if (plan.kind === 'malformed') throw errors.badRequest(plan.detail);
+    if (plan.kind === 'rejected') return { status: 422, items: plan.items };
+    if (plan.partitions.size === 0) return { status: 200 };
+    if (this.redis.status !== 'ready') {
+      throw new BrokerError('STORAGE_UNAVAILABLE', 'Storage is unavailable: not connected to Redis; nothing was written', { 'Retry-After': '1' });
+    }
+    const { timeline } = eventType.topology;
+    const targets = [...plan.partitions];
+    const written = await Promise.allSettled(targets.map(([p, keys]) => this.store.markDeleted(name, timeline, String(p), [...keys])));
+    const failed = new Map<number, string>();
+    written.forEach((w, i) => {
+      if (w.status === 'rejected') failed.set((targets[i] as [number, Set<string>])[0], `storage error: ${(w.reason as Error).message}`);
+    });
+    if (failed.size === 0) return { status: 200 };
+    const items = plan.eids.map((eid, i): BatchItemResponse => {
+      const reason = (plan.itemPartitions[i] ?? []).map((p) => failed.get(p)).find((r) => r !== undefined);
+      return reason === undefined
+        ? { eid, publishing_status: 'submitted', step: 'none', detail: '' }
+        : { eid, publishing_status: 'failed', step: 'publishing', detail: reason };
+    });
+    return { status: 207, items };
+  }
+}

@@ -1,0 +1,22 @@
+--[[
+  Grows an event type's partition count (repartitioning; spec "Event type registry",
+  `POST /event-types/{name}/partition-count`). The count only grows. Existing partitions keep their
+  events and offsets; a new partition has no keys until its first append (an empty range).
+
+  KEYS[1] event type (hash) record (JSON), topology (JSON {partitionCount, timeline}), revision
+
+  ARGV[1] new partition count (integer >= 1)
+
+  Returns {outcome, count before}: outcome 1 = grown, 0 = already that count (nothing changed),
+  -1 = smaller than the current count (refused, nothing changed), -2 = no such event type.
+]]
+local topologyJson = redis.call('HGET', KEYS[1], 'topology')
+if not topologyJson then return {-2, 0} end
+local topology = cjson.decode(topologyJson)
+local current = tonumber(topology.partitionCount)
+local wanted = tonumber(ARGV[1])
+if wanted < current then return {-1, current} end
+if wanted == current then return {0, current} end
+topology.partitionCount = wanted
+redis.call('HSET', KEYS[1], 'topology', cjson.encode(topology))
+return {1, current}

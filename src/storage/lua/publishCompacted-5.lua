@@ -1,0 +1,46 @@
+--[[
+  Appends the events of one batch that landed in one partition of a compacted event type
+  (cleanup_policy compact / compact_and_delete; issue 6): ONE stream entry PER EVENT, so compaction can
+  remove a superseded event on its own, and the compaction index points each key at its newest event.
+  Offsets are the same dense offsets as publishBatch's (DESIGN.md §3).
+
+  KEYS[1] partition meta     (hash)   field `next` = next offset to assign, `oldest` = first retained offset
+  KEYS[2] partition log      (stream) entry id `<offset + 1>-0`, fields n = 1, d = the event, k = its compaction key
+  KEYS[3] time index         (zset)   member = first offset received in a second, score = that unix second
+  KEYS[4] notices            (sharded pub/sub channel) receives the new `next` offset so readers wake at once
+  KEYS[5] compaction index   (hash)   compaction key -> offset of its newest event
+
+  ARGV[1] event count        (integer >= 1)
+  ARGV[2] events             (bytes: the JSON texts joined by "\n"; JSON text never holds a raw newline)
+  ARGV[3 .. 2 + count]       compaction key of each event, in the same order
+
+  Returns the offset of the first event (integer).
+]]
+local count = tonumber(ARGV[1])
+if #ARGV ~= count + 2 then return redis.error_reply('ERR publishCompacted: ' .. count .. ' events need ' .. count .. ' compaction keys') end
+local data = ARGV[2]
+local next_offset = redis.call('HINCRBY', KEYS[1], 'next', count)
+local first = next_offset - count
+local position = 1
+for i = 0, count - 1 do
+  local newline = string.find(data, '\n', position, true)
+  local text
+  if newline then
+    text = string.sub(data, position, newline - 1)
+    position = newline + 1
+  else
+    text = string.sub(data, position)
+    position = #data + 1
+  end
+  local offset = first + i
+  local key = ARGV[3 + i]
+  redis.call('XADD', KEYS[2], (offset + 1) .. '-0', 'n', 1, 'd', text, 'k', key)
+  redis.call('HSET', KEYS[5], key, offset)
+end
+local now = tonumber(redis.call('TIME')[1])
+local last = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+if #last == 0 or tonumber(last[2]) < now then
+  redis.call('ZADD', KEYS[3], now, first)
+end
+redis.call('SPUBLISH', KEYS[4], next_offset)
+return first

@@ -1,0 +1,126 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { planTombstones } from '../../src/domain/deleted-events.js';
+import type { EventType } from '../../src/domain/event-type.js';
+import { hashPartition } from '../../src/domain/partitioner.js';
+import { buildPublishSpec } from '../../src/services/event-type-cache.js';
+import { createKeys } from '../../src/storage/keys.js';
+import { appendCall } from '../../src/storage/partition-store.js';
+import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+import type { PublishSpec } from '../../workers/publish-protocol.js';
+
+/** Log compaction and deleted events (issue 6): the pure parts. Redis behaviour is in test/integration/compaction.test.ts. */
+
+const now = '2026-01-01T00:00:00.000Z';
+
+function eventType(overrides: Partial<EventType> = {}): EventType {
+  return {
+    name: 'unit.compacted',
+    owning_application: 'app',
+    category: 'business',
+    enrichment_strategies: ['metadata_enrichment'],
+    partition_strategy: 'hash',
+    partition_key_fields: ['id'],
+    compatibility_mode: 'forward',
+    schema: { type: 'json_schema', schema: JSON.stringify({ type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }), version: '1.0.0', created_at: now },
+    cleanup_policy: 'compact',
+    options: { retention_time: 1000 },
+    created_at: now,
+    updated_at: now,
+    ...overrides,
+  };
+}
+
+const spec = (overrides: Partial<EventType> = {}, partitionCount = 4): PublishSpec => buildPublishSpec({ record: eventType(overrides), topology: { partitionCount, timeline: 1 }, revision: '1' });
+
+/** An event with compaction key `key` (null = none). */
+const event = (id: string, key: string | null = id) => ({ metadata: { eid: randomUUID(), occurred_at: now, ...(key === null ? {} : { partition_compaction_key: key }) }, id });
+
+describe('publish spec and worker output for compacted event types', () => {
+  it.each([
+    ['delete', undefined],
+    ['compact', true],
+    ['compact_and_delete', true],
+  ] as const)('cleanup_policy %s → compacted %s', (policy, compacted) => {
+    expect(spec({ cleanup_policy: policy }).compacted).toBe(compacted);
+  });
+
+  it('hands each partition its events’ compaction keys, in event order', () => {
+    const s = spec();
+    const events = [event('a', 'k1'), event('b', 'k2'), event('a', 'k3'), event('c', 'k1')];
+    const result = processBatch({ kind: 'publish', body: Buffer.from(JSON.stringify(events)), spec: s, maxEventBytes: 999_000, receivedAt: now, publishedBy: 'u', flowId: 'f' }, new ValidatorCache());
+    expect(result.kind).toBe('accepted');
+    if (result.kind !== 'accepted') return;
+    for (const payload of result.partitions) {
+      const texts = Buffer.from(payload.data).toString().split('\n');
+      expect(payload.compactionKeys).toHaveLength(payload.count);
+      expect(payload.compactionKeys).toEqual(texts.map((t) => (JSON.parse(t) as { metadata: { partition_compaction_key: string } }).metadata.partition_compaction_key));
+    }
+    expect(result.partitions.flatMap((p) => p.compactionKeys ?? []).sort()).toEqual(['k1', 'k1', 'k2', 'k3']);
+  });
+
+  it('carries no compaction keys for cleanup_policy delete', () => {
+    const s = spec({ cleanup_policy: 'delete' });
+    const result = processBatch({ kind: 'publish', body: Buffer.from(JSON.stringify([event('a', null)])), spec: s, maxEventBytes: 999_000, receivedAt: now, publishedBy: 'u', flowId: 'f' }, new ValidatorCache());
+    expect(result.kind).toBe('accepted');
+    if (result.kind === 'accepted') expect(result.partitions[0]?.compactionKeys).toBeUndefined();
+  });
+
+  it('rejects an event without a compaction key (422, step validating)', () => {
+    const result = processBatch({ kind: 'publish', body: Buffer.from(JSON.stringify([event('a', null)])), spec: spec(), maxEventBytes: 999_000, receivedAt: now, publishedBy: 'u', flowId: 'f' }, new ValidatorCache());
+    expect(result).toMatchObject({ kind: 'rejected', items: [{ publishing_status: 'failed', step: 'validating' }] });
+  });
+});
+
+describe('appendCall', () => {
+  const keys = createKeys('p:');
+  it('uses publishBatch without compaction keys and publishCompacted (with the index key in the partition slot) with them', () => {
+    const data = Buffer.from('{"a":1}\n{"a":2}');
+    expect(appendCall(keys, 'et', 1, { partition: '2', count: 2, data })).toMatchObject({ script: 'publishBatch', args: [2, data] });
+    const compacted = appendCall(keys, 'et', 1, { partition: '2', count: 2, data, compactionKeys: ['x', 'y'] });
+    expect(compacted.script).toBe('publishCompacted');
+    expect(compacted.args).toEqual([2, data, 'x', 'y']);
+    expect(compacted.keys).toHaveLength(5);
+    for (const key of compacted.keys) expect(key).toContain('{et:et:2}');
+    expect(keys.partitionTombstones('et', 1, '2')).toContain('{et:et:2}');
+  });
+});
+
+describe('planTombstones (deleted-events)', () => {
+  it('refuses a body that is not an array of objects (400)', () => {
+    expect(planTombstones({}, spec())).toMatchObject({ kind: 'malformed' });
+    expect(planTombstones([1], spec())).toMatchObject({ kind: 'malformed' });
+  });
+
+  it('places each key in its hash partition, once per partition', () => {
+    const s = spec();
+    const plan = planTombstones([event('a', 'k'), event('a', 'k'), event('b', 'j')], s);
+    expect(plan.kind).toBe('planned');
+    if (plan.kind !== 'planned') return;
+    const pa = hashPartition({ id: 'a' }, [['id']], 4) as number;
+    const pb = hashPartition({ id: 'b' }, [['id']], 4) as number;
+    expect(plan.itemPartitions).toEqual([[pa], [pa], [pb]]);
+    if (pa === pb) expect([...(plan.partitions.get(pa) ?? [])].sort()).toEqual(['j', 'k']);
+    else expect([...(plan.partitions.get(pa) ?? [])]).toEqual(['k']);
+  });
+
+  it('sends a key to every partition under random partitioning, and to metadata.partition under user_defined', () => {
+    const random = planTombstones([{ metadata: { partition_compaction_key: 'k' } }], spec({ partition_strategy: 'random', partition_key_fields: [] }, 3));
+    expect(random).toMatchObject({ kind: 'planned', itemPartitions: [[0, 1, 2]] });
+    const userDefined = planTombstones([{ metadata: { partition_compaction_key: 'k', partition: '2' } }], spec({ partition_strategy: 'user_defined', partition_key_fields: [] }, 3));
+    expect(userDefined).toMatchObject({ kind: 'planned', itemPartitions: [[2]] });
+  });
+
+  it('answers 422 items when a key or the partition data is missing; the others are aborted', () => {
+    const plan = planTombstones([{ metadata: { eid: 'e1', partition_compaction_key: 'k' }, id: 'a' }, { metadata: { eid: 'e2' }, id: 'a' }, { metadata: { partition_compaction_key: '' }, id: 'a' }, { metadata: { partition_compaction_key: 'k' } }], spec());
+    expect(plan).toMatchObject({
+      kind: 'rejected',
+      items: [
+        { eid: 'e1', publishing_status: 'aborted', step: 'none' },
+        { eid: 'e2', publishing_status: 'failed', step: 'validating' },
+        { eid: '', publishing_status: 'failed', step: 'validating' },
+        { eid: '', publishing_status: 'failed', step: 'partitioning', detail: 'partition key field "id" is missing' },
+      ],
+    });
+  });
+});
