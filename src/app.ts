@@ -41,6 +41,12 @@ import { startEmbeddedRedis, type EmbeddedRedis } from './storage/embedded-redis
 import { EventTypeStore } from './storage/event-type-store.js';
 import { createKeys } from './storage/keys.js';
 import { PartitionStore } from './storage/partition-store.js';
+import { PartitionLogs } from './storage/partition-logs.js';
+import { StoragePool } from './storage/storage-pool.js';
+import { NODE_STORAGE_ID } from './domain/storage.js';
+import type { StoredTimeline } from './domain/timeline.js';
+import { Timelines } from './services/timelines.js';
+import { timelineRoutes } from './http/routes/timelines.js';
 import { ReplicatedAppender } from './storage/replicated-append.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, standaloneOnly, type RedisClient } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
@@ -88,15 +94,21 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   // This node's metrics, in a registry of its own (DESIGN.md §8): served at GET /metrics.
   const metrics = new BrokerMetrics();
   metrics.observeWorkerPool(() => pool.load);
-  const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes);
-  const replicated = config.publish.minReplicas > 0 ? await ReplicatedAppender.open(standaloneOnly(redis, 'publish.minReplicas'), keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
-  const publisher = new Publisher(cache, pool, partitionStore, redis, config.publish, replicated);
-  const cursors = new CursorService(eventTypeStore, partitionStore);
+  // Storages and timelines (issue 6 §3): the node's own storage is registered (and the default) from the
+  // first start on; a timeline's partitions live in its storage, opened on first use.
+  const storages = new StorageStore(redis, keys);
+  await storages.ensureNodeStorage(config.redis.keyPrefix);
   const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis), logger);
-  const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, partitionStore, wakeups, keys, config.consumption, logger, metrics.stream('low_level'));
+  const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups }, storages, config.redis, logger);
+  const logs = new PartitionLogs(storagePool);
+  const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes, logs, async () => (await storages.list()).defaultId);
+  const replicated = config.publish.minReplicas > 0 ? await ReplicatedAppender.open(standaloneOnly(redis, 'publish.minReplicas'), keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
+  const publisher = new Publisher(cache, pool, logs, redis, config.publish, replicated);
+  const cursors = new CursorService(eventTypeStore, logs);
+  const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, logs, cache, config.consumption, logger, metrics.stream('low_level'));
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
-  const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, partitionStore, config.subscriptions);
+  const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, logs, config.subscriptions);
   const subscriptionStreams = new SubscriptionStreams(
     access,
     settings,
@@ -104,28 +116,31 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     subscriptionRegistry,
     cache,
     subscriptionState,
-    partitionStore,
-    wakeups,
+    logs,
+    cache,
     keys,
     config,
     logger,
     metrics,
   );
   await subscriptionStreams.start(subscriber);
-  const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, partitionStore, metrics);
-  const lag = new ConsumerLagReader(redis, keys, subscriptionStore, cache, partitionStore, subscriptionState);
+  const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics);
+  const lag = new ConsumerLagReader(redis, keys, subscriptionStore, cache, logs, subscriptionState);
   metrics.observeLag(() => lag.read(), logger);
-  const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger);
-  // Log compaction and deleted-events (issue 6): one node per event type compacts (a lock in Redis).
+  const timelines = new Timelines(eventTypeStore, cache, logs, storages, logger);
+  const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger, logs, timelines);
+  // Log compaction and deleted-events (issue 6): one node per event type compacts (a lock in Redis), on
+  // the storage of the event type's active timeline.
   const compactionStore = new CompactionStore(redis, scripts, keys);
-  const compactor = new Compactor(redis, eventTypeStore, compactionStore, config.compaction, logger);
+  const compactionStoreOf = async (t: StoredTimeline): Promise<CompactionStore> => {
+    const handle = await logs.storageOf(t);
+    return handle === storagePool.node ? compactionStore : new CompactionStore(handle.redis, handle.scripts, handle.keys);
+  };
+  const compactor = new Compactor(redis, eventTypeStore, compactionStore, config.compaction, logger, compactionStoreOf);
 
   // The service's own audit event type exists on every installation (spec "Events emitted by the service").
   const audit = new AuditLog(publisher, settings, logger);
   await audit.ensureEventType(registry);
-  // The node's own storage is registered (and the default) from the first start on.
-  const storages = new StorageStore(redis, keys);
-  await storages.ensureNodeStorage(config.redis.keyPrefix);
   // KPI event types likewise; events flow only while `kpi_collection` is on.
   const kpi = new KpiCollector(publisher, settings, logger);
   await kpi.ensureEventTypes(registry);
@@ -158,8 +173,9 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors, access);
   settingsRoutes(http, settings, access, audit);
   avroSchemaRoutes(http);
-  storageRoutes(http, storages, access);
-  deletedEventsRoutes(http, new DeletedEvents(cache, compactionStore, redis), access);
+  storageRoutes(http, storages, access, (id) => timelines.usersOf(id), audit);
+  timelineRoutes(http, timelines, access, audit);
+  deletedEventsRoutes(http, new DeletedEvents(cache, compactionStore, redis, compactionStoreOf), access);
 
   return {
     async start() {
@@ -184,6 +200,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       authenticator.close();
       await pool.close();
       subscriber.disconnect();
+      await storagePool.close();
       wakeups.close();
       await redis.quit().catch(() => redis.disconnect());
       await embedded?.stop();

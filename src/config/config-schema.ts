@@ -41,6 +41,8 @@ export interface BrokerConfig {
     readonly minReplicas: number;
     /** How long a batch waits for those replicas before its items are failed (207). */
     readonly replicaTimeoutMs: number;
+    /** How long a batch waits for a running timeline switch of its event type before it is refused (503; issue 6 §3.2). */
+    readonly timelineSwitchWaitMs: number;
   };
   readonly eventTypes: {
     readonly defaultPartitionCount: number;
@@ -156,7 +158,7 @@ export const configSchema = {
     publish: {
       type: 'object',
       additionalProperties: false,
-      required: ['maxEventBytes', 'workerThreads', 'workerTaskTimeoutMs', 'inlineMaxBytes', 'minReplicas', 'replicaTimeoutMs'],
+      required: ['maxEventBytes', 'workerThreads', 'workerTaskTimeoutMs', 'inlineMaxBytes', 'minReplicas', 'replicaTimeoutMs', 'timelineSwitchWaitMs'],
       properties: {
         maxEventBytes: positiveInt('largest event, as JSON text in UTF-8 bytes'),
         workerThreads: { type: 'integer', minimum: 0, maximum: 64, description: 'validation worker threads (0 = one per core)' },
@@ -164,6 +166,7 @@ export const configSchema = {
         inlineMaxBytes: { type: 'integer', minimum: 0, maximum: 65536, description: 'batches with bodies up to this size skip the worker hop and are validated on the main thread (0 = always in workers)' },
         minReplicas: { type: 'integer', minimum: 0, maximum: 16, description: 'replicas that must confirm a batch (Redis `WAIT` on the connection that wrote it) before it is acknowledged; otherwise its items are `failed` (207). 0 = acknowledged once the master has it. Needs `redis.url` (a standalone master with replicas)' },
         replicaTimeoutMs: positiveInt('how long a batch waits for `publish.minReplicas` replicas before its items are failed'),
+        timelineSwitchWaitMs: positiveInt('how long a batch waits while its event type switches timelines (publishing is blocked on every node meanwhile) before it is refused with 503'),
       },
     },
     eventTypes: {

@@ -12,7 +12,8 @@ import type { AuthorizationAttribute } from './event-type.js';
 import { annotationProblems, EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH } from './event-type-rules.js';
 import { absent, parseAttributeList, Problems, readString, type RuleResult } from './rule-problems.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
-import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from './offsets.js';
+import { formatOffset, parseOffset, type PartitionRange } from './offsets.js';
+import type { TimelineMap } from './timeline.js';
 
 /** Where a new subscription starts reading (spec "Subscription" `read_from`; default `end`). */
 export const READ_FROM = ['begin', 'end', 'cursors'] as const;
@@ -69,9 +70,9 @@ export interface Subscription {
  */
 export type SubscriptionInput = Omit<Subscription, 'id' | 'created_at' | 'updated_at'>;
 
-/** The partitions of one event type as a subscription sees them: active timeline and range per partition id. */
+/** The partitions of one event type as a subscription sees them: its timelines and the range per partition id. */
 export interface EventTypePartitions {
-  readonly timeline: number;
+  readonly timelines: TimelineMap;
   readonly ranges: ReadonlyMap<string, PartitionRange>;
 }
 
@@ -276,7 +277,7 @@ export function initialCursorProblems(input: SubscriptionInput, partitions: Read
     }
     seen.add(key);
     const parsed = parseOffset(cursor.offset);
-    const resolved = parsed === undefined ? { ok: false as const, reason: 'offset is malformed' } : resolveCursor(parsed, range, eventType.timeline);
+    const resolved = parsed === undefined ? { ok: false as const, reason: 'offset is malformed' } : eventType.timelines.resolve(parsed, cursor.partition, range);
     if (!resolved.ok) details.push(`${at} offset "${cursor.offset}" of partition "${cursor.partition}" of event type "${cursor.event_type}" is invalid: ${resolved.reason}`);
   }
   for (const name of input.event_types) {

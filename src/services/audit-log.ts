@@ -10,14 +10,14 @@ import type { Settings } from './settings.js';
 export const AUDIT_EVENT_TYPE = 'broker.audit-log';
 
 /** What changed: `data_type` of the audit event. */
-export type AuditedResource = 'event_type' | 'subscription' | 'admins' | 'blacklist' | 'feature';
+export type AuditedResource = 'event_type' | 'subscription' | 'admins' | 'blacklist' | 'feature' | 'storage' | 'timeline';
 
 /** One change, as the audit event records it. */
 export interface AuditEntry {
   /** Who made it. */
   readonly subject: Subject;
   readonly resource: AuditedResource;
-  /** The event type name, subscription id, blacklist entry `<TYPE>:<name>`, feature name or `admins`. */
+  /** The event type name, subscription id, blacklist entry `<TYPE>:<name>`, feature name, `admins`, storage id or `<event type>:<timeline order>`. */
   readonly resourceId: string;
   /** `C`reate, `U`pdate or `D`elete (the `data_op` of a data change event). */
   readonly op: 'C' | 'U' | 'D';

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../config/config-schema.js';
 import { partitionIds } from '../domain/event-type.js';
 import type { Logger } from '../observability/logger.js';
+import type { StoredTimeline } from '../domain/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
 import type { RedisClient } from '../storage/redis-connection.js';
@@ -43,9 +44,12 @@ export class Compactor {
   constructor(
     private readonly redis: RedisClient,
     private readonly eventTypes: EventTypeStore,
+    /** The node's compaction store: the per-event-type locks. */
     private readonly store: CompactionStore,
     private readonly config: BrokerConfig['compaction'],
     private readonly logger: Logger,
+    /** The compaction store of a timeline's storage (issue 6 §3.2): the active timeline is compacted there. */
+    private readonly dataStoreOf: (timeline: StoredTimeline) => Promise<CompactionStore> = () => Promise.resolve(store),
   ) {}
 
   /** How long an event type's compaction lock lasts without renewal: three intervals, at least 5 s (ms). */
@@ -80,6 +84,9 @@ export class Compactor {
       const stored = await this.eventTypes.get(record.name);
       if (!stored || stored.record.cleanup_policy === 'delete') continue;
       const policy = stored.record.cleanup_policy;
+      // Only the active timeline is compacted; closed ones keep what they had until their clean-up.
+      const active = stored.timelines.active;
+      const data = await this.dataStoreOf(active);
       let deleted = 0;
       let tombstonesDropped = 0;
       let indexPruned = 0;
@@ -87,11 +94,11 @@ export class Compactor {
       for (const p of partitionIds(stored.topology)) {
         // A round longer than the lock's lifetime must not overlap another node's: renew, or stop here.
         if (!(await this.store.holdLock(record.name, this.owner, this.lockTtlMs))) break;
-        const done = await this.compactPartition(record.name, stored.topology.timeline, p, cutoff, policy === 'compact');
+        const done = await this.compactPartition(data, record.name, active.order, p, cutoff, policy === 'compact');
         if (!done) break;
         deleted += done.deleted;
         tombstonesDropped += done.tombstonesDropped;
-        if (policy === 'compact_and_delete') indexPruned += await this.store.pruneIndex(record.name, stored.topology.timeline, p);
+        if (policy === 'compact_and_delete') indexPruned += await data.pruneIndex(record.name, active.order, p);
         partitions++;
       }
       const round = { eventType: record.name, partitions, deleted, tombstonesDropped, indexPruned };
@@ -105,12 +112,12 @@ export class Compactor {
    * Compacts one partition up to `cutoff` in bounded steps.
    * @returns the totals, or undefined when the lock was lost meanwhile (the partition is left as it is)
    */
-  private async compactPartition(name: string, timeline: number, partition: string, cutoff: number, trimTimeIndex: boolean): Promise<{ deleted: number; tombstonesDropped: number } | undefined> {
+  private async compactPartition(data: CompactionStore, name: string, timeline: number, partition: string, cutoff: number, trimTimeIndex: boolean): Promise<{ deleted: number; tombstonesDropped: number } | undefined> {
     let from = 0;
     let deleted = 0;
     let tombstonesDropped = 0;
     for (let step = 1; ; step++) {
-      const result = await this.store.compactStep(name, timeline, partition, cutoff, from, COMPACTION_STEP_ENTRIES, trimTimeIndex);
+      const result = await data.compactStep(name, timeline, partition, cutoff, from, COMPACTION_STEP_ENTRIES, trimTimeIndex);
       deleted += result.deleted;
       tombstonesDropped += result.tombstonesDropped;
       if (result.done) return { deleted, tombstonesDropped };

@@ -1,8 +1,9 @@
 import { partitionIds } from '../domain/event-type.js';
-import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '../domain/offsets.js';
+import { parseOffset, type PartitionRange } from '../domain/offsets.js';
+import type { TimelineMap } from '../domain/timeline.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
-import type { PartitionStore } from '../storage/partition-store.js';
+import type { PartitionLogs } from '../storage/partition-logs.js';
 
 /** A partition record (spec "Partition record"). */
 export interface PartitionRecord {
@@ -26,23 +27,24 @@ export interface Cursor {
 export class CursorService {
   constructor(
     private readonly eventTypes: EventTypeStore,
-    private readonly partitions: PartitionStore,
+    /** Partitions over all timelines: offsets and distances span timeline switches (issue 6 §3.2). */
+    private readonly partitions: PartitionLogs,
   ) {}
 
   /** All partitions of an event type with their offsets. @throws BrokerError 404 */
   async list(name: string): Promise<PartitionRecord[]> {
     const eventType = await this.load(name);
     const ids = partitionIds(eventType.topology);
-    const ranges = await this.partitions.ranges(name, eventType.topology.timeline, ids);
-    return ids.map((id, i) => record(id, ranges[i] as PartitionRange, eventType.topology.timeline));
+    const ranges = await this.partitions.ranges(name, eventType.timelines, ids);
+    return ids.map((id, i) => record(id, ranges[i] as PartitionRange, eventType.timelines));
   }
 
   /** One partition. @throws BrokerError 404 for an unknown event type or partition */
   async get(name: string, partition: string): Promise<PartitionRecord> {
     const eventType = await this.load(name);
     if (!partitionIds(eventType.topology).includes(partition)) throw new BrokerError('NOT_FOUND', 'partition not found');
-    const [range] = await this.partitions.ranges(name, eventType.topology.timeline, [partition]);
-    return record(partition, range as PartitionRange, eventType.topology.timeline);
+    const [range] = await this.partitions.ranges(name, eventType.timelines, [partition]);
+    return record(partition, range as PartitionRange, eventType.timelines);
   }
 
   /**
@@ -77,7 +79,7 @@ export class CursorService {
     return cursors.map((cursor) => {
       const offset = resolve(cursor, ranges, eventType);
       const range = ranges.get(cursor.partition) as PartitionRange;
-      return { ...record(cursor.partition, range, eventType.topology.timeline), unconsumed_events: Math.max(0, range.newest - offset) };
+      return { ...record(cursor.partition, range, eventType.timelines), unconsumed_events: Math.max(0, range.newest - offset) };
     });
   }
 
@@ -89,13 +91,13 @@ export class CursorService {
 
   private async rangesOf(eventType: StoredEventType): Promise<Map<string, PartitionRange>> {
     const ids = partitionIds(eventType.topology);
-    const ranges = await this.partitions.ranges(eventType.record.name, eventType.topology.timeline, ids);
+    const ranges = await this.partitions.ranges(eventType.record.name, eventType.timelines, ids);
     return new Map(ids.map((id, i) => [id, ranges[i] as PartitionRange]));
   }
 }
 
-function record(partition: string, range: PartitionRange, timeline: number): PartitionRecord {
-  return { partition, oldest_available_offset: formatOffset(timeline, range.oldest), newest_available_offset: formatOffset(timeline, range.newest) };
+function record(partition: string, range: PartitionRange, timelines: TimelineMap): PartitionRecord {
+  return { partition, oldest_available_offset: timelines.format(partition, range.oldest), newest_available_offset: timelines.format(partition, range.newest) };
 }
 
 function asCursor(value: unknown, where: string): Cursor {
@@ -111,7 +113,7 @@ function resolve(cursor: Cursor, ranges: ReadonlyMap<string, PartitionRange>, ev
   if (!range) throw errors.unprocessable(`invalid cursor ${JSON.stringify(cursor)}: partition not found`);
   const parsed = parseOffset(cursor.offset);
   if (!parsed) throw errors.unprocessable(`invalid cursor ${JSON.stringify(cursor)}: malformed offset`);
-  const resolved = resolveCursor(parsed, range, eventType.topology.timeline);
+  const resolved = eventType.timelines.resolve(parsed, cursor.partition, range);
   if (!resolved.ok) throw errors.unprocessable(`invalid cursor ${JSON.stringify(cursor)}: ${resolved.reason}`);
   return resolved.offset;
 }

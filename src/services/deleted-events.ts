@@ -2,6 +2,7 @@ import { planTombstones } from '../domain/deleted-events.js';
 import type { EventType } from '../domain/event-type.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import { parseUntrustedJson } from '../http/json-limits.js';
+import type { StoredTimeline } from '../domain/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import type { BatchItemResponse } from '../../workers/publish-protocol.js';
@@ -26,6 +27,8 @@ export class DeletedEvents {
     private readonly cache: EventTypeCache,
     private readonly store: CompactionStore,
     private readonly redis: RedisClient,
+    /** The compaction store of a timeline's storage (issue 6 §3.2): tombstones go to the active timeline. */
+    private readonly dataStoreOf: (timeline: StoredTimeline) => Promise<CompactionStore> = () => Promise.resolve(store),
   ) {}
 
   /**
@@ -48,9 +51,10 @@ export class DeletedEvents {
     if (this.redis.status !== 'ready') {
       throw new BrokerError('STORAGE_UNAVAILABLE', 'Storage is unavailable: not connected to Redis; nothing was written', { 'Retry-After': '1' });
     }
-    const { timeline } = eventType.topology;
+    const active = eventType.timelines.active;
+    const data = await this.dataStoreOf(active);
     const targets = [...plan.partitions];
-    const written = await Promise.allSettled(targets.map(([p, keys]) => this.store.markDeleted(name, timeline, String(p), [...keys])));
+    const written = await Promise.allSettled(targets.map(([p, keys]) => data.markDeleted(name, active.order, String(p), [...keys])));
     const failed = new Map<number, string>();
     written.forEach((w, i) => {
       if (w.status === 'rejected') failed.set((targets[i] as [number, Set<string>])[0], `storage error: ${(w.reason as Error).message}`);

@@ -17,7 +17,7 @@ export interface CachedEventType extends StoredEventType {
  * worker's validator cache key), hash key paths made absolute (`data.` prefix for category data).
  * @throws Error when the stored schema no longer builds (a registry bug)
  */
-export function buildPublishSpec(stored: StoredEventType): PublishSpec {
+export function buildPublishSpec(stored: Pick<StoredEventType, 'record' | 'topology'>): PublishSpec {
   const { record, topology } = stored;
   const submitted = JSON.parse(record.schema.schema) as JsonObject;
   const effective = buildEffectiveSchema(submitted, record.category, record.cleanup_policy, record.compatibility_mode);
@@ -79,6 +79,12 @@ export class EventTypeCache {
     const entry: CachedEventType = { ...stored, publishSpec: buildPublishSpec(stored) };
     if (generation === this.generationOf(name)) this.entries.set(name, entry);
     return entry;
+  }
+
+  /** The event type read from Redis again (the cached copy is dropped first): a publish that met a closed timeline. */
+  async reload(name: string): Promise<CachedEventType | undefined> {
+    this.invalidate(name);
+    return this.get(name);
   }
 
   /**

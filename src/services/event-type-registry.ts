@@ -6,7 +6,10 @@ import type { JsonObject } from '../domain/json-schema-walk.js';
 import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
 import { guardSchema } from '../domain/schema-guard.js';
 import { BrokerError, errors } from '../errors/catalog.js';
+import { randomUUID } from 'node:crypto';
+import type { StoredTimeline } from '../domain/timeline.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
+import type { PartitionLogs } from '../storage/partition-logs.js';
 import type { EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
@@ -35,6 +38,10 @@ export class EventTypeRegistry {
     private readonly cache: EventTypeCache,
     private readonly pool: WorkerPool,
     private readonly config: BrokerConfig['eventTypes'],
+    /** Partition data over all timelines (deleted with the event type). */
+    private readonly logs: PartitionLogs,
+    /** The id of the default storage, where a new event type's first timeline goes (spec "Storage"). */
+    private readonly defaultStorage: () => Promise<string>,
   ) {}
 
   /**
@@ -50,7 +57,8 @@ export class EventTypeRegistry {
     const now = new Date().toISOString();
     const record = toRecord(input, { type: 'json_schema', schema: input.schema.schema, version: FIRST_VERSION, created_at: now }, now, now);
     const topology: EventTypeTopology = { partitionCount: partitionCountOf(input, this.config), timeline: 1 };
-    if (!(await this.store.create(record, topology))) throw new BrokerError('CONFLICT', `EventType "${input.name}" already exists.`);
+    const first: StoredTimeline = { id: randomUUID(), order: 1, storageId: await this.defaultStorage(), createdAt: now, switchedAt: now, firstOffsets: [] };
+    if (!(await this.store.create(record, topology, [first]))) throw new BrokerError('CONFLICT', `EventType "${input.name}" already exists.`);
     await this.cache.announce(record.name);
     return record;
   }
@@ -104,8 +112,11 @@ export class EventTypeRegistry {
     if (!existing) throw errors.eventTypeNotFound(name);
     caller.requireAdmin(existing.record);
     await beforeDelete(existing.record);
-    if (!(await this.store.delete(name))) throw errors.eventTypeNotFound(name);
+    const removed = await this.store.delete(name);
+    if (!removed) throw errors.eventTypeNotFound(name);
     await this.cache.announce(name);
+    // Every timeline's partitions, in its own storage (a closed timeline held the partitions it had then).
+    await Promise.all(removed.timelines.all.map((t) => this.logs.dropTimeline(name, t, t.lastOffsets?.length ?? removed.topology.partitionCount)));
   }
 
   /** @throws BrokerError 404 */

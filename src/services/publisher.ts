@@ -1,12 +1,13 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import type { EventType } from '../domain/event-type.js';
 import { BrokerError, errors } from '../errors/catalog.js';
-import type { PartitionStore } from '../storage/partition-store.js';
+import type { PartitionAppend, PartitionWrite } from '../storage/partition-store.js';
+import type { PartitionLogs } from '../storage/partition-logs.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import type { ReplicatedAppender } from '../storage/replicated-append.js';
 import type { BatchItemResponse, PublishTask } from '../../workers/publish-protocol.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
-import type { EventTypeCache } from './event-type-cache.js';
+import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
 /** Larger effective schemas are never compiled on the main thread (their compilation could stall it). */
@@ -28,8 +29,11 @@ export interface PublishContext {
 /**
  * Publishing `POST /event-types/{name}/events` (spec "Publishing"; DESIGN.md §5): event type from the
  * cache, the body to a worker (batches up to `publish.inlineMaxBytes` are processed on the main thread),
- * one `publishBatch` script per partition, then 200 / 207 / 422.
+ * one `publishBatch` script per partition of the active timeline, then 200 / 207 / 422.
  * Nothing is written unless every event passed validation, size and partitioning.
+ * While the event type switches timelines (issue 6 §3.2) the old timeline's partitions refuse appends;
+ * the batch waits for the new timeline (at most `publish.timelineSwitchWaitMs`) and writes there, or
+ * is refused with 503 when nothing of it was written.
  */
 export class Publisher {
   /** Validators for batches processed on the main thread (`publish.inlineMaxBytes`). */
@@ -40,7 +44,7 @@ export class Publisher {
   constructor(
     private readonly cache: EventTypeCache,
     private readonly pool: WorkerPool,
-    private readonly partitions: PartitionStore,
+    private readonly logs: PartitionLogs,
     private readonly redis: RedisClient,
     private readonly config: BrokerConfig['publish'],
     /** Set when `publish.minReplicas` ≥ 1: writes confirmed by replicas (DESIGN.md §4). */
@@ -91,11 +95,11 @@ export class Publisher {
     const events = result.eids.length;
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
 
-    const writes = await (this.replicated ?? this.partitions).append(
-      name,
-      eventType.topology.timeline,
-      result.partitions.map((p) => ({ partition: String(p.partition), count: p.count, data: p.data, ...(p.compactionKeys ? { compactionKeys: p.compactionKeys } : {}) })),
-    );
+    const appends = result.partitions.map((p): PartitionAppend => ({ partition: String(p.partition), count: p.count, data: p.data, ...(p.compactionKeys ? { compactionKeys: p.compactionKeys } : {}) }));
+    const writes = await this.write(eventType, appends);
+    if (writes.every((w) => !w.ok && w.closed === true)) {
+      throw new BrokerError('STORAGE_UNAVAILABLE', `Event type "${name}" is switching timelines; nothing was written, retry shortly`, { 'Retry-After': '1' });
+    }
     const failed = new Map<number, string>();
     writes.forEach((w, i) => {
       if (!w.ok) failed.set((result.partitions[i] as { partition: number }).partition, w.reason);
@@ -108,6 +112,36 @@ export class Publisher {
         : { eid, publishing_status: 'failed', step: 'publishing', detail: reason };
     });
     return { status: 207, items, events, bytes: result.bytes };
+  }
+
+  /**
+   * Appends to the active timeline; partitions refused because a timeline switch closed them are
+   * written again on the next timeline once this node sees it (polling the registry every 20 ms, at
+   * most `publish.timelineSwitchWaitMs`). Never throws.
+   */
+  private async write(eventType: CachedEventType, appends: readonly PartitionAppend[]): Promise<PartitionWrite[]> {
+    const name = eventType.record.name;
+    const writes = await this.logs.append(name, eventType.timelines, appends, this.replicated);
+    if (!writes.some((w) => !w.ok && w.closed === true)) return writes;
+    const deadline = Date.now() + this.config.timelineSwitchWaitMs;
+    let closedOrder = eventType.timelines.active.order;
+    while (Date.now() < deadline) {
+      const current = await this.cache.reload(name).catch(() => undefined);
+      if (current === undefined) break;
+      if (current.timelines.active.order === closedOrder) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        continue;
+      }
+      const retry = appends.filter((_, i) => { const w = writes[i]; return w !== undefined && !w.ok && w.closed === true; });
+      const again = await this.logs.append(name, current.timelines, retry, this.replicated);
+      let j = 0;
+      writes.forEach((w, i) => {
+        if (!w.ok && w.closed === true) writes[i] = again[j++] as PartitionWrite;
+      });
+      if (!writes.some((w) => !w.ok && w.closed === true)) return writes;
+      closedOrder = current.timelines.active.order;
+    }
+    return writes;
   }
 }
 

@@ -3,13 +3,16 @@ import { randomUUID } from 'node:crypto';
 import { partitionIds } from '../domain/event-type.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
 import type { PartitionStore } from '../storage/partition-store.js';
+import type { PartitionLogs } from '../storage/partition-logs.js';
+import type { Timelines } from './timelines.js';
 import type { Logger } from '../observability/logger.js';
 
 /**
  * Time-based retention (DESIGN.md §3; `options.retention_time`): every `checkIntervalMs` one node per
  * event type (a lock with that expiry) trims each partition to events received within the retention
  * time, measured on Redis's clock. Offsets of kept events never change; `oldest_available_offset`
- * moves up. Event types with cleanup_policy `compact` are never trimmed (issue 6).
+ * moves up. Event types with cleanup_policy `compact` are never trimmed (issue 6). Every timeline that
+ * still has data is trimmed in its storage; closed timelines past their retention are cleaned up.
  */
 export class RetentionTrimmer {
   private timer: NodeJS.Timeout | undefined;
@@ -19,9 +22,14 @@ export class RetentionTrimmer {
   constructor(
     private readonly redis: RedisClient,
     private readonly eventTypes: EventTypeStore,
-    private readonly partitions: PartitionStore,
+    /** The node's partition store: the retention locks. */
+    private readonly partitions: Pick<PartitionStore, 'tryRetentionLock'>,
     private readonly checkIntervalMs: number,
     private readonly logger: Logger,
+    /** Partitions over all timelines: every live timeline is trimmed in its own storage. */
+    private readonly logs: PartitionLogs,
+    /** Cleans up closed timelines past their retention (issue 6 §3.2). */
+    private readonly timelines: Pick<Timelines, 'cleanUp'>,
   ) {}
 
   start(): void {
@@ -47,9 +55,10 @@ export class RetentionTrimmer {
       if (!stored) continue;
       const cutoff = now - Math.floor(stored.record.options.retention_time / 1000);
       for (const p of partitionIds(stored.topology)) {
-        await this.partitions.trim(record.name, stored.topology.timeline, p, cutoff);
+        for (const t of stored.timelines.live(Number(p))) await (await this.logs.storageOf(t)).partitions.trim(record.name, t.order, p, cutoff);
         trimmed++;
       }
+      await this.timelines.cleanUp(stored, now * 1000);
     }
     return trimmed;
   }

@@ -16,7 +16,7 @@ import {
 import type { PartitionRange } from '../domain/offsets.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
-import type { PartitionStore } from '../storage/partition-store.js';
+import type { PartitionLogs } from '../storage/partition-logs.js';
 import type { SubscriptionStore } from '../storage/subscription-store.js';
 
 /**
@@ -73,7 +73,7 @@ export class SubscriptionRegistry {
   constructor(
     private readonly store: SubscriptionStore,
     private readonly eventTypes: EventTypeStore,
-    private readonly partitions: PartitionStore,
+    private readonly partitions: PartitionLogs,
     private readonly config: BrokerConfig['subscriptions'],
   ) {}
 
@@ -211,10 +211,10 @@ export class SubscriptionRegistry {
 
   private async partitionsOf(eventTypes: readonly StoredEventType[]): Promise<Map<string, EventTypePartitions>> {
     const entries = await Promise.all(
-      eventTypes.map(async ({ record, topology }): Promise<[string, EventTypePartitions]> => {
+      eventTypes.map(async ({ record, topology, timelines }): Promise<[string, EventTypePartitions]> => {
         const ids = partitionIds(topology);
-        const ranges = await this.partitions.ranges(record.name, topology.timeline, ids);
-        return [record.name, { timeline: topology.timeline, ranges: new Map(ids.map((p, i) => [p, ranges[i] as PartitionRange])) }];
+        const ranges = await this.partitions.ranges(record.name, timelines, ids);
+        return [record.name, { timelines, ranges: new Map(ids.map((p, i) => [p, ranges[i] as PartitionRange])) }];
       }),
     );
     return new Map(entries);

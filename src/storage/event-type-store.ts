@@ -1,14 +1,29 @@
-import { partitionIds, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
+import type { EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
+import { timelineMapOf, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
 import type { Keys } from './keys.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
 
-/** An event type as stored: the served record, its topology, and the revision used for compare-and-set. */
+/**
+ * An event type as stored: the served record, its topology, the revision used for compare-and-set,
+ * its timelines (issue 6 §3.2) and their JSON as stored (the compare value of {@link EventTypeStore.setTimelines}).
+ */
 export interface StoredEventType {
   readonly record: EventType;
   readonly topology: EventTypeTopology;
   readonly revision: string;
+  readonly timelines: TimelineMap;
+  readonly timelinesJson: string;
 }
+
+/** What {@link EventTypeStore.delete} removed: the partition count and the timelines whose data must go too. */
+export interface DeletedEventType {
+  readonly topology: EventTypeTopology;
+  readonly timelines: TimelineMap;
+}
+
+/** Result codes of {@link EventTypeStore.setTimelines} (STYLE.md habit 3). */
+export type SetTimelinesOutcome = 'set' | 'not_found' | 'conflict';
 
 /** Result codes of {@link EventTypeStore.growPartitions} (STYLE.md habit 3). */
 export type GrowOutcome = 'grown' | 'unchanged' | 'smaller' | 'not_found';
@@ -28,8 +43,11 @@ export class EventTypeStore {
     private readonly keys: Keys,
   ) {}
 
-  /** @returns false when the name is taken */
-  async create(record: EventType, topology: EventTypeTopology): Promise<boolean> {
+  /**
+   * @param timelines the event type's first timeline (on the default storage)
+   * @returns false when the name is taken
+   */
+  async create(record: EventType, topology: EventTypeTopology, timelines: readonly StoredTimeline[]): Promise<boolean> {
     const { name } = record;
     const created = await this.scripts
       .run('createEventType', [this.keys.eventTypeNames, this.keys.eventType(name), this.keys.eventTypeSchemas(name)], [
@@ -38,6 +56,7 @@ export class EventTypeStore {
         JSON.stringify(topology),
         record.schema.version,
         JSON.stringify(record.schema),
+        JSON.stringify(timelines),
       ])
       .catch(storageError);
     return created === 1;
@@ -45,9 +64,16 @@ export class EventTypeStore {
 
   /** @returns the stored event type, or undefined when there is none */
   async get(name: string): Promise<StoredEventType | undefined> {
-    const [record, topology, revision] = await this.redis.hmget(this.keys.eventType(name), 'record', 'topology', 'revision').catch(storageError);
+    const [record, topology, revision, timelines] = await this.redis.hmget(this.keys.eventType(name), 'record', 'topology', 'revision', 'timelines').catch(storageError);
     if (record == null || topology == null || revision == null) return undefined;
-    return { record: JSON.parse(record) as EventType, topology: JSON.parse(topology) as EventTypeTopology, revision };
+    const parsed = JSON.parse(record) as EventType;
+    return {
+      record: parsed,
+      topology: JSON.parse(topology) as EventTypeTopology,
+      revision,
+      timelines: timelineMapOf(timelines == null ? undefined : (JSON.parse(timelines) as StoredTimeline[]), parsed.created_at),
+      timelinesJson: timelines ?? '',
+    };
   }
 
   /** Every event type record, sorted by name. */
@@ -103,29 +129,30 @@ export class EventTypeStore {
   }
 
   /**
-   * Deletes the metadata, then each partition's log, counters, time index and compaction index and
-   * tombstones (one `DEL` per partition:
-   * its keys share a slot, partitions do not; auto-pipelining sends them in one round trip per node).
-   * @returns false when the event type did not exist
+   * Replaces the timelines of an event type if they are still `expectedJson` (as read), making
+   * `activeOrder` the active timeline (`setTimelines-1.lua`), if the partition count is still `partitionCount`.
+   * @returns `conflict` when another node changed them (or repartitioned) first
+   * @throws BrokerError 503 when Redis fails
    */
-  async delete(name: string): Promise<boolean> {
-    const topologyJson = await this.scripts
+  async setTimelines(name: string, expectedJson: string, timelines: readonly StoredTimeline[], activeOrder: number, partitionCount: number): Promise<SetTimelinesOutcome> {
+    const outcome = Number(await this.scripts.run('setTimelines', [this.keys.eventType(name)], [expectedJson, JSON.stringify(timelines), activeOrder, partitionCount]).catch(storageError));
+    return outcome === 1 ? 'set' : outcome === 0 ? 'not_found' : 'conflict';
+  }
+
+  /**
+   * Deletes the metadata (one script in the `{registry}` slot). The partitions' data live in the
+   * timelines' storages; the caller removes them (`PartitionLogs.dropTimeline`).
+   * @returns what was removed, or undefined when the event type did not exist
+   * @throws BrokerError 503 when Redis fails
+   */
+  async delete(name: string): Promise<DeletedEventType | undefined> {
+    const removed = await this.scripts
       .run('deleteEventType', [this.keys.eventTypeNames, this.keys.eventType(name), this.keys.eventTypeSchemas(name)], [name])
       .catch(storageError);
-    if (typeof topologyJson !== 'string') return false;
-    const topology = JSON.parse(topologyJson) as EventTypeTopology;
-    await Promise.all(
-      partitionIds(topology).map((p) =>
-        this.redis.del(
-          this.keys.partitionLog(name, topology.timeline, p),
-          this.keys.partitionMeta(name, topology.timeline, p),
-          this.keys.partitionTimeIndex(name, topology.timeline, p),
-          this.keys.partitionCompactionIndex(name, topology.timeline, p),
-          this.keys.partitionTombstones(name, topology.timeline, p),
-        ),
-      ),
-    ).catch(storageError);
-    return true;
+    if (!Array.isArray(removed)) return undefined;
+    const [topologyJson, timelinesJson] = removed as [string, string];
+    const timelines = timelinesJson === '' ? undefined : (JSON.parse(timelinesJson) as StoredTimeline[]);
+    return { topology: JSON.parse(topologyJson) as EventTypeTopology, timelines: timelineMapOf(timelines, new Date(0).toISOString()) };
   }
 }
 

@@ -26,8 +26,18 @@ export function appendCall(keys: Keys, name: string, timeline: number, write: Pa
   return { script: 'publishCompacted', keys: [...base, keys.partitionCompactionIndex(name, timeline, write.partition)], args: [write.count, data, ...write.compactionKeys] };
 }
 
-/** Outcome of writing one partition's share of a batch. */
-export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string };
+/**
+ * Outcome of writing one partition's share of a batch. `closed`: nothing was written because the
+ * partition's timeline was closed by a timeline switch (the publisher retries on the new timeline).
+ */
+export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string; readonly closed?: true };
+
+/** The failed {@link PartitionWrite} for an append script's error. */
+export function writeFailure(err: unknown): PartitionWrite {
+  const message = err instanceof Error ? err.message : String(err);
+  if (message.includes('TIMELINE_CLOSED')) return { ok: false, reason: 'the event type is switching timelines', closed: true };
+  return { ok: false, reason: /timed out/i.test(message) ? 'timed out' : `storage error: ${message}` };
+}
 
 /** Events of one partition with contiguous offsets: `count` JSON texts joined by `\n`, the first at offset `first`. */
 export interface EventSegment {
@@ -77,7 +87,7 @@ export class PartitionStore {
           const first = await this.scripts.run(call.script, call.keys, call.args);
           return { ok: true, firstOffset: Number(first) };
         } catch (err) {
-          return { ok: false, reason: /timed out/i.test((err as Error).message) ? 'timed out' : `storage error: ${(err as Error).message}` };
+          return writeFailure(err);
         }
       }),
     );
@@ -124,6 +134,48 @@ export class PartitionStore {
   /** Removes entries received before `cutoffSeconds` (unix seconds). @returns the new oldest offset */
   async trim(name: string, timeline: number, partition: string, cutoffSeconds: number): Promise<number> {
     return Number(await this.scripts.run('trimPartition', this.keysOf(name, timeline, partition), [cutoffSeconds]).catch(storageError));
+  }
+
+  /**
+   * Closes a partition of a timeline for appends (a timeline switch, issue 6 §3.2): from now on every
+   * append fails with TIMELINE_CLOSED. Atomic with respect to appends, idempotent.
+   * @returns the partition's last offset (-1 = none) at the moment it closed
+   * @throws BrokerError 503 when Redis fails
+   */
+  async close(name: string, timeline: number, partition: string): Promise<number> {
+    const meta = this.keys.partitionMeta(name, timeline, partition);
+    const results = await this.redis.multi().hset(meta, 'closed', '1').hget(meta, 'next').exec().catch(storageError);
+    const next = results?.[1]?.[1];
+    return Number(typeof next === 'string' ? next : 0) - 1;
+  }
+
+  /**
+   * Prepares a partition of a new timeline to continue at internal offset `first` (its next event gets
+   * `first`; its range is empty until then). Idempotent: an existing partition is left as it is.
+   * @throws BrokerError 503 when Redis fails
+   */
+  async open(name: string, timeline: number, partition: string, first: number): Promise<void> {
+    const meta = this.keys.partitionMeta(name, timeline, partition);
+    await this.redis.multi().hsetnx(meta, 'next', first).hsetnx(meta, 'oldest', first).exec().catch(storageError);
+  }
+
+  /**
+   * Deletes every key of partitions `0 .. partitionCount - 1` of one timeline (one `DEL` per partition:
+   * its keys share a slot, partitions do not). @throws BrokerError 503 when Redis fails
+   */
+  async drop(name: string, timeline: number, partitionCount: number): Promise<void> {
+    await Promise.all(
+      Array.from({ length: partitionCount }, (_, i) => {
+        const p = String(i);
+        return this.redis.del(
+          this.keys.partitionLog(name, timeline, p),
+          this.keys.partitionMeta(name, timeline, p),
+          this.keys.partitionTimeIndex(name, timeline, p),
+          this.keys.partitionCompactionIndex(name, timeline, p),
+          this.keys.partitionTombstones(name, timeline, p),
+        );
+      }),
+    ).catch(storageError);
   }
 
   /** Takes the retention lock of an event type for `ttlMs` if it is free. @returns whether this node holds it */

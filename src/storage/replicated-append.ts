@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.js';
-import { appendCall, type PartitionAppend, type PartitionWrite } from './partition-store.js';
+import { appendCall, writeFailure, type PartitionAppend, type PartitionWrite } from './partition-store.js';
 import { Scripts } from './scripts.js';
 
 /** Connections reserved for acknowledged writes: a `WAIT` blocks its connection until replicas confirm. */
@@ -72,8 +72,7 @@ export class ReplicatedAppender {
           : undefined;
     return scripts.map((s): PartitionWrite => {
       if (s.status === 'rejected') {
-        const message = (s.reason as Error).message;
-        return { ok: false, reason: /timed out/i.test(message) ? 'timed out' : `storage error: ${message}` };
+        return writeFailure(s.reason);
       }
       return shortfall === undefined ? { ok: true, firstOffset: Number(s.value) } : { ok: false, reason: shortfall };
     });

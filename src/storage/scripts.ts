@@ -19,7 +19,8 @@ export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 
   | 'markDeleted'
   | 'compactPartition'
   | 'pruneCompactionIndex'
-  | 'holdLock';
+  | 'holdLock'
+  | 'setTimelines';
 
 /** An ARGV value of a script (numbers are sent as decimal text). */
 export type ScriptArg = string | number | Buffer;

@@ -1,13 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StreamParameters } from '../../src/domain/stream-parameters.js';
 import type { StreamSink } from '../../src/http/server.js';
-import { EventStreamLoop, type StreamPartition, type StreamPolicy } from '../../src/services/consumption/event-stream.js';
+import { EventStreamLoop, type StreamPartition, type StreamPolicy, type TimelineSource } from '../../src/services/consumption/event-stream.js';
+import { NODE_STORAGE_ID } from '../../src/domain/storage.js';
+import { timelineMapOf } from '../../src/domain/timeline.js';
+import { PartitionLogs } from '../../src/storage/partition-logs.js';
+import { StoragePool } from '../../src/storage/storage-pool.js';
 import { PartitionWakeups } from '../../src/services/consumption/partition-wakeups.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { PartitionStore } from '../../src/storage/partition-store.js';
 import { duplicateForShardedSubscribe, type RedisClient } from '../../src/storage/redis-connection.js';
 import { Scripts } from '../../src/storage/scripts.js';
 import { createLogger } from '../../src/observability/logger.js';
+import { loadConfig } from '../../src/config/load-config.js';
 import { harnessRedis, uniquePrefix } from '../support/broker.js';
 
 // The batch loop on its own, against the harness Redis: skipping events, batch_timespan, backpressure.
@@ -15,13 +20,21 @@ let redis: RedisClient;
 let subscriber: RedisClient;
 let store: PartitionStore;
 let wakeups: PartitionWakeups;
+let logs: PartitionLogs;
 const keys = createKeys(uniquePrefix());
+/** Every event type here has only its first timeline, on the node's storage. */
+const timelines = timelineMapOf(undefined, new Date(0).toISOString());
+const noChanges: TimelineSource = { get: () => Promise.resolve(undefined), onChange: () => () => undefined };
 
 beforeAll(() => {
   redis = harnessRedis();
   subscriber = duplicateForShardedSubscribe(redis);
-  store = new PartitionStore(redis, new Scripts(redis), keys);
-  wakeups = new PartitionWakeups(subscriber, createLogger({ logLevel: 'silent' }));
+  const logger = createLogger({ logLevel: 'silent' });
+  wakeups = new PartitionWakeups(subscriber, logger);
+  const scripts = new Scripts(redis);
+  store = new PartitionStore(redis, scripts, keys);
+  const pool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: store, wakeups }, { get: () => Promise.resolve(undefined) }, loadConfig({}).redis, logger);
+  logs = new PartitionLogs(pool);
 });
 afterAll(() => {
   wakeups.close();
@@ -109,8 +122,8 @@ describe('event stream loop', () => {
     await append('loop.skip', [{ n: 0 }, { n: 1, skip: true }, { n: 2 }, { n: 3, skip: true }, { n: 4, skip: true }]);
     const sink = new FakeSink();
     const policy = new TestPolicy((e) => e.includes('"skip":true'));
-    const loop = new EventStreamLoop(params({ batchLimit: 2, streamTimeoutSeconds: 2 }), sink, policy, store, wakeups, keys, config);
-    loop.add('loop.skip', '0', 1, -1);
+    const loop = new EventStreamLoop(params({ batchLimit: 2, streamTimeoutSeconds: 2 }), sink, policy, logs, noChanges, config);
+    loop.add('loop.skip', '0', timelines, -1);
     await loop.run(false);
     const lines = sink.lines.map((l) => JSON.parse(l) as Line);
     const data = lines.filter((l) => l.events);
@@ -123,8 +136,8 @@ describe('event stream loop', () => {
     await append('loop.tail', [{ n: 0 }]);
     const sink = new FakeSink();
     const policy = new TestPolicy((e) => e.includes('"skip":true'));
-    const loop = new EventStreamLoop(params({ batchLimit: 1, streamTimeoutSeconds: 3 }), sink, policy, store, wakeups, keys, config);
-    loop.add('loop.tail', '0', 1, -1);
+    const loop = new EventStreamLoop(params({ batchLimit: 1, streamTimeoutSeconds: 3 }), sink, policy, logs, noChanges, config);
+    loop.add('loop.tail', '0', timelines, -1);
     const running = loop.run(false);
     await new Promise((resolve) => setTimeout(resolve, 300));
     await append('loop.tail', [{ n: 1, skip: true }, { n: 2, skip: true }]);
@@ -143,8 +156,8 @@ describe('event stream loop', () => {
       { n: 2, ...at(3000) },
     ]);
     const sink = new FakeSink();
-    const loop = new EventStreamLoop(params({ batchLimit: 10, batchTimespanSeconds: 1, batchFlushTimeoutSeconds: 2, streamTimeoutSeconds: 2 }), sink, new TestPolicy(), store, wakeups, keys, config);
-    loop.add('loop.span', '0', 1, -1);
+    const loop = new EventStreamLoop(params({ batchLimit: 10, batchTimespanSeconds: 1, batchFlushTimeoutSeconds: 2, streamTimeoutSeconds: 2 }), sink, new TestPolicy(), logs, noChanges, config);
+    loop.add('loop.span', '0', timelines, -1);
     const started = Date.now();
     const running = loop.run(false);
     while (sink.lines.length === 0 && Date.now() - started < 1500) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -160,8 +173,8 @@ describe('event stream loop', () => {
     for (let i = 0; i < 50; i++) await append('loop.slow', Array.from({ length: 10 }, (_, j) => ({ n: i * 10 + j, big })));
     const sink = new FakeSink();
     sink.blocked = true;
-    const loop = new EventStreamLoop(params({ batchLimit: 10, streamTimeoutSeconds: 3 }), sink, new TestPolicy(), store, wakeups, keys, config);
-    loop.add('loop.slow', '0', 1, -1);
+    const loop = new EventStreamLoop(params({ batchLimit: 10, streamTimeoutSeconds: 3 }), sink, new TestPolicy(), logs, noChanges, config);
+    loop.add('loop.slow', '0', timelines, -1);
     const running = loop.run(false);
     await new Promise((resolve) => setTimeout(resolve, 500));
     const writesWhileBlocked = sink.writes;

@@ -280,6 +280,7 @@ describe('subscription streams across nodes', () => {
     expect(rest.flatMap((x) => x.events ?? [])).toEqual([]);
 
     const timed = await open(b, id, 'batch_flush_timeout=1&stream_timeout=2');
+    expect(timed.status, JSON.stringify(timed.problem)).toBe(200);
     const all = await timed.untilEnd(6000);
     expect(all.at(-1)?.info?.debug).toBe('Stream timeout reached');
   });

@@ -31,7 +31,7 @@ function eventType(overrides: Partial<EventType> = {}): EventType {
   };
 }
 
-const spec = (overrides: Partial<EventType> = {}, partitionCount = 4): PublishSpec => buildPublishSpec({ record: eventType(overrides), topology: { partitionCount, timeline: 1 }, revision: '1' });
+const spec = (overrides: Partial<EventType> = {}, partitionCount = 4): PublishSpec => buildPublishSpec({ record: eventType(overrides), topology: { partitionCount, timeline: 1 } });
 
 /** An event with compaction key `key` (null = none). */
 const event = (id: string, key: string | null = id) => ({ metadata: { eid: randomUUID(), occurred_at: now, ...(key === null ? {} : { partition_compaction_key: key }) }, id });

@@ -169,7 +169,7 @@ describe('processBatch (event batches in the publish worker)', () => {
     created_at: now,
     updated_at: now,
   };
-  const spec = buildPublishSpec({ record, topology: { partitionCount: 2, timeline: 1 }, revision: '1' });
+  const spec = buildPublishSpec({ record, topology: { partitionCount: 2, timeline: 1 } });
   const cache = new ValidatorCache();
   const run = (body: string | Buffer) =>
     processBatch({ kind: 'publish', body: typeof body === 'string' ? bytes(body) : body, spec, maxEventBytes: 999_000, receivedAt: now, publishedBy: 'tester', flowId: 'real-flow' }, cache);

@@ -29,7 +29,7 @@ function task(events: unknown, et = eventType(), partitionCount = 3, maxEventByt
   return {
     kind: 'publish',
     body: Buffer.from(typeof events === 'string' ? events : JSON.stringify(events)),
-    spec: buildPublishSpec({ record: et, topology: { partitionCount, timeline: 1 }, revision: '1' }),
+    spec: buildPublishSpec({ record: et, topology: { partitionCount, timeline: 1 } }),
     maxEventBytes,
     receivedAt: now,
     publishedBy: 'tester',

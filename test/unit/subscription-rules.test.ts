@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { timelineMapOf } from '../../src/domain/timeline.js';
 import type { PartitionRange } from '../../src/domain/offsets.js';
 import {
   initialCursorProblems,
@@ -127,9 +128,10 @@ describe('subscriptionKey', () => {
 describe('initialCursorProblems', () => {
   // order.created: partitions 0 (events 0..9, 0..2 expired) and 1 (empty); order.paid: partition 0 (events 0..4).
   const range = (oldest: number, newest: number): PartitionRange => ({ oldest, newest });
+  const first = timelineMapOf(undefined, new Date(0).toISOString());
   const partitions = new Map<string, EventTypePartitions>([
-    ['order.created', { timeline: 1, ranges: new Map([['0', range(3, 9)], ['1', range(0, -1)]]) }],
-    ['order.paid', { timeline: 1, ranges: new Map([['0', range(0, 4)]]) }],
+    ['order.created', { timelines: first, ranges: new Map([['0', range(3, 9)], ['1', range(0, -1)]]) }],
+    ['order.paid', { timelines: first, ranges: new Map([['0', range(0, 4)]]) }],
   ]);
   type Cursor = { event_type: string; partition: string; offset: string };
   const cursor = (event_type: string, partition: string, offset: string): Cursor => ({ event_type, partition, offset });

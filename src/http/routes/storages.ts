@@ -1,6 +1,7 @@
 import { NODE_STORAGE_ID, parseStorage, storageNotFound, storageView, type Storage } from '../../domain/storage.js';
 import { BrokerError, errors } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
+import type { AuditLog } from '../../services/audit-log.js';
 import { probeStorage, type StorageStore } from '../../storage/storage-store.js';
 import type { HttpServer } from '../server.js';
 
@@ -15,13 +16,14 @@ const sameKeys = (a: Storage, b: Storage): boolean =>
  * `GET/DELETE /storages/{id}`, `PUT /storages/default/{id}`. Reading needs any administrators' list,
  * changing the `admins` list; changes are refused (503) while `disable_db_write_operations` is on.
  * Creation: 409 for an existing id, 422 for a broken record, for keys another storage writes, or for a
- * deployment that does not answer. Deletion: 409 for the default storage and for the node's own
- * (`default`). Answers show `default: true` on the default storage and hide URL passwords.
+ * deployment that does not answer. Deletion: 409 for the default storage, for the node's own
+ * (`default`) and for a storage in use. Changes are audited (resource `storage`). Answers show `default: true` on the default storage and hide URL passwords.
  *
- * Timelines are not built yet: every event type stays on the node's own storage whatever the default
- * is (README).
+ * A storage used by a timeline (not cleaned up) cannot be deleted either (409). New event types get
+ * their first timeline on the default storage.
  */
-export function storageRoutes(http: HttpServer, store: StorageStore, access: AccessControl): void {
+/** @param usersOf the event types with a timeline on a storage (it cannot be deleted while there are any) */
+export function storageRoutes(http: HttpServer, store: StorageStore, access: AccessControl, usersOf: (id: string) => Promise<string[]>, audit: AuditLog): void {
   http.route('GET', '/storages', async (ctx) => {
     access.requireSettings(ctx.subject, 'read');
     const { storages, defaultId } = await store.list();
@@ -39,6 +41,7 @@ export function storageRoutes(http: HttpServer, store: StorageStore, access: Acc
     const unreachable = await probeStorage(storage);
     if (unreachable !== undefined) throw errors.unprocessable(`redis_configuration: the deployment does not answer: ${unreachable}`);
     if (!(await store.create(storage))) throw new BrokerError('CONFLICT', `Storage "${storage.id}" already exists.`);
+    audit.record({ subject: ctx.subject, resource: 'storage', resourceId: storage.id, op: 'C', next: storageView(storage, defaultId) });
     return { status: 201, body: storageView(storage, defaultId), headers: { Location: `/storages/${storage.id}` } };
   });
 
@@ -58,9 +61,13 @@ export function storageRoutes(http: HttpServer, store: StorageStore, access: Acc
       if (!(await store.get(id))) throw storageNotFound(id);
       throw new BrokerError('CONFLICT', `Storage "${id}" cannot be deleted: it is the storage the broker nodes run on.`);
     }
+    if (!(await store.get(id))) throw storageNotFound(id);
+    const users = await usersOf(id);
+    if (users.length > 0) throw new BrokerError('CONFLICT', `Storage "${id}" cannot be deleted: timelines of event types ${users.map((u) => JSON.stringify(u)).join(', ')} use it.`);
     const outcome = await store.delete(id);
     if (outcome === 'absent') throw storageNotFound(id);
     if (outcome === 'default') throw new BrokerError('CONFLICT', `Storage "${id}" cannot be deleted: it is the default storage.`);
+    audit.record({ subject: ctx.subject, resource: 'storage', resourceId: id, op: 'D' });
     return { status: 204 };
   });
 
@@ -71,6 +78,7 @@ export function storageRoutes(http: HttpServer, store: StorageStore, access: Acc
     if (!(await store.setDefault(id))) throw storageNotFound(id);
     const storage = await store.get(id);
     if (!storage) throw storageNotFound(id);
+    audit.record({ subject: ctx.subject, resource: 'storage', resourceId: id, op: 'U', next: storageView(storage, id) });
     return { status: 200, body: storageView(storage, id) };
   });
 }

@@ -4,7 +4,8 @@ import type { Subscription } from '../../domain/subscription.js';
 import type { LagSnapshot, PartitionOffsetSample, SubscriptionLagSample } from '../../observability/meters.js';
 import type { StoredEventType } from '../../storage/event-type-store.js';
 import type { Keys } from '../../storage/keys.js';
-import type { PartitionStore } from '../../storage/partition-store.js';
+import type { TimelineMap } from '../../domain/timeline.js';
+import type { PartitionLogs } from '../../storage/partition-logs.js';
 import { storageError, type RedisClient } from '../../storage/redis-connection.js';
 import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import type { SubscriptionStore } from '../../storage/subscription-store.js';
@@ -17,10 +18,10 @@ export interface PartitionLag {
   readonly unconsumed: number;
 }
 
-/** A partition of an event type on its timeline. */
+/** A partition of an event type with the event type's timelines. */
 export interface TimelinePartition {
   readonly eventType: string;
-  readonly timeline: number;
+  readonly timelines: TimelineMap;
   readonly partition: string;
 }
 
@@ -42,7 +43,7 @@ export function partitionLag(committed: number, range: PartitionRange): Partitio
  * @returns undefined when the event carries no `metadata.received_at` (category `undefined`)
  * @throws BrokerError 503 when Redis fails
  */
-export async function lagSeconds(partitions: Pick<PartitionStore, 'read'>, p: TimelinePartition, lag: PartitionLag, nowMs: number): Promise<number | undefined> {
+export async function lagSeconds(partitions: Pick<PartitionLogs, 'read'>, p: TimelinePartition, lag: PartitionLag, nowMs: number): Promise<number | undefined> {
   if (lag.unconsumed === 0) return 0;
   return ageSeconds(await receivedAtAfter(partitions, p, lag.consumedThrough), nowMs);
 }
@@ -52,8 +53,8 @@ export async function lagSeconds(partitions: Pick<PartitionStore, 'read'>, p: Ti
  * NaN when it carries none, null when there is no such event (yet). An event's value never changes.
  * @throws BrokerError 503 when Redis fails
  */
-export async function receivedAtAfter(partitions: Pick<PartitionStore, 'read'>, p: TimelinePartition, consumedThrough: number): Promise<number | null> {
-  const slice = await partitions.read(p.eventType, p.timeline, p.partition, consumedThrough, 1);
+export async function receivedAtAfter(partitions: Pick<PartitionLogs, 'read'>, p: TimelinePartition, consumedThrough: number): Promise<number | null> {
+  const slice = await partitions.read(p.eventType, p.timelines, p.partition, consumedThrough, 1);
   const segment = slice.segments[0];
   if (segment === undefined) return null;
   const end = segment.data.indexOf(0x0a);
@@ -92,7 +93,7 @@ export class ConsumerLagReader {
     private readonly keys: Keys,
     private readonly subscriptions: Pick<SubscriptionStore, 'idsNewestFirst' | 'getMany'>,
     private readonly eventTypes: { get(name: string): Promise<StoredEventType | undefined> },
-    private readonly partitions: Pick<PartitionStore, 'ranges' | 'read'>,
+    private readonly partitions: Pick<PartitionLogs, 'ranges' | 'read'>,
     private readonly state: Pick<SubscriptionStateStore, 'offsets'>,
   ) {}
 
@@ -114,14 +115,14 @@ export class ConsumerLagReader {
     for (const r of records) for (const name of r.event_types) wanted.add(name);
     const stored = await Promise.all([...wanted].map(async (name) => [name, await this.eventTypes.get(name)] as const));
 
-    const eventTypes = new Map<string, { timeline: number; ranges: Map<string, PartitionRange> }>();
+    const eventTypes = new Map<string, { timelines: TimelineMap; ranges: Map<string, PartitionRange> }>();
     const [, offsets] = await Promise.all([
       Promise.all(
         stored.map(async ([name, eventType]) => {
           if (eventType === undefined) return;
           const ids = partitionIds(eventType.topology);
-          const ranges = await this.partitions.ranges(name, eventType.topology.timeline, ids);
-          eventTypes.set(name, { timeline: eventType.topology.timeline, ranges: new Map(ids.map((p, i) => [p, ranges[i] ?? { oldest: 0, newest: -1 }])) });
+          const ranges = await this.partitions.ranges(name, eventType.timelines, ids);
+          eventTypes.set(name, { timelines: eventType.timelines, ranges: new Map(ids.map((p, i) => [p, ranges[i] ?? { oldest: 0, newest: -1 }])) });
         }),
       ),
       Promise.all(records.map((r) => this.state.offsets(r.id))),
@@ -146,10 +147,10 @@ export class ConsumerLagReader {
           const committed = committedOffsets.get(offsetField(name, partition));
           if (committed === undefined) continue;
           const lag = partitionLag(committed, range);
-          const oldest = lag.unconsumed === 0 ? undefined : `${name}\n${eventType.timeline}\n${partition}\n${lag.consumedThrough}`;
+          const oldest = lag.unconsumed === 0 ? undefined : `${name}\n${partition}\n${lag.consumedThrough}`;
           if (oldest !== undefined && !lookups.has(oldest)) {
             const known = this.receivedAt.get(oldest);
-            const lookup = known !== undefined ? Promise.resolve(known) : receivedAtAfter(this.partitions, { eventType: name, timeline: eventType.timeline, partition }, lag.consumedThrough);
+            const lookup = known !== undefined ? Promise.resolve(known) : receivedAtAfter(this.partitions, { eventType: name, timelines: eventType.timelines, partition }, lag.consumedThrough);
             // Awaited below; a rejection must not surface as unhandled before that.
             void lookup.catch(() => undefined);
             lookups.set(oldest, lookup);

@@ -2,10 +2,10 @@ import type { BrokerConfig } from '../../config/config-schema.js';
 import type { Subject } from '../../auth/subject.js';
 import type { StreamParameters } from '../../domain/stream-parameters.js';
 import type { StreamSink } from '../../http/server.js';
-import type { Keys } from '../../storage/keys.js';
-import type { EventSegment, PartitionStore } from '../../storage/partition-store.js';
+import type { TimelineMap } from '../../domain/timeline.js';
+import type { PartitionLogs } from '../../storage/partition-logs.js';
+import type { EventSegment } from '../../storage/partition-store.js';
 import { offsetField } from '../../storage/subscription-state-store.js';
-import type { PartitionWakeups } from './partition-wakeups.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 
 /** One partition a stream reads: positions are offsets (last consumed = -1 before the first event). */
@@ -34,13 +34,16 @@ export class StreamPartition {
   /** False while the partition leaves the stream (reassigning): nothing is read or sent. */
   active = true;
   unlisten: () => void = () => undefined;
+  /** The active timeline whose notices the partition listens to (0 = not listening yet). */
+  listening = 0;
   /** `<event type>:<partition>`, the partition's key in the stream and in a subscription's offsets. */
   readonly key: string;
 
   constructor(
     readonly eventType: string,
     readonly partition: string,
-    readonly timeline: number,
+    /** The event type's timelines, refreshed every round (a switch adds one; issue 6 §3.2). */
+    public timelines: TimelineMap,
     start: number,
     now: number,
   ) {
@@ -116,6 +119,15 @@ export interface StreamTally {
  */
 export type StreamedListener = (report: { readonly subject: Subject; readonly subscription?: string; readonly streamed: ReadonlyMap<string, Readonly<StreamTally>> }) => void;
 
+/**
+ * Where a stream finds an event type's current timelines (the event type cache) and hears that an
+ * event type changed (a timeline switch wakes the stream so it listens to the new timeline's notices).
+ */
+export interface TimelineSource {
+  get(name: string): Promise<{ readonly timelines: TimelineMap } | undefined>;
+  onChange(listener: (name: string | undefined) => void): () => void;
+}
+
 export class EventStreamLoop {
   private readonly partitions = new Map<string, StreamPartition>();
   /** Bytes in every partition's buffer (kept with each change, read on every round). */
@@ -133,9 +145,8 @@ export class EventStreamLoop {
     private readonly params: StreamParameters,
     private readonly sink: StreamSink,
     private readonly policy: StreamPolicy,
-    private readonly store: PartitionStore,
-    private readonly wakeups: PartitionWakeups,
-    private readonly keys: Keys,
+    private readonly logs: PartitionLogs,
+    private readonly eventTypes: TimelineSource,
     private readonly config: BrokerConfig['consumption'],
     /** Counts the stream while it runs and what it sends (once per write, never per event). */
     private readonly meter: StreamMeter = NO_STREAM_METER,
@@ -154,14 +165,13 @@ export class EventStreamLoop {
     return this.partitions.values();
   }
 
-  /** Adds a partition starting after offset `start` and listens to its notices. Replaces an entry with the same key. */
-  add(eventType: string, partition: string, timeline: number, start: number): StreamPartition {
+  /**
+   * Adds a partition starting after internal offset `start` (it listens to its notices from the next
+   * round on). Replaces an entry with the same key.
+   */
+  add(eventType: string, partition: string, timelines: TimelineMap, start: number): StreamPartition {
     this.remove(eventType, partition);
-    const p = new StreamPartition(eventType, partition, timeline, start, now());
-    p.unlisten = this.wakeups.listen(this.keys.partitionNotices(eventType, timeline, partition), (next) => {
-      p.knownNext = next;
-      this.poke();
-    });
+    const p = new StreamPartition(eventType, partition, timelines, start, now());
     this.partitions.set(p.key, p);
     this.poke();
     return p;
@@ -221,6 +231,9 @@ export class EventStreamLoop {
    */
   async run(closingBatch: boolean): Promise<StreamEnd> {
     this.meter.opened();
+    const unwatch = this.eventTypes.onChange((name) => {
+      if (name === undefined || [...this.partitions.values()].some((p) => p.eventType === name)) this.poke();
+    });
     try {
       for (;;) {
         this.woken = false;
@@ -247,13 +260,43 @@ export class EventStreamLoop {
         if (!this.woken && !this.hasWork()) await this.sleep();
       }
     } finally {
+      unwatch();
       for (const p of this.partitions.values()) p.unlisten();
       this.meter.closed();
     }
   }
 
+  /**
+   * Takes each event type's current timelines and (re)subscribes partitions to the notices of their
+   * active timeline: after a switch, publishes land on the new timeline and wake readers there.
+   * @throws BrokerError 503 when a timeline's storage cannot be opened
+   */
+  private async refreshTimelines(): Promise<void> {
+    const current = new Map<string, TimelineMap>();
+    for (const p of this.partitions.values()) {
+      let timelines = current.get(p.eventType);
+      if (timelines === undefined) {
+        timelines = (await this.eventTypes.get(p.eventType))?.timelines ?? p.timelines;
+        current.set(p.eventType, timelines);
+      }
+      p.timelines = timelines;
+      if (p.listening === timelines.active.order) continue;
+      const { wakeups, channel, order } = await this.logs.notices(p.eventType, timelines, p.partition);
+      if (this.partitions.get(p.key) !== p) continue;
+      p.unlisten();
+      p.listening = order;
+      p.unlisten = wakeups.listen(channel, (next) => {
+        p.knownNext = next;
+        this.poke();
+      });
+      // A publish may have landed on the new timeline before the subscription: read at once.
+      p.knownNext = Number.POSITIVE_INFINITY;
+    }
+  }
+
   /** Reads more events for partitions that have room and something new (or are due a poll). */
   private async fill(): Promise<void> {
+    await this.refreshTimelines();
     const capBytes = this.config.maxStreamBufferBytes;
     const buffered = this.sink.bufferedBytes + this.bufferedBytes;
     if (buffered >= capBytes) return;
@@ -271,7 +314,7 @@ export class EventStreamLoop {
         // never holds the event loop (and the commits waiting on it) for long.
         const budget = Math.min(room / due.length, READ_TARGET_BYTES);
         const count = p.entryBytes === 0 ? 1 : Math.max(1, Math.min(this.config.readEntries, Math.floor(budget / p.entryBytes)));
-        return this.store.read(p.eventType, p.timeline, p.partition, p.read, count);
+        return this.logs.read(p.eventType, p.timelines, p.partition, p.read, count);
       }),
     );
     // Filtering and batch_timespan look at single events; otherwise whole entries travel as they are.

@@ -1,18 +1,17 @@
 import type { BrokerConfig } from '../../config/config-schema.js';
 import { partitionIds } from '../../domain/event-type.js';
-import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '../../domain/offsets.js';
+import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
+import type { TimelineMap } from '../../domain/timeline.js';
 import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
 import { BrokerError, errors } from '../../errors/catalog.js';
 import type { StreamingAnswer, StreamSink } from '../../http/server.js';
 import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
-import type { Keys } from '../../storage/keys.js';
-import type { PartitionStore } from '../../storage/partition-store.js';
+import type { PartitionLogs } from '../../storage/partition-logs.js';
 import type { Subject } from '../../auth/subject.js';
 import { CONSUMPTION_BLOCKED, READERS_CHANGED, readersKey, type AccessControl } from '../access-control.js';
 import type { Settings } from '../settings.js';
-import { EventStreamLoop, type StreamedListener, type StreamPartition, type StreamPolicy } from './event-stream.js';
-import type { PartitionWakeups } from './partition-wakeups.js';
+import { EventStreamLoop, type StreamedListener, type StreamPartition, type StreamPolicy, type TimelineSource } from './event-stream.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 
 /** The `Warning` header of every low-level stream (spec "Low-level consumption (deprecated)"). */
@@ -43,9 +42,10 @@ export class LowLevelStreams {
     settings: Settings,
     eventTypeChanges: (listener: (name: string | undefined) => void) => void,
     private readonly eventTypes: EventTypeStore,
-    private readonly partitions: PartitionStore,
-    private readonly wakeups: PartitionWakeups,
-    private readonly keys: Keys,
+    /** Partitions over all timelines of an event type (issue 6 §3.2). */
+    private readonly logs: PartitionLogs,
+    /** Current timelines of event types, and their changes (the event type cache). */
+    private readonly timelineSource: TimelineSource,
     private readonly config: BrokerConfig['consumption'],
     private readonly logger: Logger,
     /** Counts low-level streams and what they send (`kind="low_level"`). */
@@ -85,10 +85,10 @@ export class LowLevelStreams {
     this.access.requireEventType(subject, eventType.record, 'read');
     if (this.access.consumptionBlocked(subject, [name])) throw new BrokerError('FORBIDDEN', CONSUMPTION_BLOCKED);
     const filter = this.access.eventFilter(subject, eventType.record);
-    const { timeline } = eventType.topology;
+    const { timelines } = eventType;
     const ids = partitionIds(eventType.topology);
     const ranges = new Map<string, PartitionRange>();
-    (await this.partitions.ranges(name, timeline, ids)).forEach((range, i) => ranges.set(ids[i] as string, range));
+    (await this.logs.ranges(name, timelines, ids)).forEach((range, i) => ranges.set(ids[i] as string, range));
 
     const starts: Start[] = [];
     if (requested === undefined) {
@@ -100,7 +100,7 @@ export class LowLevelStreams {
         if (!range) throw new BrokerError('PRECONDITION_FAILED', `${describe}: partition not found`);
         const offset = parseOffset(cursor.offset);
         if (!offset) throw new BrokerError('PRECONDITION_FAILED', `${describe}: malformed offset`);
-        const resolved = resolveCursor(offset, range, timeline);
+        const resolved = timelines.resolve(offset, cursor.partition, range);
         if (!resolved.ok) throw new BrokerError('PRECONDITION_FAILED', `${describe}: ${resolved.reason}`);
         starts.push({ partition: cursor.partition, offset: resolved.offset });
       }
@@ -109,7 +109,7 @@ export class LowLevelStreams {
       status: 200,
       contentType: 'application/x-json-stream',
       headers: { Warning: DEPRECATION_WARNING },
-      stream: (sink) => this.stream(new LowLevelPolicy(subject, name, readersKey(eventType.record), parsed.value.streamLimit, filter), timeline, starts, parsed.value, sink),
+      stream: (sink) => this.stream(new LowLevelPolicy(subject, name, readersKey(eventType.record), parsed.value.streamLimit, filter), timelines, starts, parsed.value, sink),
     };
   }
 
@@ -120,10 +120,10 @@ export class LowLevelStreams {
     this.streamedListener = listener;
   }
 
-  private async stream(policy: LowLevelPolicy, timeline: number, starts: readonly Start[], params: StreamParameters, sink: StreamSink): Promise<void> {
-    const loop = new EventStreamLoop(params, sink, policy, this.partitions, this.wakeups, this.keys, this.config, this.meter);
+  private async stream(policy: LowLevelPolicy, timelines: TimelineMap, starts: readonly Start[], params: StreamParameters, sink: StreamSink): Promise<void> {
+    const loop = new EventStreamLoop(params, sink, policy, this.logs, this.timelineSource, this.config, this.meter);
     policy.loop = loop;
-    for (const start of starts) loop.add(policy.eventType, start.partition, timeline, start.offset);
+    for (const start of starts) loop.add(policy.eventType, start.partition, timelines, start.offset);
     this.open.add(policy);
     try {
       const end = await loop.run(false);
@@ -177,7 +177,7 @@ class LowLevelPolicy implements StreamPolicy {
   readonly debugInfo = false;
 
   cursor(p: StreamPartition): string {
-    return `{"partition":${JSON.stringify(p.partition)},"offset":"${formatOffset(p.timeline, p.sent)}"}`;
+    return `{"partition":${JSON.stringify(p.partition)},"offset":"${p.timelines.format(p.partition, p.sent)}"}`;
   }
 }
 

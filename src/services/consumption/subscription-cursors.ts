@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream-parameters.js';
-import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '../../domain/offsets.js';
+import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
 import { BrokerError, errors } from '../../errors/catalog.js';
-import type { PartitionStore } from '../../storage/partition-store.js';
+import type { PartitionLogs } from '../../storage/partition-logs.js';
 import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription, SubscriptionPartition, SubscriptionStreams } from './subscription-streams.js';
@@ -42,7 +42,7 @@ export class SubscriptionCursors {
   constructor(
     private readonly streams: SubscriptionStreams,
     private readonly state: SubscriptionStateStore,
-    private readonly partitions: PartitionStore,
+    private readonly partitions: PartitionLogs,
     /** Counts commits by result (`broker_subscription_commits_total`). */
     private readonly metrics: ConsumptionMeter = NO_CONSUMPTION_METER,
   ) {}
@@ -89,7 +89,7 @@ export class SubscriptionCursors {
     const items: SubscriptionCursor[] = [];
     for (const p of subscription.partitions) {
       const offset = offsets.get(offsetField(p.eventType, p.partition));
-      if (offset !== undefined) items.push({ event_type: p.eventType, partition: p.partition, offset: formatOffset(p.timeline, offset), cursor_token: randomUUID() });
+      if (offset !== undefined) items.push({ event_type: p.eventType, partition: p.partition, offset: p.timelines.format(p.partition, offset), cursor_token: randomUUID() });
     }
     return { items };
   }
@@ -193,7 +193,7 @@ export class SubscriptionCursors {
   private offsetOf(c: SubscriptionCursor, partition: SubscriptionPartition, range: PartitionRange | undefined, i: number): number {
     const parsed = parseOffset(c.offset);
     if (!parsed) throw errors.unprocessable(`cursor ${i}: offset "${c.offset}" is malformed`);
-    const resolved = resolveCursor(parsed, range ?? { oldest: 0, newest: -1 }, partition.timeline);
+    const resolved = partition.timelines.resolve(parsed, partition.partition, range ?? { oldest: 0, newest: -1 });
     if (!resolved.ok) throw errors.unprocessable(`cursor ${i}: offset "${c.offset}" is invalid: ${resolved.reason}`);
     return resolved.offset;
   }

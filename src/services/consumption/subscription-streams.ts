@@ -3,7 +3,8 @@ import type { RedisClient } from '../../storage/redis-connection.js';
 import type { BrokerConfig } from '../../config/config-schema.js';
 import type { Subject } from '../../auth/subject.js';
 import { partitionIds, type EventType } from '../../domain/event-type.js';
-import { formatOffset, parseOffset, resolveCursor, type PartitionRange } from '../../domain/offsets.js';
+import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
+import { timelineMapOf, type TimelineMap } from '../../domain/timeline.js';
 import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type PartitionAssignment, type PartitionKey, type Session } from '../../domain/rebalance.js';
 import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
 import type { Subscription } from '../../domain/subscription.js';
@@ -12,26 +13,24 @@ import type { StreamingAnswer, StreamSink } from '../../http/server.js';
 import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
 import type { Keys } from '../../storage/keys.js';
-import type { PartitionStore } from '../../storage/partition-store.js';
+import type { PartitionLogs } from '../../storage/partition-logs.js';
 import type { SubscriptionRegistry } from '../subscription-registry.js';
 import { CONSUMPTION_BLOCKED, READERS_CHANGED, readersKey, type AccessControl } from '../access-control.js';
 import type { Settings } from '../settings.js';
 import { offsetField, type SessionInfo, type SubscriptionState, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
-import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamedListener, type StreamPartition, type StreamPolicy } from './event-stream.js';
-import type { PartitionWakeups } from './partition-wakeups.js';
+import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamedListener, type StreamPartition, type StreamPolicy, type TimelineSource } from './event-stream.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter, type StreamMeter } from '../../observability/meters.js';
 
-/** One partition of a subscription with the timeline it is read on. */
+/** One partition of a subscription with its event type's timelines (issue 6 §3.2). */
 export interface SubscriptionPartition extends PartitionKey {
-  readonly timeline: number;
+  readonly timelines: TimelineMap;
 }
 
 /** The stores, hub and settings a session runner works with (shared by all runners of a node). */
 export interface RunnerDeps {
   readonly state: SubscriptionStateStore;
-  readonly partitions: PartitionStore;
-  readonly wakeups: PartitionWakeups;
-  readonly keys: Keys;
+  readonly logs: PartitionLogs;
+  readonly timelineSource: TimelineSource;
   readonly config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>;
   readonly logger: Logger;
   /** Counts subscription streams and what they send (`kind="subscription"`). */
@@ -84,8 +83,10 @@ export class SubscriptionStreams {
     /** The node's event type cache (invalidated on every change) or the store itself. */
     private readonly eventTypes: Pick<EventTypeStore, 'get'>,
     private readonly state: SubscriptionStateStore,
-    private readonly partitions: PartitionStore,
-    private readonly wakeups: PartitionWakeups,
+    /** Partitions over all timelines (issue 6 §3.2). */
+    private readonly logs: PartitionLogs,
+    /** Current timelines of event types, and their changes (the event type cache). */
+    timelineSource: TimelineSource,
     private readonly keys: Keys,
     private readonly config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>,
     private readonly logger: Logger,
@@ -93,7 +94,7 @@ export class SubscriptionStreams {
     private readonly metrics: ConsumptionMeter = NO_CONSUMPTION_METER,
     readonly nodeId: string = randomUUID(),
   ) {
-    this.deps = { state, partitions, wakeups, keys, config, logger, meter: metrics.stream('subscription') };
+    this.deps = { state, logs, timelineSource, config, logger, meter: metrics.stream('subscription') };
   }
 
   /** Told what each stream sent when it ends (KPI `broker.data.streamed`); see {@link onStreamEnd}. */
@@ -164,7 +165,7 @@ export class SubscriptionStreams {
       const eventType = await this.eventTypes.get(name);
       if (!eventType) continue;
       eventTypes.push(eventType.record);
-      for (const partition of partitionIds(eventType.topology)) partitions.push({ eventType: name, partition, timeline: eventType.topology.timeline });
+      for (const partition of partitionIds(eventType.topology)) partitions.push({ eventType: name, partition, timelines: eventType.timelines });
     }
     return { partitions, eventTypes };
   }
@@ -246,7 +247,7 @@ export class SubscriptionStreams {
       if (readFrom === 'cursors') {
         const cursor = record.initial_cursors.find((c) => c.event_type === p.eventType && c.partition === p.partition);
         const parsed = cursor ? parseOffset(cursor.offset) : { kind: 'begin' as const };
-        const resolved = parsed ? resolveCursor(parsed, range, p.timeline) : undefined;
+        const resolved = parsed ? p.timelines.resolve(parsed, p.partition, range) : undefined;
         offset = resolved?.ok ? resolved.offset : range.oldest - 1;
       }
       initial.set(field, offset);
@@ -262,7 +263,7 @@ export class SubscriptionStreams {
     await Promise.all(
       [...byEventType.values()].map(async (list) => {
         const first = list[0] as SubscriptionPartition;
-        const ranges = await this.partitions.ranges(first.eventType, first.timeline, list.map((p) => p.partition));
+        const ranges = await this.logs.ranges(first.eventType, first.timelines, list.map((p) => p.partition));
         list.forEach((p, i) => out.set(offsetField(p.eventType, p.partition), ranges[i] ?? { oldest: 0, newest: -1 }));
       }),
     );
@@ -355,7 +356,8 @@ class SessionRunner implements StreamPolicy {
   private readonly autoCommits = new Map<string, number>();
   private assignments: readonly PartitionAssignment[] = [];
   private lastOffsets: ReadonlyMap<string, number> = new Map();
-  private readonly timelines = new Map<string, number>();
+  /** Timelines per event type as the stream opened (the loop keeps its partitions' maps current). */
+  private readonly timelines = new Map<string, TimelineMap>();
   private sentInStream = 0;
   private committedInStream = 0;
   private uncommittedSince: number | undefined;
@@ -399,7 +401,13 @@ class SessionRunner implements StreamPolicy {
     this.leaseMs = owner.deps.config.subscriptions.leaseTtlMs;
     this.commitTimeoutMs = params.commitTimeoutSeconds * 1000;
     this.leaseUntil = performance.now() + this.leaseMs;
-    for (const p of subscription.partitions) this.timelines.set(offsetField(p.eventType, p.partition), p.timeline);
+    for (const p of subscription.partitions) this.timelines.set(p.eventType, p.timelines);
+  }
+
+  /** The timelines of an event type: the loop's current ones, else those the stream opened with. */
+  private timelinesOf(eventType: string): TimelineMap {
+    const live = this.loop === undefined ? undefined : [...this.loop.current].find((p) => p.eventType === eventType);
+    return live?.timelines ?? this.timelines.get(eventType) ?? timelineMapOf(undefined, new Date(0).toISOString());
   }
 
   get subscriptionId(): string {
@@ -421,8 +429,8 @@ class SessionRunner implements StreamPolicy {
    * the background (`released`), after the commit window when events are uncommitted.
    */
   async run(sink: StreamSink): Promise<void> {
-    const { partitions, wakeups, keys, config, meter } = this.owner.deps;
-    this.loop = new EventStreamLoop(this.params, sink, this, partitions, wakeups, keys, config.consumption, meter);
+    const { logs, timelineSource, config, meter } = this.owner.deps;
+    this.loop = new EventStreamLoop(this.params, sink, this, logs, timelineSource, config.consumption, meter);
     this.heartbeat = setInterval(() => void this.beat(), Math.max(100, Math.floor(this.leaseMs / 3)));
     let releaseNow = true;
     try {
@@ -513,7 +521,7 @@ class SessionRunner implements StreamPolicy {
     const a = this.assignments.find((x) => x.nextSession === this.streamId) ?? this.assignments[0];
     if (!a) return undefined;
     const field = offsetField(a.eventType, a.partition);
-    const cursor = `{"partition":${JSON.stringify(a.partition)},"offset":"${formatOffset(this.timelines.get(field) ?? 1, this.committed.get(field) ?? this.lastOffsets.get(field) ?? -1)}","event_type":${JSON.stringify(a.eventType)},"cursor_token":"${randomUUID()}"}`;
+    const cursor = `{"partition":${JSON.stringify(a.partition)},"offset":"${this.timelinesOf(a.eventType).format(a.partition, this.committed.get(field) ?? this.lastOffsets.get(field) ?? -1)}","event_type":${JSON.stringify(a.eventType)},"cursor_token":"${randomUUID()}"}`;
     return `{"cursor":${cursor},"info":{"debug":${JSON.stringify(debug)}}}`;
   }
 
@@ -521,7 +529,7 @@ class SessionRunner implements StreamPolicy {
   readonly debugInfo = true;
 
   cursor(p: StreamPartition): string {
-    return `{"partition":${JSON.stringify(p.partition)},"offset":"${formatOffset(p.timeline, p.sent)}","event_type":${JSON.stringify(p.eventType)},"cursor_token":"${randomUUID()}"}`;
+    return `{"partition":${JSON.stringify(p.partition)},"offset":"${p.timelines.format(p.partition, p.sent)}","event_type":${JSON.stringify(p.eventType)},"cursor_token":"${randomUUID()}"}`;
   }
 
   // ---- state ----
@@ -581,7 +589,7 @@ class SessionRunner implements StreamPolicy {
         if (!p || !p.active) {
           const start = offsets.get(field) ?? -1;
           this.committed.set(field, start);
-          loop.add(a.eventType, a.partition, this.timelines.get(field) ?? 1, start);
+          loop.add(a.eventType, a.partition, this.timelinesOf(a.eventType), start);
         }
       } else if (a.state === 'reassigning' && a.session === this.streamId) {
         if (p?.active) loop.deactivate(p);

@@ -10,12 +10,13 @@
   ARGV[3] topology JSON
   ARGV[4] schema version
   ARGV[5] schema record JSON
+  ARGV[6] timelines JSON (the first timeline and its storage; issue 6 §3.2)
 
   Returns 1 when created, 0 when the name exists.
 ]]
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 redis.call('SADD', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[2], 'record', ARGV[2], 'topology', ARGV[3], 'revision', 1)
+redis.call('HSET', KEYS[2], 'record', ARGV[2], 'topology', ARGV[3], 'revision', 1, 'timelines', ARGV[6])
 redis.call('DEL', KEYS[3])
 redis.call('HSET', KEYS[3], ARGV[4], ARGV[5])
 return 1

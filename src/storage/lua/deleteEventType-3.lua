@@ -8,10 +8,11 @@
 
   ARGV[1] name
 
-  Returns the topology JSON of the removed event type, or false when it did not exist.
+  Returns {topology JSON, timelines JSON or ''} of the removed event type, or false when it did not exist.
 ]]
 local topology = redis.call('HGET', KEYS[2], 'topology')
 if not topology then return false end
+local timelines = redis.call('HGET', KEYS[2], 'timelines') or ''
 redis.call('SREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2], KEYS[3])
-return topology
+return {topology, timelines}

@@ -10,8 +10,12 @@
   ARGV[1] event count      (integer >= 1)
   ARGV[2] events           (bytes: the JSON texts joined by "\n")
 
+  A partition whose timeline was closed (field `closed` in its meta: a newer timeline took over,
+  issue 6 §3.2) refuses the append with the error TIMELINE_CLOSED; the publisher retries on the new one.
+
   Returns the offset of the first event of the entry (integer).
 ]]
+if redis.call('HEXISTS', KEYS[1], 'closed') == 1 then return redis.error_reply('TIMELINE_CLOSED the partition\'s timeline was closed by a timeline switch') end
 local count = tonumber(ARGV[1])
 local next_offset = redis.call('HINCRBY', KEYS[1], 'next', count)
 local first = next_offset - count

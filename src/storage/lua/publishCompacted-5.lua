@@ -14,8 +14,12 @@
   ARGV[2] events             (bytes: the JSON texts joined by "\n"; JSON text never holds a raw newline)
   ARGV[3 .. 2 + count]       compaction key of each event, in the same order
 
+  A partition whose timeline was closed (field `closed` in its meta: a newer timeline took over,
+  issue 6 §3.2) refuses the append with the error TIMELINE_CLOSED; the publisher retries on the new one.
+
   Returns the offset of the first event (integer).
 ]]
+if redis.call('HEXISTS', KEYS[1], 'closed') == 1 then return redis.error_reply('TIMELINE_CLOSED the partition\'s timeline was closed by a timeline switch') end
 local count = tonumber(ARGV[1])
 if #ARGV ~= count + 2 then return redis.error_reply('ERR publishCompacted: ' .. count .. ' events need ' .. count .. ' compaction keys') end
 local data = ARGV[2]

@@ -1,0 +1,108 @@
+import type { PartitionRange } from '../domain/offsets.js';
+import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
+import type { PartitionWakeups } from '../services/consumption/partition-wakeups.js';
+import type { PartitionAppend, PartitionSlice, PartitionWrite } from './partition-store.js';
+import type { ReplicatedAppender } from './replicated-append.js';
+import type { StorageHandle, StoragePool } from './storage-pool.js';
+
+/**
+ * An event type's partitions over all its timelines (issue 6 §3.2; `domain/timeline.ts`): appends go
+ * to the active timeline's storage; ranges span the live timelines (oldest from the first one that
+ * still holds events, newest from the active one); a read after an offset goes to the timeline holding
+ * the next offset, so a reader that reaches the end of a closed timeline continues on the next one with
+ * no gap and no duplicate. Offsets are the internal, continuous ones.
+ */
+export class PartitionLogs {
+  constructor(private readonly pool: StoragePool) {}
+
+  /**
+   * The storage of a timeline. @throws BrokerError 503 when it cannot be opened
+   */
+  async storageOf(t: StoredTimeline): Promise<StorageHandle> {
+    return this.storage(t.storageId);
+  }
+
+  /** A storage by id, opened on first use. @throws BrokerError 503 when it cannot be opened */
+  async storage(id: string): Promise<StorageHandle> {
+    return this.pool.peek(id) ?? this.pool.open(id);
+  }
+
+  /**
+   * Appends to the active timeline (see `PartitionStore.append`); with `replicated` set, confirmed by
+   * replicas when the active timeline is on the node's own storage. Never throws: a storage that
+   * cannot be opened fails every write; a closed timeline (a switch is running) fails with `closed`.
+   */
+  async append(name: string, timelines: TimelineMap, writes: readonly PartitionAppend[], replicated?: ReplicatedAppender): Promise<PartitionWrite[]> {
+    const active = timelines.active;
+    let handle: StorageHandle;
+    try {
+      handle = await this.storageOf(active);
+    } catch (err) {
+      return writes.map(() => ({ ok: false, reason: (err as Error).message }));
+    }
+    const appender = replicated !== undefined && handle === this.pool.node ? replicated : handle.partitions;
+    return appender.append(name, active.order, writes);
+  }
+
+  /**
+   * The available range of each partition over its live timelines (internal offsets).
+   * @throws BrokerError 503 when a storage fails
+   */
+  async ranges(name: string, timelines: TimelineMap, partitions: readonly string[]): Promise<PartitionRange[]> {
+    const active = timelines.active;
+    const current = await (await this.storageOf(active)).partitions.ranges(name, active.order, partitions);
+    if (timelines.all.length === 1) return current;
+    return Promise.all(
+      partitions.map(async (partition, i) => {
+        const range = current[i] as PartitionRange;
+        const p = Number(partition);
+        for (const t of timelines.live(p)) {
+          if (t === active) break;
+          const last = t.lastOffsets?.[p] ?? -1;
+          if (last < firstOffset(t, p)) continue;
+          const [own] = await (await this.storageOf(t)).partitions.ranges(name, t.order, [partition]);
+          const oldest = Math.max(own?.oldest ?? 0, firstOffset(t, p));
+          if (oldest <= last) return { oldest, newest: range.newest };
+        }
+        return range;
+      }),
+    );
+  }
+
+  /**
+   * Reads up to `maxEntries` stream entries after internal offset `after` from the timeline holding
+   * `after + 1` (a cleaned-up timeline is skipped: the read continues at the next one's start and the
+   * caller sees the gap as expired events). See `PartitionStore.read`.
+   * @throws BrokerError 503 when the storage fails
+   */
+  async read(name: string, timelines: TimelineMap, partition: string, after: number, maxEntries: number): Promise<PartitionSlice> {
+    const p = Number(partition);
+    let from = after;
+    let { timeline } = timelines.readAt(p, from);
+    while (timeline.cleanedUpAt !== undefined && timeline !== timelines.active) {
+      const next = timelines.byOrder(timeline.order + 1) as StoredTimeline;
+      from = Math.max(from, firstOffset(next, p) - 1);
+      ({ timeline } = timelines.readAt(p, from));
+    }
+    return (await this.storageOf(timeline)).partitions.read(name, timeline.order, partition, from, maxEntries);
+  }
+
+  /**
+   * Where publish notices of a partition arrive: the active timeline's notice channel and the hub of
+   * its storage. @throws BrokerError 503 when the storage cannot be opened
+   */
+  async notices(name: string, timelines: TimelineMap, partition: string): Promise<{ wakeups: PartitionWakeups; channel: string; order: number }> {
+    const active = timelines.active;
+    const handle = await this.storageOf(active);
+    return { wakeups: handle.wakeups, channel: handle.keys.partitionNotices(name, active.order, partition), order: active.order };
+  }
+
+  /**
+   * Deletes every key of partitions `0 .. partitionCount - 1` of one timeline in its storage (event
+   * type deletion, timeline clean-up). @throws BrokerError 503
+   */
+  async dropTimeline(name: string, t: StoredTimeline, partitionCount: number): Promise<void> {
+    const handle = await this.storageOf(t);
+    await handle.partitions.drop(name, t.order, partitionCount);
+  }
+}

@@ -1,0 +1,103 @@
+import type { BrokerConfig } from '../config/config-schema.js';
+import { NODE_STORAGE_ID, type Storage } from '../domain/storage.js';
+import { BrokerError } from '../errors/catalog.js';
+import type { Logger } from '../observability/logger.js';
+import { PartitionWakeups } from '../services/consumption/partition-wakeups.js';
+import { createKeys, type Keys } from './keys.js';
+import { PartitionStore } from './partition-store.js';
+import { connectCluster, connectRedis, duplicateForShardedSubscribe, type RedisClient } from './redis-connection.js';
+import { Scripts } from './scripts.js';
+import type { StorageStore } from './storage-store.js';
+
+/** One storage as this node uses it: its connection, scripts, key names, partition logs and notice hub. */
+export interface StorageHandle {
+  readonly id: string;
+  readonly redis: RedisClient;
+  readonly scripts: Scripts;
+  readonly keys: Keys;
+  readonly partitions: PartitionStore;
+  readonly wakeups: PartitionWakeups;
+}
+
+/**
+ * The storages this node has opened (spec "Storage"; issue 6 §3.1), by id. The node's own storage is
+ * there from the start; another one is opened on first use by a timeline: a storage in the node's own
+ * deployment (no `url`, no `cluster_nodes`) shares the node's connections with other key names; another
+ * deployment gets its own command connection, scripts and notice subscriber, configured like the
+ * node's (`redis.*` timeouts). Storage records never change once created (they can only be deleted
+ * while no timeline uses them), so an opened handle stays valid until the node stops.
+ */
+export class StoragePool {
+  private readonly handles = new Map<string, StorageHandle>();
+  private readonly opening = new Map<string, Promise<StorageHandle>>();
+  /** Connections this pool opened (closed on stop); the node's own are closed by the app. */
+  private readonly owned: { redis: RedisClient; wakeups: PartitionWakeups }[] = [];
+
+  constructor(
+    node: StorageHandle,
+    private readonly records: Pick<StorageStore, 'get'>,
+    private readonly config: BrokerConfig['redis'],
+    private readonly logger: Logger,
+  ) {
+    this.handles.set(NODE_STORAGE_ID, node);
+  }
+
+  /** The node's own storage (id `default`). */
+  get node(): StorageHandle {
+    return this.handles.get(NODE_STORAGE_ID) as StorageHandle;
+  }
+
+  /** An opened storage, or undefined when it was not opened on this node yet. */
+  peek(id: string): StorageHandle | undefined {
+    return this.handles.get(id);
+  }
+
+  /**
+   * The storage with this id, opening it on first use.
+   * @throws BrokerError 503 when the storage record is missing or its deployment cannot be reached
+   */
+  async open(id: string): Promise<StorageHandle> {
+    const known = this.handles.get(id);
+    if (known) return known;
+    let pending = this.opening.get(id);
+    if (!pending) {
+      pending = this.connect(id).finally(() => this.opening.delete(id));
+      this.opening.set(id, pending);
+    }
+    return pending;
+  }
+
+  private async connect(id: string): Promise<StorageHandle> {
+    const record = await this.records.get(id);
+    if (!record) throw new BrokerError('STORAGE_UNAVAILABLE', `Storage "${id}" is not registered; the timeline using it cannot be read or written`);
+    const handle = await this.handleFor(record).catch((err: unknown) => {
+      throw new BrokerError('STORAGE_UNAVAILABLE', `Storage "${id}" is unreachable: ${(err as Error).message}`, { 'Retry-After': '1' });
+    });
+    this.handles.set(id, handle);
+    this.logger.info({ storage: id }, 'storage opened');
+    return handle;
+  }
+
+  private async handleFor(record: Storage): Promise<StorageHandle> {
+    const { url, cluster_nodes: seeds, key_prefix: prefix } = record.redis_configuration;
+    const keys = createKeys(prefix);
+    if (url === undefined && seeds === undefined) {
+      const { redis, scripts, wakeups } = this.node;
+      return { id: record.id, redis, scripts, keys, wakeups, partitions: new PartitionStore(redis, scripts, keys) };
+    }
+    const redis: RedisClient = seeds !== undefined ? await connectCluster(seeds, this.config, this.logger, `storage-${record.id}`) : await connectRedis(url as string, this.config, this.logger, `storage-${record.id}`);
+    const scripts = new Scripts(redis);
+    const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis), this.logger);
+    this.owned.push({ redis, wakeups });
+    return { id: record.id, redis, scripts, keys, wakeups, partitions: new PartitionStore(redis, scripts, keys) };
+  }
+
+  /** Closes the connections this pool opened (not the node's own). */
+  async close(): Promise<void> {
+    for (const { redis, wakeups } of this.owned) {
+      wakeups.close();
+      await redis.quit().catch(() => redis.disconnect());
+    }
+    this.owned.length = 0;
+  }
+}
