@@ -9,7 +9,8 @@ import type { Logger } from '../observability/logger.js';
 
 /**
  * Time-based retention (DESIGN.md §3; `options.retention_time`): every `checkIntervalMs` one node per
- * event type (a lock with that expiry) trims each partition to events received within the retention
+ * event type (a lock its holder renews before each partition; another node takes over once it lapses,
+ * after {@link RetentionTrimmer.lockTtlMs}) trims each partition to events received within the retention
  * time, measured on Redis's clock. Offsets of kept events never change; `oldest_available_offset`
  * moves up. Event types with cleanup_policy `compact` are never trimmed (issue 6). Every timeline that
  * still has data is trimmed in its storage; closed timelines past their retention are cleaned up.
@@ -23,7 +24,7 @@ export class RetentionTrimmer {
     private readonly redis: RedisClient,
     private readonly eventTypes: EventTypeStore,
     /** The node's partition store: the retention locks. */
-    private readonly partitions: Pick<PartitionStore, 'tryRetentionLock'>,
+    private readonly partitions: Pick<PartitionStore, 'holdRetentionLock'>,
     private readonly checkIntervalMs: number,
     private readonly logger: Logger,
     /** Partitions over all timelines: every live timeline is trimmed in its own storage. */
@@ -31,6 +32,11 @@ export class RetentionTrimmer {
     /** Cleans up closed timelines past their retention (issue 6 §3.2). */
     private readonly timelines: Pick<Timelines, 'cleanUp'>,
   ) {}
+
+  /** How long an event type's retention lock lasts without renewal: three intervals, at least 5 s (ms). */
+  get lockTtlMs(): number {
+    return Math.max(3 * this.checkIntervalMs, 5000);
+  }
 
   start(): void {
     this.timer = setInterval(() => {
@@ -50,15 +56,18 @@ export class RetentionTrimmer {
     for (const record of await this.eventTypes.list()) {
       // cleanup_policy `compact` keeps the latest event per key for ever; `compact_and_delete` is trimmed too.
       if (record.cleanup_policy === 'compact') continue;
-      if (!(await this.partitions.tryRetentionLock(record.name, this.owner, this.checkIntervalMs))) continue;
+      if (!(await this.partitions.holdRetentionLock(record.name, this.owner, this.lockTtlMs))) continue;
       const stored = await this.eventTypes.get(record.name);
       if (!stored) continue;
       const cutoff = now - Math.floor(stored.record.options.retention_time / 1000);
       for (const p of partitionIds(stored.topology)) {
+        // A round longer than the lock's lifetime must not overlap another node's: renew, or stop here.
+        if (!(await this.partitions.holdRetentionLock(record.name, this.owner, this.lockTtlMs))) break;
         for (const t of stored.timelines.live(Number(p))) await (await this.logs.storageOf(t)).partitions.trim(record.name, t.order, p, cutoff);
         trimmed++;
       }
       await this.timelines.cleanUp(stored, now * 1000);
+      this.logger.debug({ eventType: record.name, partitions: stored.topology.partitionCount }, 'retention round');
     }
     return trimmed;
   }

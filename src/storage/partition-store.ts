@@ -178,8 +178,13 @@ export class PartitionStore {
     ).catch(storageError);
   }
 
-  /** Takes the retention lock of an event type for `ttlMs` if it is free. @returns whether this node holds it */
-  async tryRetentionLock(name: string, owner: string, ttlMs: number): Promise<boolean> {
-    return (await this.redis.set(this.keys.retentionLock(name), owner, 'PX', ttlMs, 'NX').catch(storageError)) === 'OK';
+  /**
+   * Takes the retention lock of an event type for `ttlMs` if it is free, or renews it for its holder
+   * (`holdLock-1.lua`): one node trims an event type at a time; another takes over once it lapses.
+   * @returns whether `owner` holds it now
+   * @throws BrokerError 503 when Redis fails
+   */
+  async holdRetentionLock(name: string, owner: string, ttlMs: number): Promise<boolean> {
+    return Number(await this.scripts.run('holdLock', [this.keys.retentionLock(name)], [owner, ttlMs]).catch(storageError)) === 1;
   }
 }

@@ -113,12 +113,12 @@ function latest(seen: readonly Seen[]): Map<string, number> {
   return out;
 }
 
-/** Broker log lines (pino JSON) of compaction rounds for `name`. */
-function compactionRounds(node: TestBroker, name: string): number {
+/** Compaction or retention rounds a node logged (pino JSON at debug) for event type `name`. */
+function roundsOf(node: TestBroker, name: string, kind: 'compaction' | 'retention' = 'compaction'): number {
   return node
     .output()
     .split('\n')
-    .filter((line) => line.includes('"compaction round"') && line.includes(`"eventType":"${name}"`)).length;
+    .filter((line) => line.includes(`"${kind} round"`) && line.includes(`"eventType":"${name}"`)).length;
 }
 
 describe('publishing to compacted event types', () => {
@@ -330,6 +330,32 @@ describe('POST /event-types/{name}/deleted-events', () => {
   });
 });
 
+describe('one node trims', () => {
+  it('two nodes on one key prefix: only the retention lock holder trims an event type; the other takes over when it stops', async () => {
+    const prefix = uniquePrefix();
+    const env = { ...FAST, BROKER_LOG_LEVEL: 'debug', BROKER_REDIS_KEY_PREFIX: prefix };
+    const a = await startTestBroker(env);
+    cleanups.push(() => a.stop('SIGKILL'));
+    const b = await startTestBroker(env);
+    cleanups.push(() => b.stop('SIGKILL'));
+    const name = 'retention.single-node';
+    await create(businessEventType(name, { options: { retention_time: 1000 } }), a);
+    await sleep(2000);
+    const [ra, rb] = [roundsOf(a, name, 'retention'), roundsOf(b, name, 'retention')];
+    expect(ra + rb).toBeGreaterThan(3);
+    expect(Math.min(ra, rb)).toBe(0);
+    const holder = ra > 0 ? a : b;
+    const other = holder === a ? b : a;
+    expect(await redis.get(a.keys.retentionLock(name))).not.toBeNull();
+
+    // The lock outlives its holder by at most max(3 intervals, 5 s); then the other node trims.
+    await holder.stop();
+    const deadline = Date.now() + 12_000;
+    while (Date.now() < deadline && roundsOf(other, name, 'retention') === 0) await sleep(200);
+    expect(roundsOf(other, name, 'retention')).toBeGreaterThan(0);
+  }, 40_000);
+});
+
 describe('one node compacts', () => {
   it('two nodes on one key prefix: only the lock holder compacts; the other takes over when it stops', async () => {
     const prefix = uniquePrefix();
@@ -344,7 +370,7 @@ describe('one node compacts', () => {
     await publish(name, [keyed('k', 2)], b);
     await sleep(2000);
 
-    const [ra, rb] = [compactionRounds(a, name), compactionRounds(b, name)];
+    const [ra, rb] = [roundsOf(a, name), roundsOf(b, name)];
     expect(ra + rb).toBeGreaterThan(3);
     expect(Math.min(ra, rb)).toBe(0);
     const holder = ra > 0 ? a : b;
@@ -356,8 +382,8 @@ describe('one node compacts', () => {
     await holder.stop();
     await publish(name, [keyed('k', 3)], other);
     const deadline = Date.now() + 12_000;
-    while (Date.now() < deadline && compactionRounds(other, name) === 0) await sleep(200);
-    expect(compactionRounds(other, name)).toBeGreaterThan(0);
+    while (Date.now() < deadline && roundsOf(other, name) === 0) await sleep(200);
+    expect(roundsOf(other, name)).toBeGreaterThan(0);
     const seen = await readUntil(name, 1, (s) => s.length === 1, other);
     expect(seen.map((s) => s.value)).toEqual([3]);
   }, 40_000);
