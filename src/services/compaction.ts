@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../config/config-schema.js';
 import { partitionIds } from '../domain/event-type.js';
 import type { Logger } from '../observability/logger.js';
-import type { StoredTimeline } from '../domain/timeline.js';
+import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
 import type { RedisClient } from '../storage/redis-connection.js';
@@ -35,6 +35,8 @@ export interface CompactionRound {
  * that partition, or a tombstone after it. The latest event per key and partition survives; offsets of
  * survivors never change (removed offsets become gaps that readers skip). Retention of
  * `compact_and_delete` is the RetentionTrimmer's; afterwards this prunes index fields whose events it removed.
+ * After a timeline switch (issue 6 §3.2) each partition's closed timelines are compacted too, against
+ * the compaction indexes of the later timelines (a key written or deleted later supersedes them).
  */
 export class Compactor {
   private timer: NodeJS.Timeout | undefined;
@@ -84,7 +86,6 @@ export class Compactor {
       const stored = await this.eventTypes.get(record.name);
       if (!stored || stored.record.cleanup_policy === 'delete') continue;
       const policy = stored.record.cleanup_policy;
-      // Only the active timeline is compacted; closed ones keep what they had until their clean-up.
       const active = stored.timelines.active;
       const data = await this.dataStoreOf(active);
       let deleted = 0;
@@ -94,6 +95,10 @@ export class Compactor {
       for (const p of partitionIds(stored.topology)) {
         // A round longer than the lock's lifetime must not overlap another node's: renew, or stop here.
         if (!(await this.store.holdLock(record.name, this.owner, this.lockTtlMs))) break;
+        // Closed timelines first, while the active one's tombstones are still in its index.
+        const closed = await this.compactClosedTimelines(stored.timelines, record.name, p, cutoff);
+        if (closed === undefined) break;
+        deleted += closed;
         const done = await this.compactPartition(data, record.name, active.order, p, cutoff, policy === 'compact');
         if (!done) break;
         deleted += done.deleted;
@@ -124,6 +129,36 @@ export class Compactor {
       from = result.next;
       if (step % RENEW_EVERY_STEPS === 0 && !(await this.store.holdLock(name, this.owner, this.lockTtlMs))) return undefined;
     }
+  }
+
+  /**
+   * Compacts partition `partition` on the event type's closed timelines that still hold data (issue 6
+   * §3.2): an event there goes when a later timeline's compaction index knows its key (a newer event,
+   * or a tombstone, which covers every earlier offset). Events received within the compaction lag stay.
+   * The same bounded steps as the active timeline; each closed timeline is walked whole every round.
+   * @returns events removed, or undefined when the lock was lost meanwhile
+   */
+  private async compactClosedTimelines(timelines: TimelineMap, name: string, partition: string, cutoff: number): Promise<number | undefined> {
+    const p = Number(partition);
+    const live = timelines.live(p);
+    let deleted = 0;
+    for (const [i, t] of live.entries()) {
+      if (t === timelines.active) break;
+      const later = live.slice(i + 1);
+      const store = await this.dataStoreOf(t);
+      let after = firstOffset(t, p) - 1;
+      for (let step = 1; ; step++) {
+        const { entries, last, more } = await store.keyedEntries(name, t.order, partition, after, cutoff, COMPACTION_STEP_ENTRIES);
+        const keys = [...new Set(entries.map((e) => e.key))];
+        const known = new Set<string>();
+        for (const u of later) for (const key of await (await this.dataStoreOf(u)).knownKeys(name, u.order, partition, keys)) known.add(key);
+        deleted += await store.removeEntries(name, t.order, partition, entries.filter((e) => known.has(e.key)).map((e) => e.id));
+        after = last;
+        if (!more) break;
+        if (step % RENEW_EVERY_STEPS === 0 && !(await this.store.holdLock(name, this.owner, this.lockTtlMs))) return undefined;
+      }
+    }
+    return deleted;
   }
 
   /** Stops the rounds; resolves when a running round finished. */

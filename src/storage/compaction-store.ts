@@ -90,6 +90,49 @@ export class CompactionStore {
   }
 
   /**
+   * Events of a closed timeline's partition after offset `after` that were received before
+   * `cutoffSeconds`, up to `maxEntries` stream entries, with their compaction keys (entries without a
+   * key are skipped). A closed timeline gets no appends, so its entries only ever disappear.
+   * @returns the keyed entries, the offset the next call starts after, and whether more may follow
+   * @throws BrokerError 503 when Redis is unreachable
+   */
+  async keyedEntries(name: string, timeline: number, partition: string, after: number, cutoffSeconds: number, maxEntries: number): Promise<{ entries: { id: string; key: string }[]; last: number; more: boolean }> {
+    const [young, next] = await Promise.all([
+      this.redis.zrangebyscore(this.keys.partitionTimeIndex(name, timeline, partition), cutoffSeconds, '+inf', 'LIMIT', 0, 1),
+      this.redis.hget(this.keys.partitionMeta(name, timeline, partition), 'next'),
+    ]).catch(storageError);
+    const limit = young[0] !== undefined ? Number(young[0]) : Number(next ?? 0);
+    if (after + 1 >= limit) return { entries: [], last: after, more: false };
+    // Entries holding offsets after .. limit - 1 have ids after + 2 .. limit.
+    const raw = await this.redis.xrange(this.keys.partitionLog(name, timeline, partition), `${after + 2}-0`, `${limit}-0`, 'COUNT', maxEntries).catch(storageError);
+    const entries: { id: string; key: string }[] = [];
+    for (const [id, fields] of raw) {
+      const at = fields.indexOf('k');
+      if (at >= 0 && at % 2 === 0 && fields[at + 1] !== undefined) entries.push({ id, key: fields[at + 1] as string });
+    }
+    const tail = raw[raw.length - 1];
+    const last = tail === undefined ? limit - 1 : Number.parseInt(tail[0], 10) - 1;
+    return { entries, last, more: raw.length >= maxEntries && last + 1 < limit };
+  }
+
+  /**
+   * Which of `compactionKeys` this partition's compaction index knows (a newer event, or a tombstone):
+   * on a later timeline, that supersedes every event of the key on an earlier one.
+   * @throws BrokerError 503 when Redis is unreachable
+   */
+  async knownKeys(name: string, timeline: number, partition: string, compactionKeys: readonly string[]): Promise<Set<string>> {
+    if (compactionKeys.length === 0) return new Set();
+    const values = await this.redis.hmget(this.keys.partitionCompactionIndex(name, timeline, partition), ...compactionKeys).catch(storageError);
+    return new Set(compactionKeys.filter((_, i) => values[i] !== null && values[i] !== undefined));
+  }
+
+  /** Deletes stream entries of a partition by id. @returns entries deleted @throws BrokerError 503 */
+  async removeEntries(name: string, timeline: number, partition: string, ids: readonly string[]): Promise<number> {
+    if (ids.length === 0) return 0;
+    return Number(await this.redis.xdel(this.keys.partitionLog(name, timeline, partition), ...ids).catch(storageError));
+  }
+
+  /**
    * Takes the compaction lock of an event type when it is free, or renews it when `owner` holds it.
    * @param ttlMs how long the lock lasts without renewal (milliseconds)
    * @returns whether `owner` holds it now
