@@ -3,8 +3,8 @@
  * keys get a tombstone in which partition. Pure: no I/O.
  *
  * The events are not validated; each needs only what key and partition selection read:
- * `metadata.partition_compaction_key` (a non-empty string), and for `hash` the partition key fields,
- * for `user_defined` `metadata.partition`. Under `random` the partition of earlier events is unknown,
+ * `metadata.partition_compaction_key` (a non-empty string, which under `hash` also decides the partition:
+ * the spec's key paths point at it for compacted event types), and for `user_defined` `metadata.partition`. Under `random` the partition of earlier events is unknown,
  * so the tombstone goes to every partition.
  */
 import type { BatchItemResponse, PublishSpec, PublishStep } from '../../workers/publish-protocol.js';

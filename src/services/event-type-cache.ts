@@ -14,7 +14,8 @@ export interface CachedEventType extends StoredEventType {
 
 /**
  * Builds the worker's view of an event type: effective schema text and its content hash (the
- * worker's validator cache key), hash key paths made absolute (`data.` prefix for category data).
+ * worker's validator cache key), hash key paths made absolute (`data.` prefix for category data; the
+ * compaction key `metadata.partition_compaction_key` for compacted event types).
  * @throws Error when the stored schema no longer builds (a registry bug)
  */
 export function buildPublishSpec(stored: Pick<StoredEventType, 'record' | 'topology'>): PublishSpec {
@@ -29,7 +30,9 @@ export function buildPublishSpec(stored: Pick<StoredEventType, 'record' | 'topol
     category: record.category,
     enrich: record.enrichment_strategies.includes('metadata_enrichment'),
     partitionStrategy: record.partition_strategy,
-    partitionKeyPaths: (record.partition_key_fields ?? []).map((f) => [...prefix, ...f.split('.')]),
+    // Compacted event types hash the compaction key (issue 6 §1.1, as the reference does): every event of
+    // a key lands in one partition, so compaction keeps exactly one latest event per key.
+    partitionKeyPaths: record.cleanup_policy !== 'delete' ? [['metadata', 'partition_compaction_key']] : (record.partition_key_fields ?? []).map((f) => [...prefix, ...f.split('.')]),
     partitionCount: topology.partitionCount,
     schemaVersion: record.schema.version,
     schemaKey: createHash('sha256').update(effectiveSchema).digest('base64url'),

@@ -92,16 +92,21 @@ describe('planTombstones (deleted-events)', () => {
     expect(planTombstones([1], spec())).toMatchObject({ kind: 'malformed' });
   });
 
-  it('places each key in its hash partition, once per partition', () => {
+  it('places each key in the partition its compaction key hashes to under hash partitioning, once per partition', () => {
     const s = spec();
-    const plan = planTombstones([event('a', 'k'), event('a', 'k'), event('b', 'j')], s);
+    expect(s.partitionKeyPaths).toEqual([['metadata', 'partition_compaction_key']]);
+    const plan = planTombstones([event('a', 'k'), event('b', 'k'), event('a', 'j')], s);
     expect(plan.kind).toBe('planned');
     if (plan.kind !== 'planned') return;
-    const pa = hashPartition({ id: 'a' }, [['id']], 4) as number;
-    const pb = hashPartition({ id: 'b' }, [['id']], 4) as number;
-    expect(plan.itemPartitions).toEqual([[pa], [pa], [pb]]);
-    if (pa === pb) expect([...(plan.partitions.get(pa) ?? [])].sort()).toEqual(['j', 'k']);
-    else expect([...(plan.partitions.get(pa) ?? [])]).toEqual(['k']);
+    const pk = hashPartition({ metadata: { partition_compaction_key: 'k' } }, [['metadata', 'partition_compaction_key']], 4) as number;
+    const pj = hashPartition({ metadata: { partition_compaction_key: 'j' } }, [['metadata', 'partition_compaction_key']], 4) as number;
+    expect(plan.itemPartitions).toEqual([[pk], [pk], [pj]]);
+    if (pk === pj) expect([...(plan.partitions.get(pk) ?? [])].sort()).toEqual(['j', 'k']);
+    else expect([...(plan.partitions.get(pk) ?? [])]).toEqual(['k']);
+  });
+
+  it('keeps partition_key_fields for event types that are not compacted', () => {
+    expect(spec({ cleanup_policy: 'delete', partition_key_fields: ['id'] }).partitionKeyPaths).toEqual([['id']]);
   });
 
   it('sends a key to every partition under random partitioning, and to metadata.partition under user_defined', () => {
@@ -119,8 +124,10 @@ describe('planTombstones (deleted-events)', () => {
         { eid: 'e1', publishing_status: 'aborted', step: 'none' },
         { eid: 'e2', publishing_status: 'failed', step: 'validating' },
         { eid: '', publishing_status: 'failed', step: 'validating' },
-        { eid: '', publishing_status: 'failed', step: 'partitioning', detail: 'partition key field "id" is missing' },
+        { eid: '', publishing_status: 'aborted', step: 'none' },
       ],
     });
+    const userDefined = planTombstones([{ metadata: { partition_compaction_key: 'k' } }], spec({ partition_strategy: 'user_defined', partition_key_fields: [] }, 3));
+    expect(userDefined).toMatchObject({ kind: 'rejected', items: [{ publishing_status: 'failed', step: 'partitioning' }] });
   });
 });
