@@ -99,7 +99,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const storages = new StorageStore(redis, keys);
   await storages.ensureNodeStorage(config.redis.keyPrefix);
   const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis), logger);
-  const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups }, storages, config.redis, logger);
+  const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups }, storages, config.redis, logger, config.publish);
   const logs = new PartitionLogs(storagePool);
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes, logs, async () => (await storages.list()).defaultId);
   const replicated = config.publish.minReplicas > 0 ? await ReplicatedAppender.open(standaloneOnly(redis, 'publish.minReplicas'), keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;

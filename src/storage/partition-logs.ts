@@ -28,8 +28,9 @@ export class PartitionLogs {
   }
 
   /**
-   * Appends to the active timeline (see `PartitionStore.append`); with `replicated` set, confirmed by
-   * replicas when the active timeline is on the node's own storage. Never throws: a storage that
+   * Appends to the active timeline (see `PartitionStore.append`), confirmed by replicas when
+   * `publish.minReplicas` ≥ 1: `replicated` (the node's deployment) covers the node's storage and other
+   * key namespaces of it; another standalone deployment has its own. Never throws: a storage that
    * cannot be opened fails every write; a closed timeline (a switch is running) fails with `closed`.
    */
   async append(name: string, timelines: TimelineMap, writes: readonly PartitionAppend[], replicated?: ReplicatedAppender): Promise<PartitionWrite[]> {
@@ -40,8 +41,9 @@ export class PartitionLogs {
     } catch (err) {
       return writes.map(() => ({ ok: false, reason: (err as Error).message }));
     }
-    const appender = replicated !== undefined && handle === this.pool.node ? replicated : handle.partitions;
-    return appender.append(name, active.order, writes);
+    const confirmed = handle.replicated ?? (handle.redis === this.pool.node.redis ? replicated : undefined);
+    if (confirmed !== undefined) return confirmed.append(name, active.order, writes, handle.keys);
+    return handle.partitions.append(name, active.order, writes);
   }
 
   /**

@@ -52,14 +52,16 @@ export class ReplicatedAppender {
 
   /**
    * Like `PartitionStore.append`, confirmed by `minReplicas` replicas. Never throws.
+   * @param keys the key names of the storage written to (another key namespace of the same deployment;
+   *   default: the node's own)
    * @returns per write: ok with its first offset, or failed with a reason (script error, or too few
    *   replicas: `acknowledged by k of n replicas within t ms`)
    */
-  async append(name: string, timeline: number, writes: readonly PartitionAppend[]): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys = this.keys): Promise<PartitionWrite[]> {
     const lane = this.lanes[this.next++ % this.lanes.length] as Lane;
     // Issued in this order on one connection: the scripts, then the WAIT that covers them.
     const scripted = writes.map((w) => {
-      const call = appendCall(this.keys, name, timeline, w);
+      const call = appendCall(keys, name, timeline, w);
       return lane.scripts.run(call.script, call.keys, call.args);
     });
     const waited = lane.redis.wait(this.minReplicas, this.timeoutMs);

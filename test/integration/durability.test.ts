@@ -83,6 +83,30 @@ describe('publish.minReplicas', () => {
     expect((await call(broker.url, 'POST', '/event-types/durable.orders/events', [orderEvent('B1')])).status).toBe(200);
   });
 
+  it('waits for replicas on a timeline in another key namespace of the deployment too (issue 6 §3.2)', async () => {
+    expect((await call(broker.url, 'POST', '/event-types', businessEventType('durable.moved'))).status).toBe(201);
+    expect((await call(broker.url, 'POST', '/storages', { id: 'durable-ns', storage_type: 'redis', redis_configuration: { key_prefix: 'durable-ns:' } })).status).toBe(201);
+    expect((await call(broker.url, 'POST', '/event-types/durable.moved/timelines', { storage_id: 'durable-ns' })).status).toBe(201);
+    replica.process.kill('SIGSTOP');
+    try {
+      const answer = await call(broker.url, 'POST', '/event-types/durable.moved/events', [orderEvent('M1')]);
+      expect(answer.status).toBe(207);
+      expect((answer.json as Item[])[0]).toMatchObject({ publishing_status: 'failed', detail: 'acknowledged by 0 of 1 replicas within 300 ms' });
+    } finally {
+      replica.process.kill('SIGCONT');
+    }
+    await replicaInSync();
+    expect((await call(broker.url, 'POST', '/event-types/durable.moved/events', [orderEvent('M2')])).status).toBe(200);
+    const client = new Redis(replica.url);
+    try {
+      const keys = await client.keys('durable-ns:{et:durable.moved:0}:t2:meta');
+      expect(keys).toHaveLength(1);
+      expect(Number(await client.hget(keys[0] as string, 'next'))).toBe(2);
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it('never acknowledges when more replicas are required than exist', async () => {
     const answer = await call(strict.url, 'POST', '/event-types/durable.orders/events', [orderEvent('S1')]);
     expect(answer.status).toBe(207);
