@@ -166,7 +166,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     maxPartitionCount: config.eventTypes.maxPartitionCount,
     maxSubscriptionPartitions: config.subscriptions.maxPartitions,
   });
-  partitionCountRoutes(http, repartitioning, access);
+  partitionCountRoutes(http, repartitioning, access, audit);
   publishingRoutes(http, publisher, cursors, registry, access, metrics, kpi);
   subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), audit, (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);

@@ -383,13 +383,16 @@ describe('clean-up and deletion', () => {
 });
 
 describe('audit', () => {
-  it('records storage creations and timeline switches while audit_log_collection is on', async () => {
+  it('records storage creations, timeline switches and repartitioning while audit_log_collection is on', async () => {
     expect((await call(a.url, 'POST', '/settings/features', { feature: 'audit_log_collection', enabled: true })).status).toBe(204);
     await eventType(a, 'tl.audit', 1);
     const storage = await call(a.url, 'POST', '/storages', { id: 'aud', storage_type: 'redis', redis_configuration: { key_prefix: `${nsPrefix}aud:` } });
     expect(storage.status, storage.text).toBe(201);
     await switchTo(a, 'tl.audit', 'aud');
-    type Audit = { data_type: string; data_op: string; data: { resource_id: string; new_object: { storage_id?: string; order?: number } | null } };
+    expect((await call(a.url, 'POST', '/settings/features', { feature: 'repartitioning', enabled: true })).status).toBe(204);
+    const grown = await call(a.url, 'POST', '/event-types/tl.audit/partition-count', { partition_count: 2 });
+    expect(grown.status, grown.text).toBe(204);
+    type Audit = { data_type: string; data_op: string; data: { resource_id: string; previous_object: unknown; new_object: { storage_id?: string; order?: number; partition_count?: number } | null } };
     const found = async (): Promise<Audit[]> => {
       const stream = await StreamClient.open(`${a.url}/event-types/broker.audit-log/events?batch_limit=100&batch_flush_timeout=1&stream_timeout=2`, { headers: { 'X-Broker-Cursors': JSON.stringify([{ partition: '0', offset: 'BEGIN' }]) } });
       expect(stream.status).toBe(200);
@@ -399,5 +402,7 @@ describe('audit', () => {
     const events = await found();
     expect(events.find((e) => e.data_type === 'storage' && e.data.resource_id === 'aud')).toMatchObject({ data_op: 'C' });
     expect(events.find((e) => e.data_type === 'timeline' && e.data.resource_id === 'tl.audit:2')).toMatchObject({ data_op: 'C', data: { new_object: { storage_id: 'aud', order: 2 } } });
+    // Repartitioning is audited as an update of the event type.
+    expect(events.find((e) => e.data_type === 'event_type' && e.data.resource_id === 'tl.audit' && e.data_op === 'U')).toMatchObject({ data: { previous_object: { partition_count: 1 }, new_object: { partition_count: 2 } } });
   });
 });

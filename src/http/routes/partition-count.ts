@@ -1,4 +1,5 @@
 import type { AccessControl } from '../../services/access-control.js';
+import type { AuditLog } from '../../services/audit-log.js';
 import { requireRepartitioning, type Repartitioning } from '../../services/repartitioning.js';
 import type { HttpServer } from '../server.js';
 import { name } from './event-types.js';
@@ -11,15 +12,17 @@ import { name } from './event-types.js';
  * or an administrator (like `PUT`/`DELETE /event-types/{name}`); 422 for a count that is missing, not a
  * positive integer, smaller than the current one or above `eventTypes.maxPartitionCount`, or that
  * would take a subscription over `subscriptions.maxPartitions`. The same count answers 204 and
- * changes nothing.
+ * changes nothing. A change is audited as an update of the event type whose objects are
+ * `{"partition_count": N}` before and after.
  */
-export function partitionCountRoutes(http: HttpServer, repartitioning: Repartitioning, access: AccessControl): void {
+export function partitionCountRoutes(http: HttpServer, repartitioning: Repartitioning, access: AccessControl, audit: AuditLog): void {
   http.route('POST', '/event-types/:name/partition-count', async (ctx) => {
     access.requireWritable();
     requireRepartitioning(access.enabled('repartitioning'));
     const eventType = name(ctx.params);
     const body = await ctx.json();
-    await repartitioning.repartition(eventType, body, (existing) => access.requireEventType(ctx.subject, existing, 'admin'));
+    const { previous, count } = await repartitioning.repartition(eventType, body, (existing) => access.requireEventType(ctx.subject, existing, 'admin'));
+    if (count !== previous) audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: eventType, op: 'U', previous: { partition_count: previous }, next: { partition_count: count } });
     return { status: 204 };
   });
 }
