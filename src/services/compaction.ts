@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../config/config-schema.js';
 import { partitionIds } from '../domain/event-type.js';
 import type { Logger } from '../observability/logger.js';
+import { lockTtlFor, PeriodicRounds } from './periodic-rounds.js';
 import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
@@ -39,9 +40,8 @@ export interface CompactionRound {
  * the compaction indexes of the later timelines (a key written or deleted later supersedes them).
  */
 export class Compactor {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
   private readonly owner = randomUUID();
+  private readonly schedule: PeriodicRounds;
 
   constructor(
     private readonly redis: RedisClient,
@@ -52,22 +52,18 @@ export class Compactor {
     private readonly logger: Logger,
     /** The compaction store of a timeline's storage (issue 6 §3.2): the active timeline is compacted there. */
     private readonly dataStoreOf: (timeline: StoredTimeline) => Promise<CompactionStore> = () => Promise.resolve(store),
-  ) {}
+  ) {
+    this.schedule = new PeriodicRounds(this.config.intervalMs, () => this.runOnce(), logger, 'compaction');
+  }
 
   /** How long an event type's compaction lock lasts without renewal: three intervals, at least 5 s (ms). */
   get lockTtlMs(): number {
-    return Math.max(3 * this.config.intervalMs, 5000);
+    return lockTtlFor(this.config.intervalMs);
   }
 
   /** Starts the periodic rounds (one at a time; a failed round is logged and retried next interval). */
   start(): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.runOnce()
-        .then(() => undefined)
-        .catch((err: unknown) => this.logger.warn({ err }, 'compaction round failed; retrying next interval'))
-        .finally(() => (this.running = undefined));
-    }, this.config.intervalMs);
-    this.timer.unref();
+    this.schedule.start();
   }
 
   /**
@@ -163,7 +159,6 @@ export class Compactor {
 
   /** Stops the rounds; resolves when a running round finished. */
   async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+    await this.schedule.stop();
   }
 }

@@ -6,6 +6,7 @@ import type { PartitionStore } from '../storage/partition-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 import type { Timelines } from './timelines.js';
 import type { Logger } from '../observability/logger.js';
+import { lockTtlFor, PeriodicRounds } from './periodic-rounds.js';
 
 /**
  * Time-based retention (DESIGN.md §3; `options.retention_time`): every `checkIntervalMs` one node per
@@ -16,9 +17,8 @@ import type { Logger } from '../observability/logger.js';
  * still has data is trimmed in its storage; closed timelines past their retention are cleaned up.
  */
 export class RetentionTrimmer {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
   private readonly owner = randomUUID();
+  private readonly schedule: PeriodicRounds;
 
   constructor(
     private readonly redis: RedisClient,
@@ -31,21 +31,17 @@ export class RetentionTrimmer {
     private readonly logs: PartitionLogs,
     /** Cleans up closed timelines past their retention (issue 6 §3.2). */
     private readonly timelines: Pick<Timelines, 'cleanUp'>,
-  ) {}
+  ) {
+    this.schedule = new PeriodicRounds(this.checkIntervalMs, () => this.runOnce(), logger, 'retention');
+  }
 
   /** How long an event type's retention lock lasts without renewal: three intervals, at least 5 s (ms). */
   get lockTtlMs(): number {
-    return Math.max(3 * this.checkIntervalMs, 5000);
+    return lockTtlFor(this.checkIntervalMs);
   }
 
   start(): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.runOnce()
-        .then(() => undefined)
-        .catch((err: unknown) => this.logger.warn({ err }, 'retention round failed; retrying next interval'))
-        .finally(() => (this.running = undefined));
-    }, this.checkIntervalMs);
-    this.timer.unref();
+    this.schedule.start();
   }
 
   /** One round over all event types. @returns partitions trimmed by this node */
@@ -73,7 +69,6 @@ export class RetentionTrimmer {
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+    await this.schedule.stop();
   }
 }

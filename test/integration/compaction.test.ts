@@ -330,14 +330,19 @@ describe('POST /event-types/{name}/deleted-events', () => {
   });
 });
 
+/** Two nodes on one fresh key prefix, logging at debug (their rounds are counted from the log). */
+async function twoNodes(): Promise<[TestBroker, TestBroker]> {
+  const env = { ...FAST, BROKER_LOG_LEVEL: 'debug', BROKER_REDIS_KEY_PREFIX: uniquePrefix() };
+  const a = await startTestBroker(env);
+  cleanups.push(() => a.stop('SIGKILL'));
+  const b = await startTestBroker(env);
+  cleanups.push(() => b.stop('SIGKILL'));
+  return [a, b];
+}
+
 describe('one node trims', () => {
   it('two nodes on one key prefix: only the retention lock holder trims an event type; the other takes over when it stops', async () => {
-    const prefix = uniquePrefix();
-    const env = { ...FAST, BROKER_LOG_LEVEL: 'debug', BROKER_REDIS_KEY_PREFIX: prefix };
-    const a = await startTestBroker(env);
-    cleanups.push(() => a.stop('SIGKILL'));
-    const b = await startTestBroker(env);
-    cleanups.push(() => b.stop('SIGKILL'));
+    const [a, b] = await twoNodes();
     const name = 'retention.single-node';
     await create(businessEventType(name, { options: { retention_time: 1000 } }), a);
     await sleep(2000);
@@ -358,12 +363,7 @@ describe('one node trims', () => {
 
 describe('one node compacts', () => {
   it('two nodes on one key prefix: only the lock holder compacts; the other takes over when it stops', async () => {
-    const prefix = uniquePrefix();
-    const env = { ...FAST, BROKER_LOG_LEVEL: 'debug', BROKER_REDIS_KEY_PREFIX: prefix };
-    const a = await startTestBroker(env);
-    cleanups.push(() => a.stop('SIGKILL'));
-    const b = await startTestBroker(env);
-    cleanups.push(() => b.stop('SIGKILL'));
+    const [a, b] = await twoNodes();
     const name = 'compaction.single-node';
     await create(compactedType(name), a);
     await publish(name, [keyed('k', 1)], a);
