@@ -99,11 +99,12 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const storages = new StorageStore(redis, keys);
   await storages.ensureNodeStorage(config.redis.keyPrefix);
   const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis), logger);
-  const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups }, storages, config.redis, logger, config.publish);
+  // `publish.minReplicas`: appends to the node's deployment (any key namespace) wait for its replicas.
+  const replicated = config.publish.minReplicas > 0 ? await ReplicatedAppender.open(standaloneOnly(redis, 'publish.minReplicas'), keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
+  const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, ...(replicated ? { replicated } : {}) }, storages, config.redis, logger, config.publish);
   const logs = new PartitionLogs(storagePool);
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes, logs, async () => (await storages.list()).defaultId);
-  const replicated = config.publish.minReplicas > 0 ? await ReplicatedAppender.open(standaloneOnly(redis, 'publish.minReplicas'), keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
-  const publisher = new Publisher(cache, pool, logs, redis, config.publish, replicated);
+  const publisher = new Publisher(cache, pool, logs, redis, config.publish);
   const cursors = new CursorService(eventTypeStore, logs);
   const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, logs, cache, config.consumption, logger, metrics.stream('low_level'));
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);

@@ -214,12 +214,13 @@ export class KpiCollector {
     if (entry.resource === 'subscription') {
       this.add(KPI_EVENT_TYPES.subscriptionLog, { subscription_id: entry.resourceId, status });
     } else if (entry.resource === 'event_type') {
-      const record = (entry.next ?? entry.previous) as { category?: unknown; authorization?: unknown; compatibility_mode?: unknown } | undefined;
+      // The object is the event type record, or only `{partition_count}` for a repartitioning.
+      const object = (entry.next ?? entry.previous) as { category?: unknown; authorization?: unknown; compatibility_mode?: unknown } | undefined;
+      const record = typeof object?.category === 'string' ? object : undefined;
       this.add(KPI_EVENT_TYPES.eventTypeLog, {
         event_type: entry.resourceId,
         status,
-        ...(typeof record?.category === 'string' ? { category: record.category } : {}),
-        ...(record ? { authz: record.authorization ? 'enabled' : 'disabled' } : {}),
+        ...(record ? { category: record.category, authz: record.authorization ? 'enabled' : 'disabled' } : {}),
         ...(typeof record?.compatibility_mode === 'string' ? { compatibility_mode: record.compatibility_mode } : {}),
       });
     }

@@ -4,7 +4,6 @@ import { BrokerError, errors } from '../errors/catalog.js';
 import type { PartitionAppend, PartitionWrite } from '../storage/partition-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 import type { RedisClient } from '../storage/redis-connection.js';
-import type { ReplicatedAppender } from '../storage/replicated-append.js';
 import type { BatchItemResponse, PublishTask } from '../../workers/publish-protocol.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
@@ -47,8 +46,6 @@ export class Publisher {
     private readonly logs: PartitionLogs,
     private readonly redis: RedisClient,
     private readonly config: BrokerConfig['publish'],
-    /** Set when `publish.minReplicas` ≥ 1: writes confirmed by replicas (DESIGN.md §4). */
-    private readonly replicated?: ReplicatedAppender,
   ) {}
 
   /**
@@ -121,7 +118,7 @@ export class Publisher {
    */
   private async write(eventType: CachedEventType, appends: readonly PartitionAppend[]): Promise<PartitionWrite[]> {
     const name = eventType.record.name;
-    const writes = await this.logs.append(name, eventType.timelines, appends, this.replicated);
+    const writes = await this.logs.append(name, eventType.timelines, appends);
     if (!writes.some((w) => !w.ok && w.closed === true)) return writes;
     const deadline = Date.now() + this.config.timelineSwitchWaitMs;
     let closedOrder = eventType.timelines.active.order;
@@ -133,7 +130,7 @@ export class Publisher {
         continue;
       }
       const retry = appends.filter((_, i) => { const w = writes[i]; return w !== undefined && !w.ok && w.closed === true; });
-      const again = await this.logs.append(name, current.timelines, retry, this.replicated);
+      const again = await this.logs.append(name, current.timelines, retry);
       let j = 0;
       writes.forEach((w, i) => {
         if (!w.ok && w.closed === true) writes[i] = again[j++] as PartitionWrite;

@@ -40,6 +40,7 @@ export class RetentionTrimmer {
     return lockTtlFor(this.checkIntervalMs);
   }
 
+  /** Starts the periodic rounds (one at a time; a failed round is logged and retried next interval). */
   start(): void {
     this.schedule.start();
   }
@@ -68,6 +69,7 @@ export class RetentionTrimmer {
     return trimmed;
   }
 
+  /** Stops the rounds; resolves when a running round finished. */
   async stop(): Promise<void> {
     await this.schedule.stop();
   }

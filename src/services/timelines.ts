@@ -134,7 +134,7 @@ export class Timelines {
     const users: string[] = [];
     for (const record of await this.eventTypes.list()) {
       const stored = await this.eventTypes.get(record.name);
-      if (stored?.timelines.all.some((t) => t.storageId === storageId && (t.cleanedUpAt === undefined || t === stored.timelines.active))) users.push(record.name);
+      if (stored?.timelines.all.some((t) => t.storageId === storageId && t.cleanedUpAt === undefined)) users.push(record.name);
     }
     return users;
   }

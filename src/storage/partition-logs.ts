@@ -2,7 +2,6 @@ import type { PartitionRange } from '../domain/offsets.js';
 import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
 import type { PartitionWakeups } from '../services/consumption/partition-wakeups.js';
 import type { PartitionAppend, PartitionSlice, PartitionWrite } from './partition-store.js';
-import type { ReplicatedAppender } from './replicated-append.js';
 import type { StorageHandle, StoragePool } from './storage-pool.js';
 
 /**
@@ -28,12 +27,12 @@ export class PartitionLogs {
   }
 
   /**
-   * Appends to the active timeline (see `PartitionStore.append`), confirmed by replicas when
-   * `publish.minReplicas` ≥ 1: `replicated` (the node's deployment) covers the node's storage and other
-   * key namespaces of it; another standalone deployment has its own. Never throws: a storage that
-   * cannot be opened fails every write; a closed timeline (a switch is running) fails with `closed`.
+   * Appends to the active timeline (see `PartitionStore.append`), confirmed by replicas when its
+   * storage has a replicated appender (`publish.minReplicas` ≥ 1; DESIGN.md §4). Never throws: a
+   * storage that cannot be opened fails every write; a closed timeline (a switch is running) fails
+   * with `closed`.
    */
-  async append(name: string, timelines: TimelineMap, writes: readonly PartitionAppend[], replicated?: ReplicatedAppender): Promise<PartitionWrite[]> {
+  async append(name: string, timelines: TimelineMap, writes: readonly PartitionAppend[]): Promise<PartitionWrite[]> {
     const active = timelines.active;
     let handle: StorageHandle;
     try {
@@ -41,8 +40,7 @@ export class PartitionLogs {
     } catch (err) {
       return writes.map(() => ({ ok: false, reason: (err as Error).message }));
     }
-    const confirmed = handle.replicated ?? (handle.redis === this.pool.node.redis ? replicated : undefined);
-    if (confirmed !== undefined) return confirmed.append(name, active.order, writes, handle.keys);
+    if (handle.replicated !== undefined) return handle.replicated.append(name, active.order, writes, handle.keys);
     return handle.partitions.append(name, active.order, writes);
   }
 

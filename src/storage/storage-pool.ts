@@ -18,7 +18,7 @@ export interface StorageHandle {
   readonly keys: Keys;
   readonly partitions: PartitionStore;
   readonly wakeups: PartitionWakeups;
-  /** Appends confirmed by replicas (`publish.minReplicas` ≥ 1; a standalone deployment other than the node's). */
+  /** Appends confirmed by replicas (`publish.minReplicas` ≥ 1; standalone deployments only), with this storage's keys. */
   readonly replicated?: ReplicatedAppender;
 }
 
@@ -91,8 +91,9 @@ export class StoragePool {
     const { url, cluster_nodes: seeds, key_prefix: prefix } = record.redis_configuration;
     const keys = createKeys(prefix);
     if (url === undefined && seeds === undefined) {
-      const { redis, scripts, wakeups } = this.node;
-      return { id: record.id, redis, scripts, keys, wakeups, partitions: new PartitionStore(redis, scripts, keys) };
+      // The node's deployment: its connections, notice hub and replica lanes, with other key names.
+      const { redis, scripts, wakeups, replicated } = this.node;
+      return { id: record.id, redis, scripts, keys, wakeups, partitions: new PartitionStore(redis, scripts, keys), ...(replicated ? { replicated } : {}) };
     }
     let redis: RedisClient;
     let replicated: ReplicatedAppender | undefined;

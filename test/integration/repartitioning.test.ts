@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPartition } from '../../src/domain/partitioner.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
-import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, harnessRedis, orderNumbers, publishOrders, startTestBroker, type TestBroker } from '../support/broker.js';
 import { DeliveryChecker } from '../support/delivery-checker.js';
-import { businessEventType, orderEvent } from '../support/fixtures.js';
+import { businessEventType } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 /**
@@ -70,15 +70,8 @@ function partitionOf(orderNumber: string, count: number): string {
   return String(hashPartition({ order_number: orderNumber }, [['order_number']], count));
 }
 
-/** Publishes one event per order number; @returns their eids */
-async function publish(node: TestBroker, name: string, orderNumbers: readonly string[]): Promise<string[]> {
-  const events = orderNumbers.map((o) => orderEvent(o));
-  const answer = await call(node.url, 'POST', `/event-types/${name}/events`, events);
-  expect(answer.status, answer.text).toBe(200);
-  return events.map((e) => (e.metadata as { eid: string }).eid);
-}
-
-const keys = (tag: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${tag}-${i}`);
+const publish = (node: TestBroker, name: string, numbers: readonly string[]): Promise<string[]> => publishOrders(node.url, name, numbers);
+const keys = orderNumbers;
 
 interface PartitionRecord {
   partition: string;

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisProcess } from '../../scripts/local-processes.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { createKeys } from '../../src/storage/keys.js';
-import { call, harnessRedis, scanKeys, startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, harnessRedis, orderNumbers, publishOrders, scanKeys, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
@@ -84,15 +84,8 @@ async function eventType(node: TestBroker, name: string, partitions: number, ext
   expect(created.status, created.text).toBe(201);
 }
 
-/** Publishes one event per order number; @returns their eids */
-async function publish(node: TestBroker, name: string, orderNumbers: readonly string[]): Promise<string[]> {
-  const events = orderNumbers.map((o) => orderEvent(o));
-  const answer = await call(node.url, 'POST', `/event-types/${name}/events`, events);
-  expect(answer.status, answer.text).toBe(200);
-  return events.map((e) => (e.metadata as { eid: string }).eid);
-}
-
-const keys = (tag: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${tag}-${i}`);
+const publish = (node: TestBroker, name: string, numbers: readonly string[]): Promise<string[]> => publishOrders(node.url, name, numbers);
+const keys = orderNumbers;
 
 async function timelines(node: TestBroker, name: string): Promise<Timeline[]> {
   const answer = await call(node.url, 'GET', `/event-types/${name}/timelines`);

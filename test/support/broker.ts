@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import { startBroker, type BrokerProcess } from '../../scripts/local-processes.js';
 import { createKeys, type Keys } from '../../src/storage/keys.js';
 import { masterNodes, parseClusterNode, type RedisClient } from '../../src/storage/redis-connection.js';
+import { orderEvent } from './fixtures.js';
 
 /** A broker node for a test file, on the harness Redis under its own key prefix. */
 export interface TestBroker extends BrokerProcess {
@@ -84,4 +85,17 @@ export async function call(base: string, method: string, path: string, body?: un
     json = undefined;
   }
   return { status: res.status, headers: res.headers, text, json };
+}
+
+/** Publishes one {@link orderEvent} per order number to `name` on the node at `base`, expecting 200. @returns their eids */
+export async function publishOrders(base: string, name: string, orderNumbers: readonly string[]): Promise<string[]> {
+  const events = orderNumbers.map((o) => orderEvent(o));
+  const answer = await call(base, 'POST', `/event-types/${name}/events`, events);
+  expect(answer.status, answer.text).toBe(200);
+  return events.map((e) => (e.metadata as { eid: string }).eid);
+}
+
+/** `n` order numbers `<tag>-0` .. `<tag>-<n-1>`. */
+export function orderNumbers(tag: string, n: number): string[] {
+  return Array.from({ length: n }, (_, i) => `${tag}-${i}`);
 }

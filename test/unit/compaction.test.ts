@@ -8,28 +8,13 @@ import { createKeys } from '../../src/storage/keys.js';
 import { appendCall } from '../../src/storage/partition-store.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { PublishSpec } from '../../workers/publish-protocol.js';
+import { eventTypeRecord } from '../support/fixtures.js';
 
 /** Log compaction and deleted events (issue 6): the pure parts. Redis behaviour is in test/integration/compaction.test.ts. */
 
 const now = '2026-01-01T00:00:00.000Z';
 
-function eventType(overrides: Partial<EventType> = {}): EventType {
-  return {
-    name: 'unit.compacted',
-    owning_application: 'app',
-    category: 'business',
-    enrichment_strategies: ['metadata_enrichment'],
-    partition_strategy: 'hash',
-    partition_key_fields: ['id'],
-    compatibility_mode: 'forward',
-    schema: { type: 'json_schema', schema: JSON.stringify({ type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }), version: '1.0.0', created_at: now },
-    cleanup_policy: 'compact',
-    options: { retention_time: 1000 },
-    created_at: now,
-    updated_at: now,
-    ...overrides,
-  };
-}
+const eventType = (overrides: Partial<EventType> = {}): EventType => eventTypeRecord({ name: 'unit.compacted', cleanup_policy: 'compact', ...overrides });
 
 const spec = (overrides: Partial<EventType> = {}, partitionCount = 4): PublishSpec => buildPublishSpec({ record: eventType(overrides), topology: { partitionCount, timeline: 1 } });
 

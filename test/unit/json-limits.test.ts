@@ -4,8 +4,8 @@ import { BrokerError } from '../../src/errors/catalog.js';
 import { findPrototypeKey, MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/http/json-limits.js';
 import { parseJson } from '../../src/http/server.js';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
-import type { EventType } from '../../src/domain/event-type.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+import { eventTypeRecord } from '../support/fixtures.js';
 
 /**
  * The JSON limits of request bodies (DESIGN.md §7; src/http/json-limits.ts): nesting depth, strict
@@ -155,20 +155,7 @@ describe('parseJson (control-plane request bodies)', () => {
 
 describe('processBatch (event batches in the publish worker)', () => {
   const now = '2026-01-01T00:00:00.000Z';
-  const record: EventType = {
-    name: 'unit.hostile',
-    owning_application: 'app',
-    category: 'business',
-    enrichment_strategies: ['metadata_enrichment'],
-    partition_strategy: 'hash',
-    partition_key_fields: ['id'],
-    compatibility_mode: 'forward',
-    schema: { type: 'json_schema', schema: JSON.stringify({ type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }), version: '1.0.0', created_at: now },
-    cleanup_policy: 'delete',
-    options: { retention_time: 1000 },
-    created_at: now,
-    updated_at: now,
-  };
+  const record = eventTypeRecord({ name: 'unit.hostile' });
   const spec = buildPublishSpec({ record, topology: { partitionCount: 2, timeline: 1 } });
   const cache = new ValidatorCache();
   const run = (body: string | Buffer) =>

@@ -4,26 +4,11 @@ import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import type { EventType } from '../../src/domain/event-type.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { PublishTask } from '../../workers/publish-protocol.js';
+import { eventTypeRecord } from '../support/fixtures.js';
 
 const now = '2026-01-01T00:00:00.000Z';
 
-function eventType(overrides: Partial<EventType> = {}): EventType {
-  return {
-    name: 'unit.order',
-    owning_application: 'app',
-    category: 'business',
-    enrichment_strategies: ['metadata_enrichment'],
-    partition_strategy: 'hash',
-    partition_key_fields: ['id'],
-    compatibility_mode: 'forward',
-    schema: { type: 'json_schema', schema: JSON.stringify({ type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }), version: '1.2.0', created_at: now },
-    cleanup_policy: 'delete',
-    options: { retention_time: 1000 },
-    created_at: now,
-    updated_at: now,
-    ...overrides,
-  };
-}
+const eventType = (overrides: Partial<EventType> = {}): EventType => eventTypeRecord(overrides, '1.2.0');
 
 function task(events: unknown, et = eventType(), partitionCount = 3, maxEventBytes = 999_000): PublishTask {
   return {

@@ -93,19 +93,6 @@ export const NODE_SHUTTING_DOWN = 'Node is shutting down';
 
 const now = (): number => performance.now();
 
-/**
- * The batch loop shared by the low-level and the subscription streams (spec "Stream parameters";
- * WIRE.md "Low-level stream", "Streaming"; DESIGN.md §6).
- *
- * Per partition it reads stream entries after the last read offset into a buffer, cuts batches of at
- * most `batch_limit` events, flushes a batch as soon as it is full or when `batch_flush_timeout`
- * passed since the partition's last batch (an empty batch is a keep-alive), and counts keep-alives in
- * a row for `stream_keep_alive_limit`. It reads only while the stream's buffered bytes (its own plus
- * the client socket's) stay under `consumption.maxStreamBufferBytes`, and writes only after the client
- * drained what it had, so a slow reader costs at most that much memory. It wakes on a publish notice
- * for one of its partitions, on a flush deadline, on `poke()` (a commit, a topology change), or on the
- * slow safety-net poll.
- */
 /** What a stream sent of one event type: events, bytes of the batch lines that carried them, data batches. */
 export interface StreamTally {
   events: number;
@@ -128,6 +115,20 @@ export interface TimelineSource {
   onChange(listener: (name: string | undefined) => void): () => void;
 }
 
+/**
+ * The batch loop shared by the low-level and the subscription streams (spec "Stream parameters";
+ * WIRE.md "Low-level stream", "Streaming"; DESIGN.md §6).
+ *
+ * Per partition it reads stream entries after the last read offset into a buffer, cuts batches of at
+ * most `batch_limit` events, flushes a batch as soon as it is full or when `batch_flush_timeout`
+ * passed since the partition's last batch (an empty batch is a keep-alive), and counts keep-alives in
+ * a row for `stream_keep_alive_limit`. It reads only while the stream's buffered bytes (its own plus
+ * the client socket's) stay under `consumption.maxStreamBufferBytes`, and writes only after the client
+ * drained what it had, so a slow reader costs at most that much memory. It wakes on a publish notice
+ * for one of its partitions, on a flush deadline, on `poke()` (a commit, a topology change), or on the
+ * slow safety-net poll. Each round takes the event types' current timelines, so a reader that reaches
+ * the end of a closed timeline continues on the next (issue 6 §3.2).
+ */
 export class EventStreamLoop {
   private readonly partitions = new Map<string, StreamPartition>();
   /** Bytes in every partition's buffer (kept with each change, read on every round). */

@@ -356,8 +356,6 @@ class SessionRunner implements StreamPolicy {
   private readonly autoCommits = new Map<string, number>();
   private assignments: readonly PartitionAssignment[] = [];
   private lastOffsets: ReadonlyMap<string, number> = new Map();
-  /** Timelines per event type as the stream opened (the loop keeps its partitions' maps current). */
-  private readonly timelines = new Map<string, TimelineMap>();
   private sentInStream = 0;
   private committedInStream = 0;
   private uncommittedSince: number | undefined;
@@ -401,13 +399,12 @@ class SessionRunner implements StreamPolicy {
     this.leaseMs = owner.deps.config.subscriptions.leaseTtlMs;
     this.commitTimeoutMs = params.commitTimeoutSeconds * 1000;
     this.leaseUntil = performance.now() + this.leaseMs;
-    for (const p of subscription.partitions) this.timelines.set(p.eventType, p.timelines);
   }
 
   /** The timelines of an event type: the loop's current ones, else those the stream opened with. */
   private timelinesOf(eventType: string): TimelineMap {
     const live = this.loop === undefined ? undefined : [...this.loop.current].find((p) => p.eventType === eventType);
-    return live?.timelines ?? this.timelines.get(eventType) ?? timelineMapOf(undefined, new Date(0).toISOString());
+    return live?.timelines ?? this.subscription.partitions.find((p) => p.eventType === eventType)?.timelines ?? timelineMapOf(undefined, new Date(0).toISOString());
   }
 
   get subscriptionId(): string {
