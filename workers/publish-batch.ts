@@ -10,35 +10,78 @@ import { hashPartition, userDefinedPartition } from '../src/domain/partitioner.j
 import { eventOwner } from '../src/domain/event-owner.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
 import { parseUntrustedJson } from '../src/http/json-limits.js';
-import type { BatchItemResponse, CompileResult, PartitionPayload, PublishResult, PublishSpec, PublishStep, PublishTask } from './publish-protocol.js';
+import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema-cost.js';
+import type { BatchItemResponse, CompileResult, PartitionPayload, PublishResult, PublishSpec, PublishStep, PublishTask, SchemaCost } from './publish-protocol.js';
 
-/** Compiled validators per schema key, bounded; one per worker thread. */
+/**
+ * The main thread validates a small batch itself only against a schema a worker measured as cheap
+ * (issue 13 §1.3): at most this many subschema applications per value (a 4 KB batch, at most ~2,000
+ * values, then costs at most ~130,000 applications, about a millisecond) ...
+ */
+export const INLINE_MAX_APPLICATIONS_PER_VALUE = 64;
+/** ... and compiled by the worker within this many milliseconds (the main thread compiles it once). */
+export const INLINE_MAX_COMPILE_MS = 20;
+
+/** The budget a publish worker measures schemas against: within it, the main thread may validate. */
+const INLINE_COST_LIMITS: SchemaCostLimits = { ...SCHEMA_COST_LIMITS, maxApplicationsPerValue: INLINE_MAX_APPLICATIONS_PER_VALUE };
+
+/** A compiled validator with what it costs (undefined: not measured, or over {@link INLINE_MAX_APPLICATIONS_PER_VALUE}). */
+export interface CompiledSchema {
+  readonly validate: ValidateFunction;
+  readonly cost: SchemaCost | undefined;
+}
+
+/** Compiled validators per schema key, bounded; one per worker thread (and one on the main thread). */
 export class ValidatorCache {
   private readonly compiler: SchemaCompiler = createSchemaCompiler();
-  private readonly validators = new Map<string, { validate: ValidateFunction; schema: JsonObject }>();
+  private readonly validators = new Map<string, CompiledSchema & { readonly schema: JsonObject }>();
 
-  constructor(private readonly maxEntries = 256) {}
+  /**
+   * @param maxEntries validators kept (the oldest is dropped)
+   * @param measureCost whether `get` also analyses each schema's validation cost (workers: yes; the
+   *   main thread, which compiles only schemas a worker measured already: no)
+   */
+  constructor(
+    private readonly maxEntries = 256,
+    private readonly measureCost = true,
+  ) {}
 
-  /** The validator of a spec's effective schema, compiled on first use. @throws Error when the schema does not compile */
-  get(spec: Pick<PublishSpec, 'schemaKey' | 'effectiveSchema'>): ValidateFunction {
+  /**
+   * The validator of a spec's effective schema, compiled on first use, with its cost (the static
+   * analysis of src/domain/schema-cost.ts against the main thread's budget, and the compilation time).
+   * @throws Error when the schema does not compile
+   */
+  get(spec: Pick<PublishSpec, 'schemaKey' | 'effectiveSchema'>): CompiledSchema {
     const cached = this.validators.get(spec.schemaKey);
-    if (cached) return cached.validate;
+    if (cached) return cached;
     const schema = JSON.parse(spec.effectiveSchema) as JsonObject;
+    const started = performance.now();
     const validate = compileSchema(this.compiler, schema);
+    const compileMs = performance.now() - started;
+    const analysis = this.measureCost ? analyseSchemaCost(schema, INLINE_COST_LIMITS) : undefined;
+    const compiled = { validate, schema, cost: analysis?.ok === true ? { applicationsPerValue: analysis.applicationsPerValue, compileMs } : undefined };
     if (this.validators.size >= this.maxEntries) this.evictOldest();
-    this.validators.set(spec.schemaKey, { validate, schema });
-    return validate;
+    this.validators.set(spec.schemaKey, compiled);
+    return compiled;
   }
 
-  /** Compiles a schema without caching it: the registry's check that a new schema is usable. */
-  check(effectiveSchema: string): CompileResult {
+  /**
+   * The registry's check that a new effective schema is usable (issue 13 §1.3): its validation cost is
+   * within the budget (checked first: it bounds what compiling and validating can cost), then it
+   * compiles. Nothing is cached. @returns the cost, or the reason (a 422 detail)
+   */
+  check(effectiveSchema: string, limits: SchemaCostLimits): CompileResult {
     try {
       const schema = JSON.parse(effectiveSchema) as JsonObject;
+      const analysis = analyseSchemaCost(schema, limits);
+      if (!analysis.ok) return { ok: false, reason: analysis.reason };
+      const started = performance.now();
       compileSchema(this.compiler, schema);
+      const compileMs = performance.now() - started;
       this.compiler.removeSchema(schema);
-      return { ok: true };
+      return { ok: true, cost: { applicationsPerValue: analysis.applicationsPerValue, compileMs } };
     } catch (err) {
-      return { ok: false, reason: `the schema cannot be compiled: ${(err as Error).message}` };
+      return { ok: false, reason: `the schema cannot be compiled: ${firstLine((err as Error).message)}` };
     }
   }
 
@@ -48,6 +91,14 @@ export class ValidatorCache {
     this.validators.delete(oldest[0]);
     this.compiler.removeSchema(oldest[1].schema);
   }
+}
+
+/** The first line of an error message, at most 300 characters (ajv appends the whole generated code to some). */
+function firstLine(message: string): string {
+  const line = message.split('\n', 1)[0] ?? '';
+  const cut = line.indexOf(', function code:');
+  const text = cut >= 0 ? line.slice(0, cut) : line;
+  return text.length > 300 ? `${text.slice(0, 300)}...` : text;
 }
 
 const SERVICE_SET_FIELDS = ['received_at', 'published_by', 'version'] as const;
@@ -95,14 +146,14 @@ function eidOf(event: Event): string {
 }
 
 /** The 422 answer: failed items with their step and detail, every other item aborted. */
-function rejection(events: readonly Event[], failures: ReadonlyMap<number, { step: PublishStep; detail: string }>): PublishResult {
+function rejection(events: readonly Event[], failures: ReadonlyMap<number, { step: PublishStep; detail: string }>, schemaCost: SchemaCost | undefined): PublishResult {
   const items: BatchItemResponse[] = events.map((event, i) => {
     const failure = failures.get(i);
     return failure
       ? { eid: eidOf(event), publishing_status: 'failed', step: failure.step, detail: failure.detail }
       : { eid: eidOf(event), publishing_status: 'aborted', step: 'none', detail: 'aborted: another event of the batch failed' };
   });
-  return { kind: 'rejected', items };
+  return schemaCost ? { kind: 'rejected', items, schemaCost } : { kind: 'rejected', items };
 }
 
 /**
@@ -126,7 +177,9 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
     if (!isEvent(events[i])) return { kind: 'malformed', detail: `item ${i} of the body is not a JSON object` };
   }
   const batch = events as Event[];
-  const validate = spec.category === 'undefined' ? undefined : validators.get(spec);
+  const compiled = spec.category === 'undefined' ? undefined : validators.get(spec);
+  const validate = compiled?.validate;
+  const schemaCost = compiled?.cost;
 
   const failures = new Map<number, { step: PublishStep; detail: string }>();
   const itemPartitions = new Uint32Array(batch.length);
@@ -141,7 +194,7 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
     if (typeof partition === 'string') failures.set(i, { step: 'partitioning', detail: partition });
     else itemPartitions[i] = partition;
   }
-  if (failures.size > 0) return rejection(batch, failures);
+  if (failures.size > 0) return rejection(batch, failures, schemaCost);
 
   // Enrich and serialize. A size check is only needed when the body itself exceeds the limit.
   const checkSize = task.body.byteLength > task.maxEventBytes;
@@ -167,7 +220,7 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
     (texts[partition] as string[]).push(text);
     if (compactionKeys) (compactionKeys[partition] as string[]).push(String(metadataOf(event)?.partition_compaction_key));
   }
-  if (failures.size > 0) return rejection(batch, failures);
+  if (failures.size > 0) return rejection(batch, failures, schemaCost);
 
   const partitions: PartitionPayload[] = [];
   let bytes = 0;
@@ -180,7 +233,7 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
     bytes += data.byteLength - (list.length - 1);
     partitions.push(compactionKeys ? { partition, count: list.length, data, compactionKeys: compactionKeys[partition] } : { partition, count: list.length, data });
   });
-  return { kind: 'accepted', eids, itemPartitions, partitions, bytes };
+  return schemaCost ? { kind: 'accepted', eids, itemPartitions, partitions, bytes, schemaCost } : { kind: 'accepted', eids, itemPartitions, partitions, bytes };
 }
 
 /** `metadata_enrichment` (spec "Events" item 6; WIRE.md): service-set fields, and flow_id when absent. */

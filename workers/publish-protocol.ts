@@ -3,6 +3,7 @@
  * structured-cloned by piscina, with the body's bytes transferred rather than copied.
  */
 import type { Category, EventOwnerSelector, PartitionStrategy } from '../src/domain/event-type.js';
+import type { SchemaCostLimits } from '../src/domain/schema-cost.js';
 
 /** What a worker needs to know about the event type; built once per cache fill on the main thread. */
 export interface PublishSpec {
@@ -40,13 +41,45 @@ export interface PublishTask {
   readonly flowId: string;
 }
 
-/** A schema compilation check for the registry (run in a worker so a slow compile cannot stall the node). */
+/**
+ * The registry's admission check of a submitted schema text (src/domain/schema-guard.ts: size, JSON,
+ * depth, subschema count, keyword bounds, draft-04 meta-schema, references, patterns). It runs in a
+ * worker under a time limit because its cost grows with what the user sent (issue 13 §1).
+ */
+export interface GuardTask {
+  readonly kind: 'guard';
+  /** `schema.schema` of the event type: the schema as JSON text. */
+  readonly schema: string;
+  /** Largest accepted schema text, in UTF-8 bytes (`eventTypes.maxSchemaBytes`). */
+  readonly maxSchemaBytes: number;
+  /** The schema cost budget (`eventTypes.schemaMax*`). */
+  readonly limits: SchemaCostLimits;
+}
+
+/**
+ * The registry's check that an effective schema is usable: its validation cost is within the budget
+ * (src/domain/schema-cost.ts) and it compiles (run in a worker so neither can stall the node).
+ */
 export interface CompileTask {
   readonly kind: 'compile';
   readonly effectiveSchema: string;
+  /** The schema cost budget (`eventTypes.schemaMax*`). */
+  readonly limits: SchemaCostLimits;
 }
 
-export type WorkerTask = PublishTask | CompileTask;
+export type WorkerTask = PublishTask | GuardTask | CompileTask;
+
+/**
+ * What validating against an effective schema costs, as a worker measured it when it compiled the
+ * schema: the worst subschema applications per value of an event (src/domain/schema-cost.ts) and the
+ * compilation time in milliseconds. Publish results carry it only for schemas within the main
+ * thread's budget (`INLINE_MAX_APPLICATIONS_PER_VALUE` of workers/publish-batch.ts): the main thread
+ * validates small batches itself only for those (issue 13 §1.3).
+ */
+export interface SchemaCost {
+  readonly applicationsPerValue: number;
+  readonly compileMs: number;
+}
 
 /** Step names of BatchItemResponse (spec "BatchItemResponse"). */
 export type PublishStep = 'none' | 'validating' | 'partitioning' | 'enriching' | 'publishing';
@@ -71,9 +104,11 @@ export interface PartitionPayload {
 /** A worker's answer to a {@link PublishTask}: 400, 422 or the payloads to write. */
 export type PublishResult =
   | { readonly kind: 'malformed'; readonly detail: string }
-  | { readonly kind: 'rejected'; readonly items: BatchItemResponse[] }
+  | { readonly kind: 'rejected'; readonly items: BatchItemResponse[]; readonly schemaCost?: SchemaCost }
   | {
       readonly kind: 'accepted';
+      /** The cost of the event type's schema as this worker measured it (absent for category `undefined`, or over the budget). */
+      readonly schemaCost?: SchemaCost;
       /** `metadata.eid` per input event ('' when absent), in input order. */
       readonly eids: string[];
       /** Partition index per input event, in input order. */
@@ -83,5 +118,8 @@ export type PublishResult =
       readonly bytes: number;
     };
 
+/** A worker's answer to a {@link GuardTask}: accepted, or why not (a 422 detail). */
+export type GuardResult = { readonly ok: true } | { readonly ok: false; readonly reason: string };
+
 /** A worker's answer to a {@link CompileTask}. */
-export type CompileResult = { readonly ok: true } | { readonly ok: false; readonly reason: string };
+export type CompileResult = { readonly ok: true; readonly cost: SchemaCost } | { readonly ok: false; readonly reason: string };

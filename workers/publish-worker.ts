@@ -1,15 +1,21 @@
 /**
  * Piscina worker entry (DESIGN.md §5): one ValidatorCache per thread; tasks are batches to publish or
- * schema compilation checks. Accepted batches hand their partition payloads back by transfer, not copy.
+ * the registry's schema checks (guard, cost and compilation), which run here because their cost
+ * grows with the schema a user sent (issue 13 §1). Accepted batches hand their partition payloads back by transfer, not copy.
  */
 import { Piscina } from 'piscina';
+import { guardSchema } from '../src/domain/schema-guard.js';
 import { processBatch, ValidatorCache } from './publish-batch.js';
-import type { CompileResult, PublishResult, WorkerTask } from './publish-protocol.js';
+import type { CompileResult, GuardResult, PublishResult, WorkerTask } from './publish-protocol.js';
 
 const validators = new ValidatorCache();
 
-export default function run(task: WorkerTask): PublishResult | CompileResult | ReturnType<typeof Piscina.move> {
-  if (task.kind === 'compile') return validators.check(task.effectiveSchema);
+export default function run(task: WorkerTask): PublishResult | GuardResult | CompileResult | ReturnType<typeof Piscina.move> {
+  if (task.kind === 'compile') return validators.check(task.effectiveSchema, task.limits);
+  if (task.kind === 'guard') {
+    const guarded = guardSchema(task.schema, { maxSchemaBytes: task.maxSchemaBytes, costLimits: task.limits });
+    return guarded.ok ? { ok: true } : { ok: false, reason: guarded.reason };
+  }
   const result = processBatch(task, validators);
   if (result.kind !== 'accepted') return result;
   const transferable = {

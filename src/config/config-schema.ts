@@ -52,6 +52,12 @@ export interface BrokerConfig {
     readonly maxRetentionTimeMs: number;
     readonly maxSchemaBytes: number;
     readonly schemaCompileTimeoutMs: number;
+    /** Schema cost budget (issue 13 §1; src/domain/schema-cost.ts): most subschema applications per value of an event. */
+    readonly schemaMaxApplicationsPerValue: number;
+    /** Most values one `enum` of a schema may list. */
+    readonly schemaMaxEnumValues: number;
+    /** Largest `maxItems` a `uniqueItems` array of non-scalar items must declare. */
+    readonly schemaMaxUniqueItems: number;
   };
   readonly retention: {
     readonly checkIntervalMs: number;
@@ -172,7 +178,7 @@ export const configSchema = {
     eventTypes: {
       type: 'object',
       additionalProperties: false,
-      required: ['defaultPartitionCount', 'maxPartitionCount', 'defaultRetentionTimeMs', 'minRetentionTimeMs', 'maxRetentionTimeMs', 'maxSchemaBytes', 'schemaCompileTimeoutMs'],
+      required: ['defaultPartitionCount', 'maxPartitionCount', 'defaultRetentionTimeMs', 'minRetentionTimeMs', 'maxRetentionTimeMs', 'maxSchemaBytes', 'schemaCompileTimeoutMs', 'schemaMaxApplicationsPerValue', 'schemaMaxEnumValues', 'schemaMaxUniqueItems'],
       properties: {
         defaultPartitionCount: positiveInt('partitions of an event type without default_statistic'),
         maxPartitionCount: positiveInt('cap on the partitions default_statistic may ask for'),
@@ -180,7 +186,10 @@ export const configSchema = {
         minRetentionTimeMs: positiveInt('smallest options.retention_time accepted'),
         maxRetentionTimeMs: positiveInt('largest options.retention_time accepted'),
         maxSchemaBytes: positiveInt('largest schema text accepted (422 above)', 256),
-        schemaCompileTimeoutMs: positiveInt('a schema whose compilation takes longer is refused (422)'),
+        schemaCompileTimeoutMs: positiveInt('a schema whose checks (meta-schema, validation cost, compilation; each in a worker) take longer is refused (422)'),
+        schemaMaxApplicationsPerValue: positiveInt('schema cost budget: a schema that could apply more subschemas ($ref, allOf, anyOf, oneOf, not, dependencies) to one value of an event is refused (422)'),
+        schemaMaxEnumValues: positiveInt('an enum listing more values is refused (422)'),
+        schemaMaxUniqueItems: positiveInt('an array schema with uniqueItems over non-scalar items must declare maxItems at most this (422 otherwise)'),
       },
     },
     retention: {

@@ -366,10 +366,24 @@ function own(object: JsonObject, key: string): JsonValue | undefined {
   return Object.hasOwn(object, key) ? object[key] : undefined;
 }
 
-/** Equality of two arrays as sets of JSON values (non-arrays compare with {@link jsonEqual}). */
+/**
+ * Equality of two arrays as sets of JSON values (non-arrays compare with {@link jsonEqual}). Linear in
+ * the values' size (each value becomes its canonical text once), so a large `enum` cannot make a
+ * schema update quadratic on the main thread (issue 13 §1).
+ */
 function sameSet(a: JsonValue | undefined, b: JsonValue | undefined): boolean {
   if (!Array.isArray(a) || !Array.isArray(b)) return jsonEqual(a, b);
-  return a.every((x) => b.some((y) => jsonEqual(x, y))) && b.every((y) => a.some((x) => jsonEqual(x, y)));
+  const left = new Set(a.map(canonicalJson));
+  const right = new Set(b.map(canonicalJson));
+  return left.size === right.size && [...left].every((text) => right.has(text));
+}
+
+/** JSON text with object keys sorted: equal for values {@link jsonEqual} calls equal. */
+function canonicalJson(value: JsonValue): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (!isJsonObject(value)) return JSON.stringify(value);
+  const keys = Object.keys(value).sort();
+  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key] ?? null)}`).join(',')}}`;
 }
 
 function toList(value: JsonValue | undefined): JsonValue | undefined {

@@ -2,6 +2,7 @@ import RE2 from 're2';
 import type { ErrorObject } from 'ajv';
 import { isJsonObject, walkSchema, type JsonObject, type JsonValue } from './json-schema-walk.js';
 import { createSchemaCompiler, type SchemaCompiler } from './schema-compiler.js';
+import { keywordBoundProblem, type SchemaCostLimits } from './schema-cost.js';
 
 /**
  * Admission checks for a submitted event type schema (spec "EventTypeSchema": "An invalid schema is
@@ -20,6 +21,8 @@ export const MAX_SUBSCHEMAS = 10_000;
 export interface SchemaGuardOptions {
   /** Largest accepted schema text, in UTF-8 bytes. */
   readonly maxSchemaBytes: number;
+  /** `enum` and `uniqueItems` bounds (default: `SCHEMA_COST_LIMITS` of src/domain/schema-cost.ts). */
+  readonly costLimits?: SchemaCostLimits;
 }
 
 /** Result of {@link guardSchema}: the parsed schema, or why it is refused (a 422 problem detail). */
@@ -39,13 +42,17 @@ interface Subschema {
  * - it is not valid JSON, or not a JSON object;
  * - the document nests deeper than {@link MAX_SCHEMA_DEPTH} levels (checked iteratively);
  * - it has more than {@link MAX_SUBSCHEMAS} subschemas;
+ * - an `enum` lists more values, or a `uniqueItems` array of non-scalar items may hold more items, than
+ *   the budget of src/domain/schema-cost.ts allows (checked before the meta-schema, whose own
+ *   `uniqueItems` over `enum` compares every pair);
  * - `$schema` names anything but draft-04, or the schema does not validate against the draft-04
  *   meta-schema (the first ajv error is reported, e.g. `#/type must be equal to one of ...`);
  * - the root `type`, if present, is not exactly `"object"`;
  * - a `$ref` is not local (`#` or `#/...`), or an `id` is an absolute URI (a scheme or `://`);
  * - a `pattern` or a `patternProperties` key cannot be compiled by RE2 (lookarounds, backreferences).
  *
- * Pure: no I/O; never throws.
+ * Pure: no I/O; never throws. Its cost grows with the text (the meta-schema check most), so the broker
+ * runs it in a worker under `eventTypes.schemaCompileTimeoutMs` (issue 13 §1), never on the main thread.
  */
 export function guardSchema(text: string, options: SchemaGuardOptions): SchemaGuardResult {
   const bytes = Buffer.byteLength(text, 'utf8');
@@ -59,6 +66,7 @@ export function guardSchema(text: string, options: SchemaGuardOptions): SchemaGu
   const subschemas = collectSubschemas(schema);
   if (subschemas.length > MAX_SUBSCHEMAS) return refuse(`the schema has ${subschemas.length} subschemas, more than the limit of ${MAX_SUBSCHEMAS}`);
   const problem =
+    keywordBoundProblem(schema, options.costLimits) ??
     checkMetaSchema(schema) ??
     checkRootType(schema) ??
     firstProblem(subschemas, checkReference) ??

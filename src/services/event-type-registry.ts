@@ -4,7 +4,7 @@ import type { AuthorizationAttribute, EventType, EventTypeSchema, EventTypeTopol
 import { checkFieldsAgainstSchema, checkUpdate, parseEventTypeInput, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
 import type { JsonObject } from '../domain/json-schema-walk.js';
 import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
-import { guardSchema } from '../domain/schema-guard.js';
+import { schemaCostLimitsOf } from '../domain/schema-cost.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import { randomUUID } from 'node:crypto';
 import type { StoredTimeline } from '../domain/timeline.js';
@@ -29,8 +29,8 @@ const FIRST_VERSION = '1.0.0';
 
 /**
  * The event type registry (spec "Event type registry"; WIRE.md "Event types", "Schema versions"):
- * input rules, untrusted-schema checks (static guard, then compilation in a worker under a time
- * limit), schema evolution under the compatibility mode, storage and cache invalidation on every node.
+ * input rules, untrusted-schema checks (the guard, the validation cost budget and compilation, each
+ * in a worker under a time limit, one at a time per node), schema evolution under the compatibility mode, storage and cache invalidation on every node.
  */
 export class EventTypeRegistry {
   constructor(
@@ -52,7 +52,7 @@ export class EventTypeRegistry {
     const input = this.parse(body, caller);
     const authorizationProblems = caller.authorizationProblems(input, true);
     if (authorizationProblems.length > 0) throw errors.unprocessable(authorizationProblems.join('\n'));
-    const submitted = this.guard(input.schema.schema, input);
+    const submitted = await this.guard(input.schema.schema, input);
     await this.checkSchema(submitted, input);
     const now = new Date().toISOString();
     const record = toRecord(input, { type: 'json_schema', schema: input.schema.schema, version: FIRST_VERSION, created_at: now }, now, now);
@@ -81,7 +81,7 @@ export class EventTypeRegistry {
     const updateProblems = [...checkUpdate(previous, input, caller.isAdmin), ...caller.authorizationProblems(input, false)];
     if (updateProblems.length > 0) throw errors.unprocessable(updateProblems.join('\n'));
 
-    const submitted = this.guard(input.schema.schema, input);
+    const submitted = await this.guard(input.schema.schema, input);
     let schema: EventTypeSchema = previous.schema;
     let newSchema: EventTypeSchema | undefined;
     if (input.schema.schema !== previous.schema.schema) {
@@ -159,23 +159,30 @@ export class EventTypeRegistry {
     return parsed.value;
   }
 
-  private guard(text: string, input: EventTypeInput): JsonObject {
-    const guarded = guardSchema(text, { maxSchemaBytes: this.config.maxSchemaBytes });
+  /**
+   * The submitted schema checked in a worker under `schemaCompileTimeoutMs` (issue 13 §1: the
+   * meta-schema check and the keyword bounds cost what the user's schema decides), then parsed here:
+   * once accepted it is proven bounded (size, depth, subschemas, enum sizes), so the rules below that
+   * walk it on the main thread are too. @throws BrokerError 422, 503 (BUSY: too many checks waiting)
+   */
+  private async guard(text: string, input: EventTypeInput): Promise<JsonObject> {
+    const guarded = await this.pool.guardSchema(text, this.config.maxSchemaBytes, schemaCostLimitsOf(this.config), this.config.schemaCompileTimeoutMs);
     if (!guarded.ok) throw errors.unprocessable(`invalid schema: ${guarded.reason}`);
+    const schema = JSON.parse(text) as JsonObject;
     if (input.compatibility_mode === 'compatible') {
-      const violations = compatibleModeViolations(guarded.schema);
+      const violations = compatibleModeViolations(schema);
       if (violations.length > 0) throw errors.unprocessable(`invalid schema: ${violations.join('\n')}`);
     }
-    return guarded.schema;
+    return schema;
   }
 
-  /** Effective schema rules, key fields, and compilation in a worker under `schemaCompileTimeoutMs`. */
+  /** Effective schema rules, key fields, then its validation cost and compilation in a worker under `schemaCompileTimeoutMs`. */
   private async checkSchema(submitted: JsonObject, input: EventTypeInput): Promise<void> {
     const effective = buildEffectiveSchema(submitted, input.category, input.cleanup_policy, input.compatibility_mode);
     if (!effective.ok) throw errors.unprocessable(`invalid schema: ${effective.reason}`);
     const fieldProblems = checkFieldsAgainstSchema(input, effective.schema);
     if (fieldProblems.length > 0) throw errors.unprocessable(fieldProblems.join('\n'));
-    const compiled = await this.pool.compile(JSON.stringify(effective.schema), this.config.schemaCompileTimeoutMs);
+    const compiled = await this.pool.compile(JSON.stringify(effective.schema), schemaCostLimitsOf(this.config), this.config.schemaCompileTimeoutMs);
     if (!compiled.ok) throw errors.unprocessable(`invalid schema: ${compiled.reason}`);
   }
 }

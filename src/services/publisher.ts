@@ -4,13 +4,22 @@ import { BrokerError, errors } from '../errors/catalog.js';
 import type { PartitionAppend, PartitionWrite } from '../storage/partition-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 import type { RedisClient } from '../storage/redis-connection.js';
-import type { BatchItemResponse, PublishTask } from '../../workers/publish-protocol.js';
-import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+import { LRUCache } from 'lru-cache';
+import type { BatchItemResponse, PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
+import { INLINE_MAX_COMPILE_MS, processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
-/** Larger effective schemas are never compiled on the main thread (their compilation could stall it). */
-const INLINE_MAX_SCHEMA_CHARS = 65_536;
+/** Schema keys remembered as proven cheap, per node (least recently used dropped first). */
+const INLINE_SCHEMAS_KEPT = 1024;
+
+/**
+ * Whether a worker's measurement proves a schema cheap enough for the main thread: within
+ * `INLINE_MAX_APPLICATIONS_PER_VALUE` (results carry a cost only then) and compiled within `INLINE_MAX_COMPILE_MS`.
+ */
+function cheapForMainThread(cost: SchemaCost | undefined): boolean {
+  return cost !== undefined && cost.compileMs <= INLINE_MAX_COMPILE_MS;
+}
 
 /** The answer to a publish request (WIRE.md "Publishing"): 200 empty, or 422/207 with one item per event. */
 export type PublishOutcome =
@@ -27,7 +36,8 @@ export interface PublishContext {
 
 /**
  * Publishing `POST /event-types/{name}/events` (spec "Publishing"; DESIGN.md §5): event type from the
- * cache, the body to a worker (batches up to `publish.inlineMaxBytes` are processed on the main thread),
+ * cache, the body to a worker (batches up to `publish.inlineMaxBytes` against a schema a worker measured
+ * as cheap are processed on the main thread),
  * one `publishBatch` script per partition of the active timeline, then 200 / 207 / 422.
  * Nothing is written unless every event passed validation, size and partitioning.
  * While the event type switches timelines (issue 6 §3.2) the old timeline's partitions refuse appends;
@@ -36,7 +46,9 @@ export interface PublishContext {
  */
 export class Publisher {
   /** Validators for batches processed on the main thread (`publish.inlineMaxBytes`). */
-  private readonly validators = new ValidatorCache(64);
+  private readonly validators = new ValidatorCache(64, false);
+  /** Schema keys a worker measured as cheap enough to validate on the main thread. */
+  private readonly inlineSchemas = new LRUCache<string, true>({ max: INLINE_SCHEMAS_KEPT });
   /** Batches between receipt and answer, awaited on shutdown even when their client went away. */
   private readonly inFlight = new Set<Promise<unknown>>();
 
@@ -84,9 +96,12 @@ export class Publisher {
       flowId: context.flowId,
     };
     // A small batch costs less to validate than to hand to a thread and back (DESIGN.md §5 trade-off):
-    // it runs here, bounded by its size; schemas were proven to compile at registration.
-    const inline = body.byteLength <= this.config.inlineMaxBytes && eventType.publishSpec.effectiveSchema.length <= INLINE_MAX_SCHEMA_CHARS;
+    // it runs here, bounded by its size, but only against a schema a worker already compiled and found
+    // cheap (issue 13 §1.3); until then, and for every other schema, validation runs in a worker.
+    const spec = eventType.publishSpec;
+    const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || this.inlineSchemas.has(spec.schemaKey));
     const result = inline ? processBatch(task, this.validators) : await this.pool.publish(task, this.config.workerTaskTimeoutMs);
+    if (!inline && result.kind !== 'malformed' && cheapForMainThread(result.schemaCost)) this.inlineSchemas.set(spec.schemaKey, true);
     if (result.kind === 'malformed') throw errors.badRequest(result.detail);
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
     const events = result.eids.length;

@@ -2,16 +2,25 @@ import os from 'node:os';
 import { Piscina } from 'piscina';
 import { BrokerError } from '../errors/catalog.js';
 import type { BrokerConfig } from '../config/config-schema.js';
-import type { CompileResult, PublishResult, PublishTask } from '../../workers/publish-protocol.js';
+import type { CompileResult, GuardResult, PublishResult, PublishTask } from '../../workers/publish-protocol.js';
 import type { WorkerPoolLoad } from '../observability/meters.js';
+import type { SchemaCostLimits } from '../domain/schema-cost.js';
+
+/** Schema checks that may wait for the one running on a node before further ones are refused (503). */
+export const MAX_WAITING_SCHEMA_CHECKS = 8;
 
 /**
  * The piscina pool running `workers/publish-worker.js` (DESIGN.md §5). Task bodies are transferred,
- * never copied twice; a task that overruns its time limit is aborted (piscina replaces the worker), so
- * a hostile batch or schema cannot stall the node.
+ * never copied twice; a task that overruns its time limit is aborted (piscina terminates and replaces
+ * the worker), so a hostile batch or schema cannot stall the node. Schema checks (whose cost a user's
+ * schema decides, issue 13 §1) run one at a time per node, so they hold at most one worker and
+ * publishing always keeps the others; at most {@link MAX_WAITING_SCHEMA_CHECKS} wait.
  */
 export class WorkerPool {
   private readonly pool: Piscina;
+  /** Settles when the last queued schema check is done. */
+  private schemaCheckTail: Promise<void> = Promise.resolve();
+  private schemaChecksWaiting = 0;
 
   constructor(config: BrokerConfig['publish']) {
     const threads = config.workerThreads > 0 ? config.workerThreads : os.availableParallelism();
@@ -42,13 +51,42 @@ export class WorkerPool {
     return this.runWithTimeout<PublishResult>(task, timeoutMs, [task.body.buffer as ArrayBuffer], `the batch was not processed within ${timeoutMs} ms`);
   }
 
-  /** Compiles an effective schema in a worker. @returns ok, or the reason it cannot be used (also on timeout) */
-  async compile(effectiveSchema: string, timeoutMs: number): Promise<CompileResult> {
+  /**
+   * Runs the registry's admission check of a schema text (src/domain/schema-guard.ts) in a worker.
+   * @returns ok, or the reason it is refused (also when it takes longer than `timeoutMs`)
+   * @throws BrokerError BUSY (503) when {@link MAX_WAITING_SCHEMA_CHECKS} checks are waiting already
+   */
+  async guardSchema(schema: string, maxSchemaBytes: number, limits: SchemaCostLimits, timeoutMs: number): Promise<GuardResult> {
+    return this.schemaCheck<GuardResult>({ kind: 'guard', schema, maxSchemaBytes, limits }, timeoutMs, `checking the schema took longer than ${timeoutMs} ms`);
+  }
+
+  /**
+   * Checks an effective schema's validation cost and compiles it in a worker.
+   * @returns its cost, or the reason it cannot be used (also when it takes longer than `timeoutMs`)
+   * @throws BrokerError BUSY (503) when {@link MAX_WAITING_SCHEMA_CHECKS} checks are waiting already
+   */
+  async compile(effectiveSchema: string, limits: SchemaCostLimits, timeoutMs: number): Promise<CompileResult> {
+    return this.schemaCheck<CompileResult>({ kind: 'compile', effectiveSchema, limits }, timeoutMs, `the schema did not compile within ${timeoutMs} ms`);
+  }
+
+  /** One schema check at a time per node; a timeout becomes a refusal with `timeoutReason`. */
+  private async schemaCheck<T extends { ok: boolean }>(task: object, timeoutMs: number, timeoutReason: string): Promise<T | { ok: false; reason: string }> {
+    if (this.schemaChecksWaiting >= MAX_WAITING_SCHEMA_CHECKS) {
+      throw new BrokerError('BUSY', `${MAX_WAITING_SCHEMA_CHECKS} schema checks are waiting on this node already; retry shortly`, { 'Retry-After': '1' });
+    }
+    const previous = this.schemaCheckTail;
+    let release = (): void => undefined;
+    this.schemaCheckTail = new Promise<void>((resolve) => (release = resolve));
+    this.schemaChecksWaiting++;
     try {
-      return await this.runWithTimeout<CompileResult>({ kind: 'compile', effectiveSchema }, timeoutMs, [], '');
+      await previous;
+      this.schemaChecksWaiting--;
+      return await this.runWithTimeout<T>(task, timeoutMs, [], '');
     } catch (err) {
-      if (err instanceof BrokerError) return { ok: false, reason: `the schema did not compile within ${timeoutMs} ms` };
+      if (err instanceof BrokerError && err.code === 'BUSY') return { ok: false, reason: timeoutReason };
       throw err;
+    } finally {
+      release();
     }
   }
 
