@@ -350,7 +350,11 @@ export class HttpServer {
     res.header('X-Flow-Id', flowId);
     res.header('Content-Type', answer.contentType);
     for (const [key, value] of Object.entries(answer.headers ?? {})) res.header(key, value);
-    // uWS completes the header block only with the first body bytes: streams send an opening batch at once.
+    // Writes the status line and these headers now (hyper-express initiates the response), but not the
+    // blank line: uWS 20.30 writes that only as the start of the first chunk (`\r\n<size>\r\n<data>` in
+    // one call; a zero-length write writes nothing). So the header block cannot leave alone and streams
+    // send an opening batch at once, which travels with the blank line (issue 14 §2; README "Known gaps";
+    // the bytes of every approach tried: scripts/probe-stream-head.ts).
     res.write('');
     const writer = new BackpressureWriter(res);
     res.on('close', () => writer.abort());

@@ -246,8 +246,8 @@ export class EventStreamLoop {
         const out: Buffer[] = [];
         const keepAliveLimitReached = this.cut(out, false);
         if (this.first && out.length === 0) {
-          // Nothing to send yet: an opening keep-alive lets the status and headers out now (uWS sends
-          // them with the first body bytes, and clients such as fetch wait for them).
+          // Nothing to send yet: an opening keep-alive lets the header block out now (uWS ends it only
+          // with the first chunk, and clients such as fetch wait for it; see HttpServer.sendStream).
           const opening = [...this.partitions.values()].find((p) => p.active);
           const text = opening === undefined ? this.policy.opening?.('Stream started') : undefined;
           if (opening) out.push(this.line(opening));
