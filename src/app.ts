@@ -17,6 +17,7 @@ import { CursorService } from './services/cursor-service.js';
 import { AccessControl } from './services/access-control.js';
 import { Settings } from './services/settings.js';
 import { AuditLog } from './services/audit-log.js';
+import { DeadLetterQueue } from './services/dead-letter-queue.js';
 import { KpiCollector } from './services/kpi.js';
 import type { StreamedListener } from './services/consumption/event-stream.js';
 import { SettingsStore } from './storage/settings-store.js';
@@ -110,6 +111,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
   const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, logs, config.subscriptions);
+  // The dead-letter queue of subscriptions (issue 14 §3): its event type exists on every installation.
+  const deadLetters = new DeadLetterQueue(publisher, settings, config.publish.maxEventBytes);
   const subscriptionStreams = new SubscriptionStreams(
     access,
     settings,
@@ -123,6 +126,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     config,
     logger,
     metrics,
+    deadLetters,
   );
   await subscriptionStreams.start(subscriber);
   const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics);
@@ -146,6 +150,11 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const kpi = new KpiCollector(publisher, settings, logger);
   await kpi.ensureEventTypes(registry);
   audit.onChange((entry) => kpi.changed(entry));
+  await deadLetters.ensureEventType(registry);
+  // A deleted subscription's series go with it.
+  audit.onChange((entry) => {
+    if (entry.resource === 'subscription' && entry.op === 'D') metrics.forgetSubscription(entry.resourceId);
+  });
   const streamed: StreamedListener = ({ subject, subscription, streamed: tallies }) => {
     if (!kpi.enabled) return;
     kpi.dataStreamed([...tallies].map(([eventType, t]) => ({ eventType, app: subject.id, ...(subscription === undefined ? {} : { subscription }), events: t.events, bytes: t.bytes, batches: t.batches })));

@@ -272,8 +272,8 @@ function parseOwnerSelector(value: JsonValue | undefined, p: Problems): EventOwn
   return { type, name, value: selectorValue };
 }
 
-/** Problems of one annotation or label key (spec "Annotations"). */
-function keyProblems(key: string, field: string, p: Problems): void {
+/** Problems of one annotation or label key (spec "Annotations"); `serviceKeys` may use the reserved prefix. */
+function keyProblems(key: string, field: string, p: Problems, serviceKeys: ReadonlySet<string>): void {
   const at = `Field "${field}" key ${JSON.stringify(key)}`;
   const slash = key.indexOf('/');
   const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
@@ -288,7 +288,7 @@ function keyProblems(key: string, field: string, p: Problems): void {
     p.line(422, `${at} must have a prefix of 1 to ${MAX_KEY_PREFIX_LENGTH} characters`);
   } else if (!prefix.split('.').every((label) => label.length <= MAX_DNS_LABEL_LENGTH && DNS_LABEL_PATTERN.test(label))) {
     p.line(422, `${at} must have a prefix that is a DNS subdomain (lower-case RFC 1123 labels separated by dots)`);
-  } else if (prefix === RESERVED_ANNOTATION_PREFIX) {
+  } else if (prefix === RESERVED_ANNOTATION_PREFIX && !serviceKeys.has(key)) {
     p.line(422, `${at} uses the prefix "${RESERVED_ANNOTATION_PREFIX}/", which is reserved for the service`);
   }
 }
@@ -299,8 +299,10 @@ function keyProblems(key: string, field: string, p: Problems): void {
  * value is 400; a bad key (name ≤ 63 characters, alphanumeric at both ends, `-_.` inside; optional prefix
  * that is a lower-case DNS subdomain ≤ 253 characters, not the reserved `broker.io`), an annotation value
  * over 1000 UTF-8 bytes, or a label value over 63 characters or not alphanumeric at both ends is 422.
+ * @param serviceKeys keys under the reserved prefix that this resource may carry (the service's own
+ *   annotations, e.g. the dead-letter settings of subscriptions); their values are the caller's to check
  */
-export function annotationProblems(map: unknown, field: 'annotations' | 'labels'): RuleProblem[] {
+export function annotationProblems(map: unknown, field: 'annotations' | 'labels', serviceKeys: ReadonlySet<string> = new Set()): RuleProblem[] {
   const p = new Problems();
   if (map === undefined || map === null) return p.list;
   if (!isJsonObject(map)) {
@@ -308,7 +310,7 @@ export function annotationProblems(map: unknown, field: 'annotations' | 'labels'
     return p.list;
   }
   for (const [key, value] of Object.entries(map)) {
-    keyProblems(key, field, p);
+    keyProblems(key, field, p, serviceKeys);
     const at = `Field "${field}" value of key ${JSON.stringify(key)}`;
     if (typeof value !== 'string') {
       p.line(400, `${at} must be a string`);

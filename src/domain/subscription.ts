@@ -10,6 +10,7 @@
  */
 import type { AuthorizationAttribute } from './event-type.js';
 import { annotationProblems, EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH } from './event-type-rules.js';
+import { deadLetterAnnotationProblems, SUBSCRIPTION_SERVICE_ANNOTATIONS } from './dead-letter.js';
 import { absent, parseAttributeList, Problems, readString, type RuleResult } from './rule-problems.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
 import { formatOffset, parseOffset, type PartitionRange } from './offsets.js';
@@ -187,14 +188,18 @@ function parseAuthorization(value: JsonValue | undefined, p: Problems): Subscrip
   return { admins, readers };
 }
 
-/** Annotations or labels through the event type rules ({@link annotationProblems}). */
+/**
+ * Annotations or labels through the event type rules ({@link annotationProblems}); a subscription's
+ * annotations may carry the service's dead-letter settings (issue 14 §3), checked here (422).
+ */
 function parseStringMap(value: JsonValue | undefined, field: 'annotations' | 'labels', p: Problems): Record<string, string> | undefined {
   if (absent(value)) return undefined;
-  const problems = annotationProblems(value, field);
+  const problems = annotationProblems(value, field, field === 'annotations' ? SUBSCRIPTION_SERVICE_ANNOTATIONS : new Set());
   p.list.push(...problems);
   if (problems.length > 0 || !isJsonObject(value)) return undefined;
   const out: Record<string, string> = {};
   for (const [key, item] of Object.entries(value)) if (typeof item === 'string') out[key] = item;
+  if (field === 'annotations') for (const line of deadLetterAnnotationProblems(out)) p.line(422, line);
   return out;
 }
 

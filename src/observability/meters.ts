@@ -78,6 +78,10 @@ export interface ConsumptionMeter {
   commits(result: CommitResult, cursors: number): void;
   /** A subscription's partition assignment changed (a session joined, left or expired). */
   rebalanced(): void;
+  /** A subscription stream skipped a poison event of `eventType` (dead-letter queue, issue 14 §3). */
+  deadLettered(subscriptionId: string, eventType: string): void;
+  /** The subscription was deleted: its series go. */
+  forgetSubscription(subscriptionId: string): void;
 }
 
 /** Piscina's view of the validation pool, read at scrape time. */
@@ -125,4 +129,4 @@ const NOOP = (): void => undefined;
 export const NO_STREAM_METER: StreamMeter = { opened: NOOP, closed: NOOP, sent: NOOP };
 
 /** A consumption meter that records nothing (services built without metrics, e.g. in tests). */
-export const NO_CONSUMPTION_METER: ConsumptionMeter = { stream: () => NO_STREAM_METER, commits: NOOP, rebalanced: NOOP };
+export const NO_CONSUMPTION_METER: ConsumptionMeter = { stream: () => NO_STREAM_METER, commits: NOOP, rebalanced: NOOP, deadLettered: NOOP, forgetSubscription: NOOP };

@@ -75,6 +75,9 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   private readonly streamMeters: Record<StreamKind, StreamMeter>;
   private readonly commitCounters: Record<CommitResult, CounterChild>;
   private readonly rebalances: Counter;
+  private readonly deadLetters: Counter<'subscription_id' | 'event_type'>;
+  /** Event types with a dead-letter series, per subscription (their series go with the subscription). */
+  private readonly deadLetterSeries = new Map<string, Set<string>>();
 
   private readonly poolThreads: Gauge;
   private readonly poolQueueDepth: Gauge;
@@ -128,6 +131,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
 
     const commits = new Counter({ name: 'broker_subscription_commits_total', help: 'Committed cursors by result (committed, outdated = not newer than the stored one, refused = the stream does not hold the partition or its session is gone)', labelNames: ['result'], registers });
     this.commitCounters = { committed: commits.labels('committed'), outdated: commits.labels('outdated'), refused: commits.labels('refused') };
+    this.deadLetters = new Counter({ name: 'broker_dead_letters_total', help: 'Events a subscription stream skipped after they reached the subscription-max-event-send-count in a single-event batch (dead-letter queue), by subscription and event type', labelNames: ['subscription_id', 'event_type'], registers });
     this.rebalances = new Counter({ name: 'broker_subscription_rebalances_total', help: 'Changes of a subscription partition assignment written by this node (sessions joining, leaving, expiring)', registers });
 
     this.poolThreads = new Gauge({ name: 'broker_worker_pool_threads', help: 'Validation worker threads', registers });
@@ -244,6 +248,18 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
 
   rebalanced(): void {
     this.rebalances.inc();
+  }
+
+  deadLettered(subscriptionId: string, eventType: string): void {
+    this.deadLetters.labels(subscriptionId, eventType).inc();
+    let eventTypes = this.deadLetterSeries.get(subscriptionId);
+    if (!eventTypes) this.deadLetterSeries.set(subscriptionId, (eventTypes = new Set()));
+    eventTypes.add(eventType);
+  }
+
+  forgetSubscription(subscriptionId: string): void {
+    for (const eventType of this.deadLetterSeries.get(subscriptionId) ?? []) this.deadLetters.remove(subscriptionId, eventType);
+    this.deadLetterSeries.delete(subscriptionId);
   }
 
   // ---- read at scrape time ----

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { BrokerError } from '../errors/catalog.js';
+import { ensureServiceEventType } from './service-event-types.js';
 import type { Logger } from '../observability/logger.js';
 import type { PublishBatchResult } from '../observability/meters.js';
 import type { AuditEntry } from './audit-log.js';
@@ -143,7 +143,6 @@ export class KpiCollector {
    * @throws BrokerError 503 when storage fails
    */
   async ensureEventTypes(registry: EventTypeRegistry): Promise<void> {
-    const service = { isAdmin: true, authorizationProblems: () => [], requireAdmin: () => undefined };
     const admins = this.settings.admins().admins;
     const authorization = { admins, writers: admins, readers: [{ data_type: '*', value: '*' }] };
     for (const [name, shape] of Object.entries(SHAPES)) {
@@ -157,11 +156,7 @@ export class KpiCollector {
         authorization,
         schema: { type: 'json_schema', schema: JSON.stringify({ type: 'object', properties: shape.properties, required }) },
       };
-      try {
-        await registry.create(definition, service);
-      } catch (err) {
-        if (!(err instanceof BrokerError && err.code === 'CONFLICT')) throw err;
-      }
+      await ensureServiceEventType(registry, definition);
     }
   }
 

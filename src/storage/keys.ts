@@ -57,6 +57,12 @@ export interface Keys {
   subscriptionTopology(id: string): string;
   /** String with expiry: a cursor reset runs. */
   subscriptionReset(id: string): string;
+  /**
+   * Hash: dead-letter state per partition (issue 14 §3): `failed:<event type>:<partition>` → failed
+   * sends since the last commit that moved it; `until:<event type>:<partition>` → last offset of the
+   * dead-letter search window while it runs.
+   */
+  subscriptionDeadLetters(id: string): string;
   /** Pub/sub channel: subscription ids whose topology, offsets or sessions changed (`<id>` or `<id>:commit`). */
   readonly subscriptionChannel: string;
 
@@ -111,6 +117,7 @@ export function createKeys(prefix: string): Keys {
     subscriptionSessionInfo: (id) => `${subscriptionState(id)}:session-info`,
     subscriptionTopology: (id) => `${subscriptionState(id)}:topology`,
     subscriptionReset: (id) => `${subscriptionState(id)}:reset`,
+    subscriptionDeadLetters: (id) => `${subscriptionState(id)}:dead-letters`,
     subscriptionChannel: `${prefix}subscription-changes`,
     settingsFeatures: `${prefix}{settings}:features`,
     settingsBlacklist: `${prefix}{settings}:blacklist`,

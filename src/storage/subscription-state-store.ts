@@ -1,4 +1,5 @@
 import type { PartitionAssignment, PartitionKey } from '../domain/rebalance.js';
+import type { PartitionDeadLetterState } from '../domain/dead-letter.js';
 import type { Keys } from './keys.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
@@ -181,6 +182,54 @@ export class SubscriptionStateStore {
   /** Announces `<id>:<kind>` on the subscription channel (e.g. `authz`: every stream of it ends). @throws BrokerError 503 */
   async announce(id: string, kind: string): Promise<void> {
     await this.redis.publish(this.keys.subscriptionChannel, `${id}:${kind}`).catch(storageError);
+  }
+
+  /**
+   * The dead-letter state of partitions (issue 14 §3), by offsets field; partitions without any are
+   * absent. @throws BrokerError 503
+   */
+  async deadLetters(id: string, fields: readonly string[]): Promise<Map<string, PartitionDeadLetterState>> {
+    if (fields.length === 0) return new Map();
+    const names = fields.flatMap((f) => [`failed:${f}`, `until:${f}`]);
+    const values = await this.redis.hmget(this.keys.subscriptionDeadLetters(id), ...names).catch(storageError);
+    const out = new Map<string, PartitionDeadLetterState>();
+    fields.forEach((field, i) => {
+      const failed = values[2 * i];
+      const until = values[2 * i + 1];
+      if (failed == null && until == null) return;
+      out.set(field, { failedSends: Number(failed ?? 0), searchUntil: until == null ? undefined : Number(until) });
+    });
+    return out;
+  }
+
+  /** Adds one failed send to each partition (a stream ended with its events uncommitted). @throws BrokerError 503 */
+  async addFailedSends(id: string, fields: readonly string[]): Promise<void> {
+    if (fields.length === 0) return;
+    const key = this.keys.subscriptionDeadLetters(id);
+    const pipeline = this.redis.pipeline();
+    for (const field of fields) pipeline.hincrby(key, `failed:${field}`, 1);
+    const results = await pipeline.exec().catch(storageError);
+    for (const [err] of results ?? []) if (err) storageError(err);
+  }
+
+  /**
+   * Writes a partition's dead-letter state: `failedSends` 0 and no window remove its fields.
+   * @throws BrokerError 503
+   */
+  async setDeadLetter(id: string, field: string, state: PartitionDeadLetterState): Promise<void> {
+    const key = this.keys.subscriptionDeadLetters(id);
+    const pipeline = this.redis.pipeline();
+    if (state.failedSends > 0) pipeline.hset(key, `failed:${field}`, String(state.failedSends));
+    else pipeline.hdel(key, `failed:${field}`);
+    if (state.searchUntil !== undefined) pipeline.hset(key, `until:${field}`, String(state.searchUntil));
+    else pipeline.hdel(key, `until:${field}`);
+    const results = await pipeline.exec().catch(storageError);
+    for (const [err] of results ?? []) if (err) storageError(err);
+  }
+
+  /** Forgets every partition's dead-letter state (a cursor reset). @throws BrokerError 503 */
+  async clearDeadLetters(id: string): Promise<void> {
+    await this.redis.del(this.keys.subscriptionDeadLetters(id)).catch(storageError);
   }
 
   /** Ends a cursor reset. */

@@ -97,7 +97,7 @@ export class SubscriptionStore {
       .catch(storageError);
     if (removed !== 1) return false;
     const k = this.keys;
-    await this.redis.del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id)).catch(storageError);
+    await this.redis.del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id), k.subscriptionDeadLetters(id)).catch(storageError);
     await this.redis.publish(k.subscriptionChannel, id).catch(storageError);
     return true;
   }

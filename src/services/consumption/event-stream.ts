@@ -61,6 +61,11 @@ export class StreamPartition {
 export interface StreamPolicy {
   /** Events the stream may still send right now over all its partitions (`Infinity` = no limit). */
   allowance(): number;
+  /**
+   * Most events the next batch of one partition may carry (absent = no limit of its own): a subscription
+   * partition in dead-letter search sends one event per batch, each once the previous one is committed.
+   */
+  partitionAllowance?(partition: StreamPartition): number;
   /** A reason to end the stream now (the closing batch's `info.debug`), or undefined to go on. */
   endReason(): string | undefined;
   /** Called after a batch with `count` events of `partition` went out; `partition.sent` is already advanced. */
@@ -384,7 +389,7 @@ export class EventStreamLoop {
       // event falls outside batch_timespan.
       for (let full = this.fullBatch(p); full > 0; full = this.fullBatch(p)) this.emit(out, p, full, t);
       if (!final && t - p.windowStartedAt < flushMs) continue;
-      let count = Math.min(p.bufferedEvents, batchLimit, this.policy.allowance());
+      let count = Math.min(p.bufferedEvents, batchLimit, this.allowanceOf(p));
       if (count === 0 && !final) {
         if (p.bufferedEvents === 0 && p.skippedThrough > p.sent) {
           // Only skipped events since the last batch: the cursor moves past them.
@@ -399,7 +404,7 @@ export class EventStreamLoop {
       }
       while (count > 0) {
         this.emit(out, p, count, t);
-        count = final ? Math.min(p.bufferedEvents, batchLimit, this.policy.allowance()) : 0;
+        count = final ? Math.min(p.bufferedEvents, batchLimit, this.allowanceOf(p)) : 0;
       }
     }
     if (streamKeepAliveLimit === 0 || final) return false;
@@ -407,9 +412,15 @@ export class EventStreamLoop {
     return active.length > 0 && active.every((p) => p.keepAlives >= streamKeepAliveLimit);
   }
 
+  /** Events `p`'s next batch may carry now: the stream's allowance and the partition's own. */
+  private allowanceOf(p: StreamPartition): number {
+    const own = this.policy.partitionAllowance?.(p) ?? Number.POSITIVE_INFINITY;
+    return Math.min(this.policy.allowance(), own);
+  }
+
   /** Events of a batch that is complete now (0 = none). */
   private fullBatch(p: StreamPartition): number {
-    const limit = Math.min(this.params.batchLimit, this.policy.allowance());
+    const limit = Math.min(this.params.batchLimit, this.allowanceOf(p));
     if (limit <= 0 || p.bufferedEvents === 0) return 0;
     // At the buffer cap no batch can grow any more: what is buffered goes now.
     if (p.bufferedEvents >= limit || this.atCap()) {

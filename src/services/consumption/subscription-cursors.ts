@@ -25,6 +25,10 @@ export interface PartitionStats {
   consumer_lag_seconds?: number;
   stream_id: string;
   assignment_type: 'auto' | 'direct';
+  /** Dead-letter queue (issue 14 §3): sends of its events that ended without a commit, when above 0. */
+  failed_send_count?: number;
+  /** Dead-letter queue: the last offset of the dead-letter search window, while the partition is in it. */
+  dead_letter_search_until?: string;
 }
 
 /** Answer of a commit: 204 when every cursor advanced, else 200 with a result per cursor. */
@@ -127,6 +131,8 @@ export class SubscriptionCursors {
       const state = await this.state.read(id);
       await this.streams.initialize(subscription);
       await this.state.writeOffsets(id, offsets);
+      // A reset starts the dead-letter counting over (issue 14 §3).
+      await this.state.clearDeadLetters(id);
       // Every session is gone now (closed ones lose their commit window): partitions are unassigned.
       await this.state.apply(id, {
         expectedVersion: state.version,
@@ -141,14 +147,21 @@ export class SubscriptionCursors {
 
   /**
    * Per-partition statistics (WIRE.md "Commits, cursor reset, stats"): assignment state, stream,
-   * `unconsumed_events` once initialized, `consumer_lag_seconds` with `showTimeLag` (age of the oldest
+   * `unconsumed_events` once initialized, the dead-letter state (`failed_send_count`,
+   * `dead_letter_search_until`; issue 14 §3) when there is one, `consumer_lag_seconds` with `showTimeLag` (age of the oldest
    * unconsumed event from its `metadata.received_at`, 0 when nothing is unconsumed; omitted when that
    * cannot be told, e.g. category `undefined` without metadata).
    * @throws BrokerError 404, 503
    */
   async stats(id: string, showTimeLag: boolean): Promise<{ items: { event_type: string; partitions: PartitionStats[] }[] }> {
     const subscription = await this.streams.resolve(id);
-    const [state, offsets, ranges] = await Promise.all([this.state.read(id), this.state.offsets(id), this.streams.rangesOf(subscription.partitions)]);
+    const fields = subscription.partitions.map((p) => offsetField(p.eventType, p.partition));
+    const [state, offsets, ranges, deadLetters] = await Promise.all([
+      this.state.read(id),
+      this.state.offsets(id),
+      this.streams.rangesOf(subscription.partitions),
+      this.state.deadLetters(id, fields),
+    ]);
     const live = new Set(state.sessions.filter((s) => s.expiresAt > state.nowMs).map((s) => s.id));
     const byEventType = new Map<string, PartitionStats[]>(subscription.record.event_types.map((name) => [name, []]));
     await Promise.all(
@@ -172,6 +185,9 @@ export class SubscriptionCursors {
             if (seconds !== undefined) entry.consumer_lag_seconds = seconds;
           }
         }
+        const deadLetter = deadLetters.get(field);
+        if (deadLetter !== undefined && deadLetter.failedSends > 0) entry.failed_send_count = deadLetter.failedSends;
+        if (deadLetter?.searchUntil !== undefined && deadLetter.searchUntil > (committed ?? -1)) entry.dead_letter_search_until = p.timelines.format(p.partition, deadLetter.searchUntil);
         byEventType.get(p.eventType)?.push(entry);
       }),
     );

@@ -20,6 +20,8 @@ import type { Settings } from '../settings.js';
 import { offsetField, type SessionInfo, type SubscriptionState, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamedListener, type StreamPartition, type StreamPolicy, type TimelineSource } from './event-stream.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter, type StreamMeter } from '../../observability/meters.js';
+import { deadLetterPolicyOf, deadLetterStart, type DeadLetterPolicy, type PartitionDeadLetterState } from '../../domain/dead-letter.js';
+import type { DeadLetterQueue } from '../dead-letter-queue.js';
 
 /** One partition of a subscription with its event type's timelines (issue 6 §3.2). */
 export interface SubscriptionPartition extends PartitionKey {
@@ -35,7 +37,14 @@ export interface RunnerDeps {
   readonly logger: Logger;
   /** Counts subscription streams and what they send (`kind="subscription"`). */
   readonly meter: StreamMeter;
+  /** Counts skipped poison events (`broker_dead_letters_total`). */
+  readonly consumption: ConsumptionMeter;
+  /** Where skipped events go with `DEAD_LETTER_QUEUE` (issue 14 §3); absent = they are only skipped. */
+  readonly deadLetters: DeadLetterSink | undefined;
 }
+
+/** Stores a skipped event in the dead-letter queue. @throws when it was not stored */
+export type DeadLetterSink = Pick<DeadLetterQueue, 'publish'>;
 
 /** A subscription resolved for consumption: its record and every partition of its event types. */
 export interface ResolvedSubscription {
@@ -90,11 +99,13 @@ export class SubscriptionStreams {
     private readonly keys: Keys,
     private readonly config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>,
     private readonly logger: Logger,
-    /** Counts streams, rebalances (`broker_subscription_rebalances_total`). */
+    /** Counts streams, rebalances (`broker_subscription_rebalances_total`), dead letters. */
     private readonly metrics: ConsumptionMeter = NO_CONSUMPTION_METER,
+    /** The dead-letter queue skipped events go to (issue 14 §3). */
+    deadLetters: DeadLetterSink | undefined = undefined,
     readonly nodeId: string = randomUUID(),
   ) {
-    this.deps = { state, logs, timelineSource, config, logger, meter: metrics.stream('subscription') };
+    this.deps = { state, logs, timelineSource, config, logger, meter: metrics.stream('subscription'), consumption: metrics, deadLetters };
   }
 
   /** Told what each stream sent when it ends (KPI `broker.data.streamed`); see {@link onStreamEnd}. */
@@ -371,6 +382,14 @@ class SessionRunner implements StreamPolicy {
   private finished = false;
   private readonly leaseMs: number;
   private readonly commitTimeoutMs: number;
+  /** The subscription's dead-letter settings (issue 14 §3), from its annotations when the stream opened. */
+  private readonly deadLetter: DeadLetterPolicy | undefined;
+  /** Per partition in dead-letter search: the last offset of its window (sent one event per batch until committed). */
+  private readonly searching = new Map<string, number>();
+  /** Per partition: failed sends stored when the stream took it; the first commit that moves it resets them. */
+  private readonly failedSends = new Map<string, number>();
+  /** Partitions whose dead-letter start runs (a refresh that meets one leaves it to that one). */
+  private readonly starting = new Set<string>();
 
   /** The names of the subscription's event types (blacklist checks). */
   readonly eventTypes: readonly string[];
@@ -399,6 +418,7 @@ class SessionRunner implements StreamPolicy {
     this.leaseMs = owner.deps.config.subscriptions.leaseTtlMs;
     this.commitTimeoutMs = params.commitTimeoutSeconds * 1000;
     this.leaseUntil = performance.now() + this.leaseMs;
+    this.deadLetter = deadLetterPolicyOf(subscription.record.annotations);
   }
 
   /** The timelines of an event type: the loop's current ones, else those the stream opened with. */
@@ -476,6 +496,12 @@ class SessionRunner implements StreamPolicy {
     const byCommits = this.params.maxUncommittedEvents - this.uncommitted();
     const byLimit = this.params.streamLimit === 0 ? Number.POSITIVE_INFINITY : this.params.streamLimit - this.sentInStream;
     return Math.max(0, Math.min(byCommits, byLimit));
+  }
+
+  /** Dead-letter search (issue 14 §3): one event per batch, each once everything sent before it is committed. */
+  partitionAllowance(partition: StreamPartition): number {
+    if (!this.searching.has(partition.key)) return Number.POSITIVE_INFINITY;
+    return (this.committed.get(partition.key) ?? -1) >= partition.sent ? 1 : 0;
   }
 
   endReason(): string | undefined {
@@ -584,8 +610,23 @@ class SessionRunner implements StreamPolicy {
       const p = loop.get(a.eventType, a.partition);
       if (a.state === 'assigned' && a.session === this.streamId) {
         if (!p || !p.active) {
-          const start = offsets.get(field) ?? -1;
+          let start = offsets.get(field) ?? -1;
           this.committed.set(field, start);
+          if (this.deadLetter) {
+            // Refreshes can overlap (the first one, heartbeats, notices): one takes the partition.
+            if (this.starting.has(field)) continue;
+            this.starting.add(field);
+            try {
+              start = await this.startDeadLetter(this.deadLetter, a, start);
+            } catch (err) {
+              // Not taken now (a skipped event could not be stored): the next refresh tries again.
+              this.owner.deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId, partition: field }, 'dead-letter handling of a partition failed; it is not streamed until it succeeds');
+              continue;
+            } finally {
+              this.starting.delete(field);
+            }
+            if (loop.get(a.eventType, a.partition)?.active === true) continue;
+          }
           loop.add(a.eventType, a.partition, this.timelinesOf(a.eventType), start);
         }
       } else if (a.state === 'reassigning' && a.session === this.streamId) {
@@ -620,6 +661,7 @@ class SessionRunner implements StreamPolicy {
       progressed = true;
       this.committedInStream += Math.min(now, p.sent) - before > 0 ? Math.min(now, p.sent) - before : 0;
       this.committed.set(field, now);
+      if (this.deadLetter) this.deadLetterCommitted(field, now);
       if (p.active && now > p.sent) loop.skipTo(p, now);
     }
     if (this.uncommitted() === 0) this.uncommittedSince = undefined;
@@ -644,6 +686,83 @@ class SessionRunner implements StreamPolicy {
     } catch (err) {
       logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'heartbeat failed; the stream pauses until one succeeds');
     }
+  }
+
+  /**
+   * What to do with a partition this stream takes at `committed` under the subscription's dead-letter
+   * policy (issue 14 §3; `deadLetterStart`): stream it normally, search it one event per batch, or first
+   * skip its poison event (stored in the dead-letter queue with `DEAD_LETTER_QUEUE`, then committed by
+   * the broker). Writes the partition's new state.
+   * @returns the offset to stream after
+   * @throws BrokerError 503 (Redis, or the dead-letter event was not stored: then nothing was skipped)
+   */
+  private async startDeadLetter(policy: DeadLetterPolicy, a: PartitionKey, committed: number): Promise<number> {
+    const { state: store } = this.owner.deps;
+    const field = offsetField(a.eventType, a.partition);
+    const stored: PartitionDeadLetterState = (await store.deadLetters(this.subscriptionId, [field])).get(field) ?? { failedSends: 0, searchUntil: undefined };
+    this.failedSends.set(field, stored.failedSends);
+    const decision = deadLetterStart(policy, stored, committed, this.params.batchLimit);
+    if (decision.kind === 'normal') {
+      this.searching.delete(field);
+      if (stored.searchUntil !== undefined) await store.setDeadLetter(this.subscriptionId, field, { failedSends: stored.failedSends, searchUntil: undefined });
+      return committed;
+    }
+    let start = committed;
+    if (decision.kind === 'skip') start = await this.skipPoisonEvent(policy, a, committed, stored.failedSends);
+    const searchUntil = start < decision.until ? decision.until : undefined;
+    if (decision.kind === 'skip' || decision.enter) {
+      await store.setDeadLetter(this.subscriptionId, field, { failedSends: 0, searchUntil });
+      this.failedSends.set(field, 0);
+    }
+    if (searchUntil !== undefined) this.searching.set(field, searchUntil);
+    else this.searching.delete(field);
+    return start;
+  }
+
+  /**
+   * Skips the first event after `committed`: stores it in the dead-letter queue (policy
+   * `DEAD_LETTER_QUEUE`), then commits it (fenced like a client commit; this stream holds the partition).
+   * @returns its offset (or `committed` when the partition has nothing after it)
+   */
+  private async skipPoisonEvent(policy: DeadLetterPolicy, a: PartitionKey, committed: number, failedSends: number): Promise<number> {
+    const { state: store, logs, deadLetters, consumption, logger } = this.owner.deps;
+    const timelines = this.timelinesOf(a.eventType);
+    const slice = await logs.read(a.eventType, timelines, a.partition, committed, 1);
+    const segment = slice.segments[0];
+    if (segment === undefined) return committed;
+    const newline = segment.data.indexOf(0x0a);
+    const event = (newline < 0 ? segment.data : segment.data.subarray(0, newline)).toString();
+    const offset = segment.first;
+    const wireOffset = timelines.format(a.partition, offset);
+    if (policy.unprocessableEventPolicy === 'DEAD_LETTER_QUEUE' && deadLetters) {
+      await deadLetters.publish({ subscriptionId: this.subscriptionId, eventType: a.eventType, partition: a.partition, offset: wireOffset, failedSends, event });
+    }
+    const field = offsetField(a.eventType, a.partition);
+    const outcome = await store.commit(this.subscriptionId, this.streamId, [{ field, offset }]);
+    if (outcome.kind !== 'ok') throw new BrokerError('CONFLICT', `the skipped event at ${wireOffset} could not be committed (${outcome.kind})`);
+    this.committed.set(field, offset);
+    consumption.deadLettered(this.subscriptionId, a.eventType);
+    logger.warn({ subscription: this.subscriptionId, event_type: a.eventType, partition: a.partition, offset: wireOffset, failed_sends: failedSends, policy: policy.unprocessableEventPolicy }, 'skipped an event its consumer did not commit in a single-event batch');
+    return offset;
+  }
+
+  /** A commit moved `field` to `offset`: its failed sends start again at 0; a committed search window ends. */
+  private deadLetterCommitted(field: string, offset: number): void {
+    const until = this.searching.get(field);
+    const windowDone = until !== undefined && offset >= until;
+    if ((this.failedSends.get(field) ?? 0) === 0 && !windowDone) return;
+    this.failedSends.set(field, 0);
+    if (windowDone) this.searching.delete(field);
+    const state: PartitionDeadLetterState = { failedSends: 0, searchUntil: windowDone ? undefined : until };
+    this.owner.deps.state.setDeadLetter(this.subscriptionId, field, state).catch((err: unknown) => {
+      this.owner.deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId, partition: field }, 'could not store the dead-letter state after a commit');
+    });
+  }
+
+  /** The stream ends with events of some partitions sent and not committed: each counts one failed send. */
+  private async countFailedSends(): Promise<void> {
+    const fields = [...(this.loop?.current ?? [])].filter((p) => p.sent > (this.committed.get(p.key) ?? p.sent)).map((p) => p.key);
+    await this.owner.deps.state.addFailedSends(this.subscriptionId, fields);
   }
 
   /**
@@ -672,6 +791,7 @@ class SessionRunner implements StreamPolicy {
         });
         this.commitsSeen = undefined;
       }
+      if (this.deadLetter && !this.owner.stopping) await this.countFailedSends();
       await this.owner.applyChange(this.subscription, { remove: [this.streamId] });
     } catch (err) {
       logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'could not release a stream session; it expires with its lease');

@@ -1,0 +1,19 @@
+import { BrokerError } from '../errors/catalog.js';
+import type { EventTypeRegistry, RegistryCaller } from './event-type-registry.js';
+
+/** The registry caller for the service's own event types: an administrator, no authorization rules. */
+const SERVICE_CALLER: RegistryCaller = { isAdmin: true, authorizationProblems: () => [], requireAdmin: () => undefined };
+
+/**
+ * Registers one of the service's own event types unless it exists (spec "Events emitted by the
+ * service"): every node does so at startup and the first wins; an existing one is left as it is.
+ * @param definition the `POST /event-types` body
+ * @throws BrokerError other than 409 (e.g. 503 when Redis is down, 422 for a broken definition)
+ */
+export async function ensureServiceEventType(registry: EventTypeRegistry, definition: Record<string, unknown>): Promise<void> {
+  try {
+    await registry.create(definition, SERVICE_CALLER);
+  } catch (err) {
+    if (!(err instanceof BrokerError && err.code === 'CONFLICT')) throw err;
+  }
+}
