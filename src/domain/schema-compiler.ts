@@ -18,11 +18,17 @@ type AjvOptions = NonNullable<ConstructorParameters<typeof Ajv04>[0]>;
  * catastrophic backtracking), no `$data`, no remote loading (`loadSchema` unset, so a remote `$ref`
  * fails to compile), formats from ajv-formats (`uuid`, `date-time`, ...).
  *
- * Used by the publish worker (one instance per thread, validators cached per schema) and by the
- * registry's schema checks. Formats use ajv-formats' fast mode (shape, not calendar validity).
+ * Used by the publish worker and by the registry's schema checks. An instance keeps what every schema it
+ * compiled refers to (ajv's code scope only grows: about 12 KB of heap and more of code per effective
+ * schema), so callers that compile schemas over a long life use a fresh instance per schema and drop it
+ * with the validator (see `ValidatorCache`). Formats use ajv-formats' fast mode (shape, not calendar validity).
+ * @param options.metaSchemaCheck whether `compile` first validates the schema against the draft-04
+ *   meta-schema (default true; false for schemas the registry's guard already checked, which saves
+ *   compiling the meta-schema in every fresh instance)
  */
-export function createSchemaCompiler(): SchemaCompiler {
+export function createSchemaCompiler(options: { readonly metaSchemaCheck?: boolean } = {}): SchemaCompiler {
   const ajv = new Ajv04({
+    validateSchema: options.metaSchemaCheck ?? true,
     allErrors: false,
     strict: false,
     validateFormats: true,
