@@ -26,9 +26,10 @@ import { publishBatches } from './publish-batches.js';
 import { singleEvent } from './single-event.js';
 import { auth } from './auth.js';
 import { compaction } from './compaction.js';
+import { churn } from './churn.js';
 import { scaleOut } from './scale-out.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, churn];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const README_FILE = path.join(repoRoot, 'bench', 'README.md');
 const START_MARKER = '<!-- results:start -->';

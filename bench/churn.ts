@@ -1,0 +1,102 @@
+/**
+ * Scenario churn (issue 15 §1.3): a node that runs for months sees event types and subscriptions come
+ * and go all day. Rounds of ROUND_SIZE iterations of create event type → create subscription →
+ * publish one event → stream it → commit → delete subscription → delete event type (IN_FLIGHT at a
+ * time), then per round: the node's RSS and heap used (from its own `/metrics`, after the round), the
+ * `/metrics` answer's size and the round's time. Targets, after the first (warm-up) round: RSS within
+ * +50 MB of round 1, `/metrics` bytes within 1.5× of round 1, round time within ±20 % of the median.
+ */
+import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
+import { post, round, runBounded, startStack, type Recorder, type Scenario } from './harness.js';
+import { createSubscription, openStream, quickMode, request, type StreamLine } from './stream-client.js';
+
+export const ROUNDS = 10;
+export const ROUND_SIZE = 200;
+const IN_FLIGHT = 4;
+const RSS_GROWTH_LIMIT_MB = 50;
+const METRICS_GROWTH_LIMIT = 1.5;
+const ROUND_TIME_SPREAD = 0.2;
+
+/** One sample of a Prometheus text answer, by name (first series). */
+function sampleOf(text: string, name: string): number {
+  const match = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  if (!match?.[1]) throw new Error(`/metrics has no ${name}`);
+  return Number(match[1]);
+}
+
+/** One iteration: everything it creates is gone again when it returns. @throws Error on any unexpected answer */
+async function iterate(url: string, name: string, random: () => number): Promise<void> {
+  const created = await post(`${url}/event-types`, JSON.stringify(businessEventType(name, ORDER_SCHEMA, 1)));
+  if (created.status !== 201) throw new Error(`POST /event-types answered ${created.status}: ${created.text.slice(0, 300)}`);
+  const id = await createSubscription(url, `churn-${name}`, name);
+  const published = await post(`${url}/event-types/${name}/events`, JSON.stringify([orderEvent(random)]));
+  if (published.status !== 200) throw new Error(`publish answered ${published.status}: ${published.text.slice(0, 300)}`);
+  let cursor: StreamLine['cursor'] | undefined;
+  let streamId: string | undefined;
+  let gotEvent: () => void = () => undefined;
+  const got = new Promise<void>((resolve) => (gotEvent = resolve));
+  const stream = await openStream(`${url}/subscriptions/${id}/events?batch_limit=1&stream_limit=1&batch_flush_timeout=1`, { onOpen: (s) => (streamId = s) }, (line) => {
+    if (line.events && line.events.length > 0) {
+      cursor = line.cursor;
+      gotEvent();
+    }
+  });
+  await Promise.race([got, stream.ended]);
+  if (cursor === undefined) throw new Error(`the stream of ${name} ended without the event`);
+  const commit = await request('POST', `${url}/subscriptions/${id}/cursors`, JSON.stringify({ items: [cursor] }), { 'X-Broker-StreamId': streamId ?? '' }, 'commits');
+  if (commit.status !== 204 && commit.status !== 200) throw new Error(`commit answered ${commit.status}: ${commit.text.slice(0, 300)}`);
+  stream.close();
+  await stream.ended;
+  const deletedSubscription = await request('DELETE', `${url}/subscriptions/${id}`);
+  if (deletedSubscription.status !== 204) throw new Error(`DELETE subscription answered ${deletedSubscription.status}`);
+  const deletedEventType = await request('DELETE', `${url}/event-types/${name}`);
+  if (deletedEventType.status !== 200 && deletedEventType.status !== 204) throw new Error(`DELETE event type answered ${deletedEventType.status}: ${deletedEventType.text.slice(0, 300)}`);
+}
+
+async function run(recorder: Recorder): Promise<void> {
+  const rounds = quickMode() ? 3 : ROUNDS;
+  const size = quickMode() ? 20 : ROUND_SIZE;
+  const stack = await startStack();
+  try {
+    const url = stack.broker.url;
+    const random = prng(15);
+    const rows: { rssMb: number; heapMb: number; metricsBytes: number; seconds: number }[] = [];
+    for (let r = 0; r < rounds; r++) {
+      const started = performance.now();
+      await runBounded(size, IN_FLIGHT, (i) => iterate(url, `churn.r${r}.n${i}`, random));
+      const seconds = (performance.now() - started) / 1000;
+      const metrics = await request('GET', `${url}/metrics`);
+      const row = {
+        rssMb: sampleOf(metrics.text, 'broker_process_resident_memory_bytes') / 1e6,
+        heapMb: sampleOf(metrics.text, 'broker_nodejs_heap_size_used_bytes') / 1e6,
+        metricsBytes: Buffer.byteLength(metrics.text),
+        seconds,
+      };
+      rows.push(row);
+      recorder.log(`round ${r + 1}/${rounds} (${size} iterations): ${seconds.toFixed(2)} s, RSS ${row.rssMb.toFixed(1)} MB, heap used ${row.heapMb.toFixed(1)} MB, /metrics ${row.metricsBytes} bytes`);
+      recorder.add(`round ${r + 1}: seconds`, round(seconds, 2), 's');
+      recorder.add(`round ${r + 1}: RSS`, round(row.rssMb, 1), 'MB');
+      recorder.add(`round ${r + 1}: heap used`, round(row.heapMb, 1), 'MB');
+      recorder.add(`round ${r + 1}: /metrics`, row.metricsBytes, 'bytes');
+    }
+    const first = rows[0];
+    const last = rows[rows.length - 1];
+    if (!first || !last) return;
+    const later = rows.slice(1);
+    const times = later.map((r) => r.seconds).sort((a, b) => a - b);
+    const median = times[Math.floor(times.length / 2)] ?? first.seconds;
+    const spread = Math.max(...later.map((r) => Math.abs(r.seconds - median) / median));
+    recorder.add('RSS growth after the warm-up round (last - round 1)', round(last.rssMb - first.rssMb, 1), 'MB', { op: '<=', value: RSS_GROWTH_LIMIT_MB });
+    recorder.add('/metrics bytes, last round ÷ round 1', round(last.metricsBytes / first.metricsBytes, 3), '×', { op: '<=', value: METRICS_GROWTH_LIMIT });
+    recorder.add('round time spread after the warm-up round (max |t - median| ÷ median)', round(spread, 3), '×', { op: '<=', value: ROUND_TIME_SPREAD });
+    recorder.add('iterations', rounds * size, 'iterations');
+  } finally {
+    await stack.stop(recorder);
+  }
+}
+
+export const churn: Scenario = {
+  name: 'churn',
+  title: `${ROUNDS} rounds of ${ROUND_SIZE} × (create event type and subscription, publish, stream, commit, delete both): RSS, heap, /metrics size, round time`,
+  run,
+};
