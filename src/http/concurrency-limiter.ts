@@ -33,13 +33,29 @@ export class ConcurrencyLimiter {
 
   /**
    * Takes a slot, waiting in line when all are held.
+   * @param signal aborted when the request is gone (its client left): a waiter leaves the line and the
+   *   promise rejects with BAD_REQUEST (nobody reads that answer)
    * @returns the release function; call it exactly once (later calls do nothing)
-   * @throws BrokerError OVERLOADED (503, `Retry-After: 1`) when the queue is full
+   * @throws BrokerError OVERLOADED (503, `Retry-After: 1`) when the queue is full; BAD_REQUEST when `signal` aborts first
    */
-  async acquire(): Promise<() => void> {
+  async acquire(signal?: AbortSignal): Promise<() => void> {
+    if (signal?.aborted === true) throw gone();
     if (this.active < this.concurrency) this.active++;
-    else if (this.waiting.length < this.queueLength) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else {
+    else if (this.waiting.length < this.queueLength) {
+      await new Promise<void>((resolve, reject) => {
+        const leave = (): void => {
+          const at = this.waiting.indexOf(take);
+          if (at >= 0) this.waiting.splice(at, 1);
+          reject(gone());
+        };
+        const take = (): void => {
+          signal?.removeEventListener('abort', leave);
+          resolve();
+        };
+        signal?.addEventListener('abort', leave, { once: true });
+        this.waiting.push(take);
+      });
+    } else {
       throw new BrokerError(
         'OVERLOADED',
         `This node is busy with ${this.active} large control-plane requests and ${this.waiting.length} waiting (http.controlConcurrency ${this.concurrency}, http.controlQueueLength ${this.queueLength}); nothing was done, retry shortly`,
@@ -57,7 +73,7 @@ export class ConcurrencyLimiter {
     };
   }
 
-  /** Runs `work` holding a slot. @throws what {@link acquire} and `work` throw */
+  /** Runs `work` holding a slot (no abort signal). @throws what {@link acquire} and `work` throw */
   async run<T>(work: () => Promise<T>): Promise<T> {
     const release = await this.acquire();
     try {
@@ -66,4 +82,9 @@ export class ConcurrencyLimiter {
       release();
     }
   }
+}
+
+/** The rejection of a waiter whose request is gone. */
+function gone(): BrokerError {
+  return new BrokerError('BAD_REQUEST', 'the client left while its request waited for a control-plane slot');
 }

@@ -254,7 +254,16 @@ export class HttpServer {
       }
       const subject = isPublic ? UNAUTHENTICATED : await this.authenticator.authenticate(req.headers.authorization);
       subjectId = subject.id;
-      if (limited) release = await this.controlLimiter.acquire();
+      if (limited) {
+        // A client that leaves while waiting gives up its place; one that leaves mid-body may leave the
+        // body read pending for good, so its slot is freed when it leaves.
+        const left = new AbortController();
+        res.once('close', () => left.abort());
+        const held = await this.controlLimiter.acquire(left.signal);
+        release = held;
+        if (left.signal.aborted) held();
+        else left.signal.addEventListener('abort', held, { once: true });
+      }
       const params: Record<string, string> = {};
       for (const [key, value] of Object.entries(req.path_parameters)) params[key] = safeDecode(value);
       let bodyPromise: Promise<Buffer> | undefined;

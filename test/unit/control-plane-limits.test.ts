@@ -137,6 +137,22 @@ describe('ConcurrencyLimiter (issue 13 §2.3)', () => {
     expect([limiter.running, limiter.queued]).toEqual([0, 0]);
   });
 
+  it('lets a waiter whose request is gone leave the line, so its place and the slot are not lost', async () => {
+    const limiter = new ConcurrencyLimiter(1, 1);
+    const held = await limiter.acquire();
+    const left = new AbortController();
+    const waiter = limiter.acquire(left.signal).catch((err: unknown) => err);
+    expect(limiter.queued).toBe(1);
+    left.abort();
+    expect(await waiter).toMatchObject({ code: 'BAD_REQUEST' });
+    expect(limiter.queued).toBe(0);
+    const next = limiter.acquire();
+    held();
+    (await next)();
+    expect([limiter.running, limiter.queued]).toEqual([0, 0]);
+    await expect(limiter.acquire(AbortSignal.abort())).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+  });
+
   it('releases the slot when the work fails', async () => {
     const limiter = new ConcurrencyLimiter(1, 0);
     await expect(limiter.run(() => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
