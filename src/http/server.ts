@@ -255,8 +255,10 @@ export class HttpServer {
       const subject = isPublic ? UNAUTHENTICATED : await this.authenticator.authenticate(req.headers.authorization);
       subjectId = subject.id;
       if (limited) {
-        // A client that leaves while waiting gives up its place; one that leaves mid-body may leave the
-        // body read pending for good, so its slot is freed when it leaves.
+        // A client that leaves while waiting gives up its place; one that leaves mid-body leaves the body
+        // read pending for good (hyper-express never settles it), so its slot is freed when it leaves.
+        // hyper-express emits 'close' on an aborted response only once its Writable exists; adding a
+        // listener (a Writable method) creates it, as for streamed answers (sendStream).
         const left = new AbortController();
         res.once('close', () => left.abort());
         const held = await this.controlLimiter.acquire(left.signal);
