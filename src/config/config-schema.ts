@@ -26,8 +26,17 @@ export interface BrokerConfig {
     readonly startTimeoutMs: number;
   };
   readonly http: {
+    /** Largest body of publishing and deleted-events requests, as sent (413 above). */
     readonly maxBodyBytes: number;
     readonly maxInflatedBodyBytes: number;
+    /** Largest body of every other request, as sent and after gunzip (413 above; issue 13 §2.2). */
+    readonly maxControlBodyBytes: number;
+    /** Control-plane requests whose work grows with their size that run at once on this node (issue 13 §2.3). */
+    readonly controlConcurrency: number;
+    /** Such requests that may wait for a slot; one more is refused with 503 (OVERLOADED). */
+    readonly controlQueueLength: number;
+    /** Browser origins (`scheme://host[:port]`) that get CORS headers and preflight answers; empty = no CORS at all (issue 13 §4). */
+    readonly corsAllowedOrigins: readonly string[];
     readonly shutdownGraceMs: number;
   };
   readonly publish: {
@@ -154,10 +163,22 @@ export const configSchema = {
     http: {
       type: 'object',
       additionalProperties: false,
-      required: ['maxBodyBytes', 'maxInflatedBodyBytes', 'shutdownGraceMs'],
+      required: ['maxBodyBytes', 'maxInflatedBodyBytes', 'maxControlBodyBytes', 'controlConcurrency', 'controlQueueLength', 'corsAllowedOrigins', 'shutdownGraceMs'],
       properties: {
-        maxBodyBytes: positiveInt('largest request body accepted as sent (413 above)', 1024),
-        maxInflatedBodyBytes: positiveInt('largest request body after gunzip (413 above; a gzip bomb stops there)', 1024),
+        maxBodyBytes: positiveInt('largest body of a publish (`POST /event-types/{name}/events`) or deleted-events request as sent (413 above)', 1024),
+        maxInflatedBodyBytes: positiveInt('largest publish or deleted-events body after gunzip (413 above; a gzip bomb stops there)', 1024),
+        maxControlBodyBytes: positiveInt(
+          'largest body of every other request (event types, subscriptions, cursors, settings, storages), as sent and after gunzip (413 above; the smaller of this and `http.maxBodyBytes` applies); must be at least `eventTypes.maxSchemaBytes`, since an event type body carries its schema',
+          1024,
+        ),
+        controlConcurrency: { type: 'integer', minimum: 1, maximum: 64, description: 'control-plane requests whose work grows with their size (event type and subscription create/update, cursor resets, cursor lag and distances, admin lists) that run at once on this node; the others wait in a queue' },
+        controlQueueLength: { type: 'integer', minimum: 0, maximum: 10000, description: 'such requests that may wait for a slot; beyond it they are refused with 503 (`OVERLOADED`, `Retry-After: 1`) with nothing done' },
+        corsAllowedOrigins: {
+          type: 'array',
+          items: { type: 'string', pattern: '^https?://[^/\\s]+$' },
+          uniqueItems: true,
+          description: 'browser origins (JSON array of `scheme://host[:port]`) whose requests get CORS headers and whose preflights are answered; empty = no CORS headers at all, so browsers cannot send cross-origin JSON (docs/security.md)',
+        },
         shutdownGraceMs: positiveInt('on SIGTERM, how long in-flight requests may take before the node exits'),
       },
     },

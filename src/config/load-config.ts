@@ -98,6 +98,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
   const config = merged as unknown as BrokerConfig;
   checkAuth(config);
   checkRedis(config);
+  checkHttp(config);
   return deepFreeze(config);
 }
 
@@ -105,6 +106,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
 function checkRedis(config: BrokerConfig): void {
   if (config.redis.url && config.redis.clusterNodes.length > 0) {
     throw new ConfigError('invalid configuration: config key "redis.clusterNodes" (cluster mode) and "redis.url" cannot both be set');
+  }
+}
+
+/** A control-plane body must be able to carry an event type whose schema is at the schema limit. */
+function checkHttp(config: BrokerConfig): void {
+  if (config.http.maxControlBodyBytes < config.eventTypes.maxSchemaBytes) {
+    throw new ConfigError(
+      `invalid configuration: config key "http.maxControlBodyBytes" (${config.http.maxControlBodyBytes}) must be at least "eventTypes.maxSchemaBytes" (${config.eventTypes.maxSchemaBytes}): an event type body carries its schema`,
+    );
   }
 }
 

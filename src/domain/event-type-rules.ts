@@ -25,7 +25,7 @@ import {
   type EventTypeStatistics,
 } from './event-type.js';
 import { lookupField } from './effective-schema.js';
-import { absent, parseAttributeList, Problems, readObject, readString, type RuleProblem, type RuleResult } from './rule-problems.js';
+import { absent, parseAttributeList, Problems, readObject, readString, withinCount, type RuleProblem, type RuleResult } from './rule-problems.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
 
 /**
@@ -70,6 +70,13 @@ export const RESERVED_ANNOTATION_PREFIX = 'broker.io';
 export const MAX_ANNOTATION_VALUE_BYTES = 1000;
 /** Longest label value in characters (Kubernetes label values; the spec does not show labels' rules). */
 export const MAX_LABEL_VALUE_LENGTH = 63;
+/**
+ * Most entries in one `annotations` or `labels` map of an event type or subscription (issue 13 §2.2;
+ * the spec sets none). 100 annotations of up to 1000 bytes fit in a control-plane body many times.
+ */
+export const MAX_ANNOTATIONS = 100;
+/** Most items in `enrichment_strategies`, `partition_key_fields` or `ordering_key_fields` (issue 13 §2.2). */
+export const MAX_FIELD_LIST_ITEMS = 100;
 
 const MAX_KEY_NAME_LENGTH = 63;
 const MAX_KEY_PREFIX_LENGTH = 253;
@@ -109,13 +116,14 @@ function readEnum<T extends string>(
   return match;
 }
 
-/** An array of strings (wrong types are 400), or `undefined` when absent or malformed. */
+/** An array of at most {@link MAX_FIELD_LIST_ITEMS} strings (wrong types are 400, more items 422), or `undefined` when absent or malformed. */
 function readStringArray(value: JsonValue | undefined, field: string, p: Problems): string[] | undefined {
   if (absent(value)) return undefined;
   if (!Array.isArray(value)) {
     p.malformed(field, 'must be an array of strings');
     return undefined;
   }
+  if (!withinCount(value, field, MAX_FIELD_LIST_ITEMS, 'items per list', p)) return undefined;
   const out: string[] = [];
   let wellTyped = true;
   for (const [i, item] of value.entries()) {
@@ -296,7 +304,7 @@ function keyProblems(key: string, field: string, p: Problems, serviceKeys: Reado
 /**
  * Every problem of an `annotations` or `labels` map (spec "Annotations"; labels follow the same key syntax,
  * and their values follow Kubernetes label values). `null`/absent is fine. A non-object map or a non-string
- * value is 400; a bad key (name ≤ 63 characters, alphanumeric at both ends, `-_.` inside; optional prefix
+ * value is 400; more than {@link MAX_ANNOTATIONS} entries is one 422 (the entries are then not looked at); a bad key (name ≤ 63 characters, alphanumeric at both ends, `-_.` inside; optional prefix
  * that is a lower-case DNS subdomain ≤ 253 characters, not the reserved `broker.io`), an annotation value
  * over 1000 UTF-8 bytes, or a label value over 63 characters or not alphanumeric at both ends is 422.
  * @param serviceKeys keys under the reserved prefix that this resource may carry (the service's own
@@ -309,7 +317,12 @@ export function annotationProblems(map: unknown, field: 'annotations' | 'labels'
     p.malformed(field, 'must be an object of string values');
     return p.list;
   }
-  for (const [key, value] of Object.entries(map)) {
+  const entries = Object.entries(map);
+  if (entries.length > MAX_ANNOTATIONS) {
+    p.rule(field, `has ${entries.length} entries; at most ${MAX_ANNOTATIONS} are allowed (entries per map)`);
+    return p.list;
+  }
+  for (const [key, value] of entries) {
     keyProblems(key, field, p, serviceKeys);
     const at = `Field "${field}" value of key ${JSON.stringify(key)}`;
     if (typeof value !== 'string') {

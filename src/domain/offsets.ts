@@ -13,6 +13,22 @@ const DIGITS = 18;
 /** Largest offset representable in 18 digits and still exact as a JS number. */
 export const MAX_OFFSET = Number.MAX_SAFE_INTEGER;
 
+/**
+ * Most cursors in one request: a cursor reset or a commit (`items`), a lag query, or pairs of a cursor
+ * distance query (issue 13 §2.2). A subscription has at most `subscriptions.maxPartitions` partitions
+ * (100 by default) and an event type at most `eventTypes.maxPartitionCount` (8), so 1,000 leaves room
+ * for repeated cursors of one partition while bounding the work of one request.
+ */
+export const MAX_CURSORS_PER_REQUEST = 1000;
+
+/**
+ * The 422 detail for a list of `count` cursors above {@link MAX_CURSORS_PER_REQUEST}, or undefined.
+ * @param what names the list, e.g. `"items"`
+ */
+export function cursorCountProblem(count: number, what: string): string | undefined {
+  return count > MAX_CURSORS_PER_REQUEST ? `${what} has ${count} cursors; at most ${MAX_CURSORS_PER_REQUEST} are allowed per request` : undefined;
+}
+
 /** A parsed position: `offset` is the last consumed event (-1 = before the first event). */
 export interface Position {
   readonly timeline: number;

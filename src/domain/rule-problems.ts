@@ -53,6 +53,27 @@ export class Problems {
   }
 }
 
+/**
+ * Most attributes in one authorization list: `admins`, `readers` or `writers` of an event type, a
+ * subscription or the administrators (issue 13 §2.2). Every request of a subject walks such a list, so
+ * an unbounded one slows every publish and stream of the resource; 100 leaves room for any team
+ * structure (a team or service attribute stands for many subjects).
+ */
+export const MAX_AUTHORIZATION_ATTRIBUTES = 100;
+
+/**
+ * Refuses a list longer than `max` with one 422 problem naming the limit, before any item is looked at
+ * (so a list of 100,000 items costs one line, not 100,000): `Field "event_types" has 100000 items; at
+ * most 100 are allowed (subscriptions.maxPartitions)`.
+ * @param limit what sets `max`: a config key or a constant's meaning, named in the detail
+ * @returns true when the list is within the limit
+ */
+export function withinCount(list: readonly unknown[], field: string, max: number, limit: string, p: Problems): boolean {
+  if (list.length <= max) return true;
+  p.rule(field, `has ${list.length} items; at most ${max} are allowed (${limit})`);
+  return false;
+}
+
 /** `null` and absence are the same for optional fields (Jackson semantics of the reference service). */
 export function absent(value: JsonValue | undefined): value is null | undefined {
   return value === undefined || value === null;
@@ -89,8 +110,9 @@ export function readObject(value: JsonValue | undefined, field: string, p: Probl
 }
 
 /**
- * An authorization attribute list (spec "AuthorizationAttribute"): a non-empty array of
- * `{data_type, value}` with non-empty strings, each attribute at most once (422), wrong JSON types 400.
+ * An authorization attribute list (spec "AuthorizationAttribute"): a non-empty array of at most
+ * {@link MAX_AUTHORIZATION_ATTRIBUTES} `{data_type, value}` with non-empty strings, each attribute at
+ * most once (422), wrong JSON types 400.
  */
 export function parseAttributeList(value: JsonValue | undefined, field: string, p: Problems): AuthorizationAttribute[] | undefined {
   if (absent(value)) {
@@ -105,6 +127,7 @@ export function parseAttributeList(value: JsonValue | undefined, field: string, 
     p.rule(field, 'must contain at least one attribute');
     return undefined;
   }
+  if (!withinCount(value, field, MAX_AUTHORIZATION_ATTRIBUTES, 'attributes per authorization list', p)) return undefined;
   const attributes: AuthorizationAttribute[] = [];
   const seen = new Set<string>();
   let ok = true;

@@ -11,7 +11,7 @@
 import type { AuthorizationAttribute } from './event-type.js';
 import { annotationProblems, EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH } from './event-type-rules.js';
 import { deadLetterAnnotationProblems, SUBSCRIPTION_SERVICE_ANNOTATIONS } from './dead-letter.js';
-import { absent, parseAttributeList, Problems, readString, type RuleResult } from './rule-problems.js';
+import { absent, parseAttributeList, Problems, readString, withinCount, type RuleResult } from './rule-problems.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
 import { formatOffset, parseOffset, type PartitionRange } from './offsets.js';
 import type { TimelineMap } from './timeline.js';
@@ -71,6 +71,18 @@ export interface Subscription {
  */
 export type SubscriptionInput = Omit<Subscription, 'id' | 'created_at' | 'updated_at'>;
 
+/**
+ * Installation limits the subscription rules apply before any storage is read (issue 13 §2.2).
+ * `maxPartitions` is config `subscriptions.maxPartitions`: every event type has at least one partition,
+ * so a subscription can never have more event types, nor more initial cursors, than that.
+ */
+export interface SubscriptionLimits {
+  readonly maxPartitions: number;
+}
+
+/** The limits of the default configuration (`subscriptions.maxPartitions` 100), for callers without a config. */
+export const DEFAULT_SUBSCRIPTION_LIMITS: SubscriptionLimits = { maxPartitions: 100 };
+
 /** The partitions of one event type as a subscription sees them: its timelines and the range per partition id. */
 export interface EventTypePartitions {
   readonly timelines: TimelineMap;
@@ -98,7 +110,7 @@ export function subscriptionKey(input: Pick<SubscriptionInput, 'owning_applicati
   return JSON.stringify([input.owning_application, [...new Set(input.event_types)].sort(), input.consumer_group]);
 }
 
-function parseEventTypes(value: JsonValue | undefined, p: Problems): string[] | undefined {
+function parseEventTypes(value: JsonValue | undefined, limits: SubscriptionLimits, p: Problems): string[] | undefined {
   const field = 'event_types';
   if (absent(value)) {
     p.missing(field);
@@ -112,7 +124,9 @@ function parseEventTypes(value: JsonValue | undefined, p: Problems): string[] | 
     p.rule(field, 'must contain at least one event type');
     return undefined;
   }
+  if (!withinCount(value, field, limits.maxPartitions, 'subscriptions.maxPartitions: every event type has at least one partition', p)) return undefined;
   const names: string[] = [];
+  const seen = new Set<string>();
   let ok = true;
   for (const [i, item] of value.entries()) {
     if (typeof item !== 'string') {
@@ -121,10 +135,13 @@ function parseEventTypes(value: JsonValue | undefined, p: Problems): string[] | 
     } else if (!isEventTypeName(item)) {
       p.rule(`${field}[${i}]`, `is not a valid event type name: ${JSON.stringify(item)}`);
       ok = false;
-    } else if (names.includes(item)) {
+    } else if (seen.has(item)) {
       p.rule(field, `must not contain "${item}" more than once`);
       ok = false;
-    } else names.push(item);
+    } else {
+      seen.add(item);
+      names.push(item);
+    }
   }
   return ok ? names : undefined;
 }
@@ -141,13 +158,14 @@ function parseReadFrom(value: JsonValue | undefined, p: Problems): ReadFrom | un
 }
 
 /** Shape of `initial_cursors`; offsets are checked for form here and normalized, their ranges later. */
-function parseInitialCursors(value: JsonValue | undefined, p: Problems): InitialCursor[] | undefined {
+function parseInitialCursors(value: JsonValue | undefined, limits: SubscriptionLimits, p: Problems): InitialCursor[] | undefined {
   const field = 'initial_cursors';
   if (absent(value)) return [];
   if (!Array.isArray(value)) {
     p.malformed(field, 'must be an array of cursors');
     return undefined;
   }
+  if (!withinCount(value, field, limits.maxPartitions, 'subscriptions.maxPartitions: one cursor per partition', p)) return undefined;
   const cursors: InitialCursor[] = [];
   let ok = true;
   for (const [i, item] of value.entries()) {
@@ -203,12 +221,12 @@ function parseStringMap(value: JsonValue | undefined, field: 'annotations' | 'la
   return out;
 }
 
-function parseFields(body: JsonObject, p: Problems): SubscriptionInput | undefined {
+function parseFields(body: JsonObject, limits: SubscriptionLimits, p: Problems): SubscriptionInput | undefined {
   const owningApplication = readString(body.owning_application, 'owning_application', p, { required: true, nonEmpty: true });
-  const eventTypes = parseEventTypes(body.event_types, p);
+  const eventTypes = parseEventTypes(body.event_types, limits, p);
   const consumerGroup = absent(body.consumer_group) ? DEFAULT_CONSUMER_GROUP : readString(body.consumer_group, 'consumer_group', p, { required: true, nonEmpty: true });
   const readFrom = parseReadFrom(body.read_from, p);
-  const cursors = parseInitialCursors(body.initial_cursors, p);
+  const cursors = parseInitialCursors(body.initial_cursors, limits, p);
   const authorization = parseAuthorization(body.authorization, p);
   const annotations = parseStringMap(body.annotations, 'annotations', p);
   const labels = parseStringMap(body.labels, 'labels', p);
@@ -230,23 +248,25 @@ function parseFields(body: JsonObject, p: Problems): SubscriptionInput | undefin
  * WIRE.md "Conventions", "Subscriptions"). Unknown properties (including service-set ones such as `id`)
  * are ignored.
  *
- * Checks: `owning_application` a non-empty string (required); `event_types` a non-empty array of distinct
- * valid event type names (required); `consumer_group` a non-empty string (default `default`); `read_from`
+ * Checks: `owning_application` a non-empty string (required); `event_types` a non-empty array of at most
+ * `limits.maxPartitions` distinct valid event type names (required); `consumer_group` a non-empty string (default `default`); `read_from`
  * one of `begin`, `end`, `cursors` in any case (default `end`); `initial_cursors` an array of
- * `{event_type, partition, offset}` strings whose offsets have a valid form (`BEGIN`, a bare number or the
+ * at most `limits.maxPartitions` `{event_type, partition, offset}` strings whose offsets have a valid form (`BEGIN`, a bare number or the
  * full form; kept only for `read_from: cursors`, normalized); `authorization` an object with non-empty
- * `admins` and `readers` lists of `{data_type, value}` non-empty strings; annotations and labels by the
- * event type rules. Whether the event types exist and whether the cursors fit their partitions is decided
+ * `admins` and `readers` lists of at most 100 `{data_type, value}` non-empty strings; annotations and
+ * labels by the event type rules (at most 100 entries each). Every count limit is checked before the items
+ * of its list, so an oversized list costs one detail line and no storage lookup (issue 13 §2.2). Whether the event types exist and whether the cursors fit their partitions is decided
  * with storage ({@link resolveInitialCursors}).
  *
  * @param body the parsed JSON request body
+ * @param limits installation limits (config `subscriptions.maxPartitions`)
  * @returns the normalized input, or status 400 (not an object, wrong JSON type, invalid `read_from`) or 422
  *   (any other problem) with every detail line
  */
-export function parseSubscriptionInput(body: unknown): RuleResult<SubscriptionInput> {
+export function parseSubscriptionInput(body: unknown, limits: SubscriptionLimits = DEFAULT_SUBSCRIPTION_LIMITS): RuleResult<SubscriptionInput> {
   if (!isJsonObject(body)) return { ok: false, status: 400, details: ['Request body must be a JSON object'] };
   const p = new Problems();
-  return p.result(parseFields(body, p), 'The subscription is invalid');
+  return p.result(parseFields(body, limits, p), 'The subscription is invalid');
 }
 
 /**
@@ -311,10 +331,11 @@ const INPUT_FIELDS = ['owning_application', 'event_types', 'consumer_group', 're
  * `id` other than the stored one is a change.
  * @param existing the stored record
  * @param body the parsed JSON request body
+ * @param limits installation limits, as for {@link parseSubscriptionInput}
  * @returns the new input (same immutable fields, new mutable ones), or 400 (shape, as for
  *   {@link parseSubscriptionInput}) or 422 (rules, or a changed immutable field: one line per field)
  */
-export function parseSubscriptionUpdate(existing: Subscription, body: unknown): RuleResult<SubscriptionInput> {
+export function parseSubscriptionUpdate(existing: Subscription, body: unknown, limits: SubscriptionLimits = DEFAULT_SUBSCRIPTION_LIMITS): RuleResult<SubscriptionInput> {
   if (!isJsonObject(body)) return { ok: false, status: 400, details: ['Request body must be a JSON object'] };
   const merged: JsonObject = {};
   for (const field of INPUT_FIELDS) {
@@ -324,7 +345,7 @@ export function parseSubscriptionUpdate(existing: Subscription, body: unknown): 
     if (value !== undefined) merged[field] = value;
   }
   const p = new Problems();
-  const next = parseFields(merged, p);
+  const next = parseFields(merged, limits, p);
   if (next === undefined) return p.result<SubscriptionInput>(undefined, 'The subscription is invalid');
   if (!absent(body.id) && body.id !== existing.id) p.rule('id', 'cannot be changed');
   if (next.owning_application !== existing.owning_application) p.rule('owning_application', 'cannot be changed');

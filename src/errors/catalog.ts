@@ -14,8 +14,8 @@ export const errorCatalog = {
   METHOD_NOT_ALLOWED: { status: 405, meaning: 'The route exists but not for this method.' },
   CONFLICT: { status: 409, meaning: 'The resource exists already (event type name) or is being changed; no free streaming slot; a requested partition is taken; a cursor reset runs.' },
   PRECONDITION_FAILED: { status: 412, meaning: 'A low-level stream was asked to start from an invalid cursor: unknown partition, malformed, expired or beyond the newest offset.' },
-  PAYLOAD_TOO_LARGE: { status: 413, meaning: 'The body is larger than `http.maxBodyBytes`, or inflates past `http.maxInflatedBodyBytes`.' },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: 'A `Content-Encoding` other than gzip or identity.' },
+  PAYLOAD_TOO_LARGE: { status: 413, meaning: 'The body is larger than its limit: `http.maxBodyBytes` for publishing and deleted events (inflated: `http.maxInflatedBodyBytes`), `http.maxControlBodyBytes` for every other request, as sent and inflated.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: 'A `Content-Encoding` other than gzip or identity; or a POST, PUT, PATCH or DELETE whose body is not declared as JSON (`Content-Type` other than `application/json` or a `+json` type, a charset other than UTF-8, or a body without `Content-Type`); nothing was done.' },
   UNPROCESSABLE: { status: 422, meaning: 'The body parses but breaks a rule: a field, a schema, a strategy, a cursor.' },
   INTERNAL: { status: 500, meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
   STORAGE_UNAVAILABLE: { status: 503, meaning: 'Redis cannot be reached, did not answer within `redis.commandTimeoutMs`, or a Redis Cluster is still failing over (MOVED/ASK/TRYAGAIN/CLUSTERDOWN left after the client retries). A publish answered 503 wrote nothing.' },
@@ -23,6 +23,7 @@ export const errorCatalog = {
   READ_ONLY: { status: 503, meaning: 'The feature `disable_db_write_operations` is on: event types, subscriptions, cursor resets and settings other than features cannot change; publishing and commits go on.' },
   AUTH_UNAVAILABLE: { status: 503, meaning: 'The token-info service (mode `tokeninfo`) or the JWKS endpoint (mode `jwt`) cannot be reached or answers an error; nothing was done; retry.' },
   BUSY: { status: 503, meaning: 'The batch was not processed within `publish.workerTaskTimeoutMs`; nothing was written; retry.' },
+  OVERLOADED: { status: 503, meaning: 'This node already runs `http.controlConcurrency` control-plane requests whose work grows with their size and has `http.controlQueueLength` more waiting; nothing was done; retry after `Retry-After` seconds.' },
 } as const satisfies Record<string, { status: number; meaning: string }>;
 
 export type ErrorCode = keyof typeof errorCatalog;

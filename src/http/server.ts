@@ -9,6 +9,8 @@ import { toProblem } from '../errors/problem.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { UNAUTHENTICATED, type Subject } from '../auth/subject.js';
 import { parseUntrustedJson } from './json-limits.js';
+import { ConcurrencyLimiter } from './concurrency-limiter.js';
+import { bodyMediaTypeProblem } from './body-media-type.js';
 import type { HttpMeter, RequestRecorder } from '../observability/meters.js';
 import type { AccessLogEntry } from '../services/kpi.js';
 
@@ -75,17 +77,62 @@ export interface RequestContext {
 /** A route handler: answers, or throws a BrokerError (mapped to a problem) or anything else (500). */
 export type Handler = (ctx: RequestContext) => Promise<HttpAnswer | StreamingAnswer>;
 
-/** Body limits in bytes (config `http.*`). */
+/** Body limits in bytes, the control-plane limiter and CORS (config `http.*`; issue 13 §2, §4). */
 export interface HttpServerOptions {
+  /** Largest body of `events` routes as sent. */
   readonly maxBodyBytes: number;
+  /** Largest body of `events` routes after gunzip. */
   readonly maxInflatedBodyBytes: number;
+  /** Largest body of every other route, as sent and after gunzip (capped by the two above). */
+  readonly maxControlBodyBytes: number;
+  /** Holders of the control-plane limiter ({@link RouteOptions.limited}). */
+  readonly controlConcurrency: number;
+  /** Waiters of the control-plane limiter; one more is refused with 503 OVERLOADED. */
+  readonly controlQueueLength: number;
+  /** Origins (`scheme://host[:port]`) answered with CORS headers; empty = none ever. */
+  readonly corsAllowedOrigins: readonly string[];
 }
 
 /** Per-route options. */
 export interface RouteOptions {
   /** Served without authentication (only `/health`): the handler sees the subject `unauthenticated`. */
   readonly public?: boolean;
+  /**
+   * Which body limit applies: `events` — publishing and deleted events, `http.maxBodyBytes` as sent and
+   * `http.maxInflatedBodyBytes` inflated — or `control` (the default) — `http.maxControlBodyBytes` both
+   * as sent and inflated, or the `events` limit when that is smaller.
+   */
+  readonly body?: 'events' | 'control';
+  /**
+   * The handler's work grows with the request's size (body parse, list validation, Redis lookups per
+   * item): it runs, body reading included, holding a slot of the node's control-plane limiter
+   * ({@link HttpServer.controlLimiter}), and answers 503 OVERLOADED when its queue is full.
+   */
+  readonly limited?: boolean;
 }
+
+/** A body limit in bytes as sent and inflated, with the config keys that set them (named in 413 details). */
+interface BodyLimit {
+  readonly sent: number;
+  readonly sentKey: string;
+  readonly inflated: number;
+  readonly inflatedKey: string;
+}
+
+/** What the pipeline needs to know about a registered route. */
+interface RouteSettings {
+  readonly isPublic: boolean;
+  readonly limit: BodyLimit;
+  readonly limited: boolean;
+  readonly record?: RequestRecorder;
+}
+
+/** Methods whose requests change state: their bodies must be declared as JSON (issue 13 §4). */
+const STATE_CHANGING: ReadonlySet<Method> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/** Request headers a browser may send cross-origin to a listed origin (preflight answer). */
+const CORS_ALLOW_HEADERS = 'Authorization, Content-Type, Content-Encoding, X-Flow-Id, X-Broker-StreamId, X-Broker-Cursors, span-ctx';
+/** Answer headers a listed origin's scripts may read. */
+const CORS_EXPOSE_HEADERS = 'X-Flow-Id, X-Broker-StreamId, Location, Warning, Retry-After, span_ctx';
 
 const PROBLEM_JSON = 'application/problem+json';
 /** Bodies above this are gzip-compressed for clients that accept it. */
@@ -100,6 +147,11 @@ export class HttpServer {
   private readonly app: HyperExpress.Server;
   private readonly routes: { pattern: RegExp; method: Method }[] = [];
   private accepting = true;
+  /** The node's limiter of control-plane work that grows with request size (issue 13 §2.3); also for handlers that limit only part of their work. */
+  readonly controlLimiter: ConcurrencyLimiter;
+  private readonly corsOrigins: ReadonlySet<string>;
+  private readonly eventsLimit: BodyLimit;
+  private readonly controlLimit: BodyLimit;
   /** Aborted on shutdown: open streams end so the drain does not wait for them. */
   private readonly stopping = new AbortController();
 
@@ -118,6 +170,17 @@ export class HttpServer {
     // limit is enforced in the pipeline instead (refuseDeclaredOversize, receiveBody), so the answer is a
     // problem with X-Flow-Id.
     this.app = new HyperExpress.Server({ max_body_length: Number.MAX_SAFE_INTEGER, max_body_buffer: 64 * 1024 });
+    this.controlLimiter = new ConcurrencyLimiter(options.controlConcurrency, options.controlQueueLength);
+    this.corsOrigins = new Set(options.corsAllowedOrigins);
+    this.eventsLimit = { sent: options.maxBodyBytes, sentKey: 'http.maxBodyBytes', inflated: options.maxInflatedBodyBytes, inflatedKey: 'http.maxInflatedBodyBytes' };
+    const control = options.maxControlBodyBytes;
+    this.controlLimit = {
+      sent: Math.min(control, options.maxBodyBytes),
+      sentKey: control <= options.maxBodyBytes ? 'http.maxControlBodyBytes' : 'http.maxBodyBytes',
+      inflated: Math.min(control, options.maxInflatedBodyBytes),
+      inflatedKey: control <= options.maxInflatedBodyBytes ? 'http.maxControlBodyBytes' : 'http.maxInflatedBodyBytes',
+    };
+    if (this.corsOrigins.size > 0) this.app.options('/*', (req, res) => this.preflight(req, res));
     this.app.set_not_found_handler((req, res) => {
       const methods = this.routes.filter((r) => r.pattern.test(req.path)).map((r) => r.method);
       const flowId = this.flowIdOf(req.headers);
@@ -136,9 +199,13 @@ export class HttpServer {
   route(method: Method, path: string, handler: Handler, options: RouteOptions = {}): void {
     this.routes.push({ method, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
     const register = method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
-    const isPublic = options.public === true;
-    const record = this.metrics?.route(method, path);
-    this.app[register](path, (req, res) => this.handle(method, req, res, handler, isPublic, record));
+    const settings: RouteSettings = {
+      isPublic: options.public === true,
+      limit: options.body === 'events' ? this.eventsLimit : this.controlLimit,
+      limited: options.limited === true,
+      record: this.metrics?.route(method, path),
+    };
+    this.app[register](path, (req, res) => this.handle(method, req, res, handler, settings));
   }
 
   private answeredListener: ((entry: AccessLogEntry) => void) | undefined;
@@ -166,7 +233,8 @@ export class HttpServer {
     return given && given.length <= 256 ? given : randomUUID();
   }
 
-  private async handle(method: Method, req: HyperExpress.Request, res: HyperExpress.Response, handler: Handler, isPublic: boolean, record?: RequestRecorder): Promise<void> {
+  private async handle(method: Method, req: HyperExpress.Request, res: HyperExpress.Response, handler: Handler, route: RouteSettings): Promise<void> {
+    const { isPublic, limit, limited, record } = route;
     const started = process.hrtime.bigint();
     /** When a streamed answer started: its latency ends there, not when the stream does. */
     let streamStarted: bigint | undefined;
@@ -175,11 +243,29 @@ export class HttpServer {
     const log = (): Logger => (child ??= this.logger.child({ flow_id: flowId }));
     let status = 500;
     let subjectId = UNAUTHENTICATED.id;
+    let release: (() => void) | undefined;
+    const cors = this.corsHeaders(req.headers.origin);
     try {
       if (!this.accepting) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
-      this.refuseDeclaredOversize(req);
+      this.refuseDeclaredOversize(req, limit);
+      if (STATE_CHANGING.has(method)) {
+        const problem = bodyMediaTypeProblem(req.headers);
+        if (problem !== undefined) throw new BrokerError('UNSUPPORTED_MEDIA_TYPE', problem);
+      }
       const subject = isPublic ? UNAUTHENTICATED : await this.authenticator.authenticate(req.headers.authorization);
       subjectId = subject.id;
+      if (limited) {
+        // A client that leaves while waiting gives up its place; one that leaves mid-body leaves the body
+        // read pending for good (hyper-express never settles it), so its slot is freed when it leaves.
+        // hyper-express emits 'close' on an aborted response only once its Writable exists; adding a
+        // listener (a Writable method) creates it, as for streamed answers (sendStream).
+        const left = new AbortController();
+        res.once('close', () => left.abort());
+        const held = await this.controlLimiter.acquire(left.signal);
+        release = held;
+        if (left.signal.aborted) held();
+        else left.signal.addEventListener('abort', held, { once: true });
+      }
       const params: Record<string, string> = {};
       for (const [key, value] of Object.entries(req.path_parameters)) params[key] = safeDecode(value);
       let bodyPromise: Promise<Buffer> | undefined;
@@ -194,18 +280,19 @@ export class HttpServer {
         get log() {
           return log();
         },
-        body: () => (bodyPromise ??= this.readBody(req)),
+        body: () => (bodyPromise ??= this.readBody(req, limit)),
         json: async () => parseJson(await ctx.body()),
       };
       const answer = await handler(ctx);
       status = answer.status;
       if ('stream' in answer) {
         streamStarted = process.hrtime.bigint();
-        await this.sendStream(res, flowId, answer, log);
-      } else await this.sendAnswer(req, res, flowId, answer);
+        await this.sendStream(res, flowId, answer, log, cors);
+      } else await this.sendAnswer(req, res, flowId, answer, cors);
     } catch (err) {
-      status = this.sendProblem(res, flowId, err);
+      status = this.sendProblem(res, flowId, err, cors);
     } finally {
+      release?.();
       const ended = process.hrtime.bigint();
       record?.(status, Number((streamStarted ?? ended) - started) / 1e9);
       const ms = Number(ended - started) / 1e6;
@@ -230,48 +317,50 @@ export class HttpServer {
 
   /**
    * The body as sent, gunzipped when `Content-Encoding: gzip` (WIRE.md "Conventions").
-   * @throws BrokerError 413 above `http.maxBodyBytes` as sent or `http.maxInflatedBodyBytes` inflated
+   * @param limit the route's limits (`http.maxBodyBytes` / `http.maxInflatedBodyBytes` for publishing,
+   *   `http.maxControlBodyBytes` otherwise)
+   * @throws BrokerError 413 above the limit as sent or inflated
    *   (a gzip bomb stops inflating at the limit), 415 for another encoding, 400 for a corrupt gzip body
    */
-  private async readBody(req: HyperExpress.Request): Promise<Buffer> {
-    const raw = await this.receiveBody(req);
+  private async readBody(req: HyperExpress.Request, limit: BodyLimit): Promise<Buffer> {
+    const raw = await this.receiveBody(req, limit);
     const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
     if (encoding === 'identity' || raw.byteLength === 0) return raw;
     if (encoding !== 'gzip') throw new BrokerError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding "${encoding}" is not supported; use gzip or none`);
     try {
-      return await gunzip(raw, { maxOutputLength: this.options.maxInflatedBodyBytes });
+      return await gunzip(raw, { maxOutputLength: limit.inflated });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-        throw new BrokerError('PAYLOAD_TOO_LARGE', `the gzip body inflates to more than ${this.options.maxInflatedBodyBytes} bytes (http.maxInflatedBodyBytes)`);
+        throw new BrokerError('PAYLOAD_TOO_LARGE', `the gzip body inflates to more than ${limit.inflated} bytes (${limit.inflatedKey})`);
       }
       throw new BrokerError('BAD_GZIP', `the gzip body cannot be inflated: ${(err as Error).message}`);
     }
   }
 
   /**
-   * Refuses a request whose `Content-Length` is above `http.maxBodyBytes` before anything reads it, on
-   * every route. The problem goes out once the client sent its body: hyper-express discards the rest
+   * Refuses a request whose `Content-Length` is above its route's limit (`http.maxBodyBytes` or
+   * `http.maxControlBodyBytes`) before anything reads it, on every route. The problem goes out once the client sent its body: hyper-express discards the rest
    * of the body and answers when it is in, so the connection stays usable and the client, still
    * writing, does not lose the answer to a reset. A trickled body cannot hold the answer back for long:
    * uWS drops a connection whose request arrives slower than 16 KB/s (`HTTP_RECEIVE_THROUGHPUT_BYTES`)
    * or that is idle for 10 s (`HTTP_IDLE_TIMEOUT_S`); measured: cut after 10-12 s at 8 KB/s or 1 byte/s.
    * @throws BrokerError 413
    */
-  private refuseDeclaredOversize(req: HyperExpress.Request): void {
+  private refuseDeclaredOversize(req: HyperExpress.Request, limit: BodyLimit): void {
     const declared = req.headers['content-length'];
-    if (declared !== undefined && Number(declared) > this.options.maxBodyBytes) throw this.tooLarge(`the body is ${declared} bytes long, more`);
+    if (declared !== undefined && Number(declared) > limit.sent) throw tooLarge(`the body is ${declared} bytes long, more`, limit);
   }
 
   /**
-   * Receives the body bytes as sent, at most `http.maxBodyBytes`. A body with `Content-Length` is
+   * Receives the body bytes as sent, at most `limit.sent`. A body with `Content-Length` is
    * already known to fit ({@link refuseDeclaredOversize}) and is received by hyper-express into one
    * buffer of that size; a chunked body is counted as it arrives and refused as soon as it passes the
    * limit, keeping nothing of it.
    * @throws BrokerError 413; 400 when the client leaves before its chunked body is complete
    */
-  private receiveBody(req: HyperExpress.Request): Promise<Buffer> {
+  private receiveBody(req: HyperExpress.Request, bodyLimit: BodyLimit): Promise<Buffer> {
     if (req.headers['transfer-encoding'] !== 'chunked') return req.buffer();
-    const limit = this.options.maxBodyBytes;
+    const limit = bodyLimit.sent;
     return new Promise((resolve, reject) => {
       let chunks: Buffer[] = [];
       let size = 0;
@@ -285,7 +374,7 @@ export class HttpServer {
               if (size > limit) {
                 refused = true;
                 chunks = [];
-                reject(this.tooLarge('the chunked body is longer'));
+                reject(tooLarge('the chunked body is longer', bodyLimit));
               } else {
                 chunks.push(chunk);
               }
@@ -303,11 +392,36 @@ export class HttpServer {
     });
   }
 
-  private tooLarge(what: string): BrokerError {
-    return new BrokerError('PAYLOAD_TOO_LARGE', `${what} than the limit of ${this.options.maxBodyBytes} bytes (http.maxBodyBytes)`);
+  /**
+   * The CORS answer headers for a request from `origin` (issue 13 §4): only for an origin listed in
+   * `http.corsAllowedOrigins`, so with the default (none listed) no answer ever carries CORS headers.
+   */
+  private corsHeaders(origin: string | undefined): Readonly<Record<string, string>> | undefined {
+    if (origin === undefined || !this.corsOrigins.has(origin)) return undefined;
+    return { 'Access-Control-Allow-Origin': origin, 'Access-Control-Expose-Headers': CORS_EXPOSE_HEADERS, Vary: 'Origin' };
   }
 
-  private async sendAnswer(req: HyperExpress.Request, res: HyperExpress.Response, flowId: string, answer: HttpAnswer): Promise<void> {
+  /**
+   * Answers a CORS preflight (`OPTIONS`, registered only when `http.corsAllowedOrigins` is not empty):
+   * 204 with the allowed methods and headers for a listed origin, 403 problem for any other.
+   */
+  private preflight(req: HyperExpress.Request, res: HyperExpress.Response): void {
+    const flowId = this.flowIdOf(req.headers);
+    const cors = this.corsHeaders(req.headers.origin);
+    if (cors === undefined) {
+      this.sendProblem(res, flowId, new BrokerError('FORBIDDEN', `Origin ${JSON.stringify(req.headers.origin ?? '')} is not allowed (http.corsAllowedOrigins)`));
+      return;
+    }
+    res.status(204);
+    res.header('X-Flow-Id', flowId);
+    for (const [key, value] of Object.entries(cors)) res.header(key, value);
+    res.header('Access-Control-Allow-Methods', 'GET, POST, PUT, PATCH, DELETE');
+    res.header('Access-Control-Allow-Headers', CORS_ALLOW_HEADERS);
+    res.header('Access-Control-Max-Age', '600');
+    endWithoutBody(res);
+  }
+
+  private async sendAnswer(req: HyperExpress.Request, res: HyperExpress.Response, flowId: string, answer: HttpAnswer, cors?: Readonly<Record<string, string>>): Promise<void> {
     if (res.completed) return;
     let body: Buffer | string | undefined;
     let contentType = answer.contentType;
@@ -319,7 +433,7 @@ export class HttpServer {
     }
     res.status(answer.status);
     res.header('X-Flow-Id', flowId);
-    for (const [key, value] of Object.entries(answer.headers ?? {})) res.header(key, value);
+    for (const [key, value] of Object.entries({ ...cors, ...answer.headers })) res.header(key, value);
     if (body === undefined) {
       if (answer.status === 204) endWithoutBody(res);
       else res.send();
@@ -337,7 +451,7 @@ export class HttpServer {
     res.send(body);
   }
 
-  private async sendStream(res: HyperExpress.Response, flowId: string, answer: StreamingAnswer, log: () => Logger): Promise<void> {
+  private async sendStream(res: HyperExpress.Response, flowId: string, answer: StreamingAnswer, log: () => Logger, cors?: Readonly<Record<string, string>>): Promise<void> {
     const controller = new AbortController();
     const stopOnShutdown = (): void => controller.abort();
     this.stopping.signal.addEventListener('abort', stopOnShutdown);
@@ -349,7 +463,7 @@ export class HttpServer {
     res.status(answer.status);
     res.header('X-Flow-Id', flowId);
     res.header('Content-Type', answer.contentType);
-    for (const [key, value] of Object.entries(answer.headers ?? {})) res.header(key, value);
+    for (const [key, value] of Object.entries({ ...cors, ...answer.headers })) res.header(key, value);
     // Writes the status line and these headers now (hyper-express initiates the response), but not the
     // blank line: uWS 20.30 writes that only as the start of the first chunk (`\r\n<size>\r\n<data>` in
     // one call; a zero-length write writes nothing). So the header block cannot leave alone and streams
@@ -380,15 +494,15 @@ export class HttpServer {
     }
   }
 
-  /** Sends the problem for an error. @returns the status sent */
-  private sendProblem(res: HyperExpress.Response, flowId: string, err: unknown): number {
+  /** Sends the problem for an error (with the request's CORS headers, if any). @returns the status sent */
+  private sendProblem(res: HyperExpress.Response, flowId: string, err: unknown, cors?: Readonly<Record<string, string>>): number {
     const answer = toProblem(err);
     if (answer.traceId) this.logger.error({ flow_id: flowId, trace_id: answer.traceId, err }, 'unexpected error');
     if (res.completed) return answer.status;
     res.status(answer.status);
     res.header('X-Flow-Id', flowId);
     res.header('Content-Type', PROBLEM_JSON);
-    for (const [key, value] of Object.entries(answer.headers)) res.header(key, value);
+    for (const [key, value] of Object.entries({ ...cors, ...answer.headers })) res.header(key, value);
     res.send(JSON.stringify(answer.problem));
     return answer.status;
   }
@@ -491,6 +605,10 @@ function endWithoutBody(res: HyperExpress.Response): void {
     return length === undefined && close === undefined ? original.call(this) : original.call(this, length, close);
   };
   res.send();
+}
+
+function tooLarge(what: string, limit: BodyLimit): BrokerError {
+  return new BrokerError('PAYLOAD_TOO_LARGE', `${what} than the limit of ${limit.sent} bytes (${limit.sentKey})`);
 }
 
 function safeDecode(value: string): string {

@@ -82,12 +82,22 @@ export class AccessControl {
   }
 
   /**
+   * Read access to every one of `eventTypes` (spec "Authentication" 4: `read` is consuming; issue 13 §3):
+   * what creating a subscription, resetting its cursors and reading its cursors or stats need, as
+   * streaming it does. Administrators get no exception: they may make themselves readers.
+   * @throws BrokerError 403 `Access on READ event-type:<name> denied` for the first one denied
+   */
+  requireEventTypesReadable(subject: Subject, eventTypes: readonly Pick<EventType, 'name' | 'authorization'>[]): void {
+    for (const eventType of eventTypes) this.requireEventType(subject, eventType, 'read');
+  }
+
+  /**
    * Consuming a subscription (spec "Authentication" 5, 9): reader rights on it and read rights on every
    * one of its event types, and not blocked. @throws BrokerError 403
    */
   requireSubscriptionConsumer(subject: Subject, subscription: Pick<Subscription, 'id' | 'authorization'>, eventTypes: readonly Pick<EventType, 'name' | 'authorization'>[]): void {
     this.requireSubscription(subject, subscription, 'read');
-    for (const eventType of eventTypes) this.requireEventType(subject, eventType, 'read');
+    this.requireEventTypesReadable(subject, eventTypes);
     if (this.consumptionBlocked(subject, eventTypes.map((e) => e.name))) throw new BrokerError('FORBIDDEN', CONSUMPTION_BLOCKED);
   }
 

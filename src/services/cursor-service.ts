@@ -1,5 +1,5 @@
 import { partitionIds } from '../domain/event-type.js';
-import { parseOffset, type PartitionRange } from '../domain/offsets.js';
+import { cursorCountProblem, parseOffset, type PartitionRange } from '../domain/offsets.js';
 import type { TimelineMap } from '../domain/timeline.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
@@ -53,6 +53,8 @@ export class CursorService {
    */
   async distances(name: string, body: unknown): Promise<{ initial_cursor: Cursor; final_cursor: Cursor; distance: number }[]> {
     if (!Array.isArray(body)) throw errors.badRequest('the body must be a JSON array of {initial_cursor, final_cursor}');
+    const tooMany = cursorCountProblem(body.length, 'the body');
+    if (tooMany !== undefined) throw errors.unprocessable(tooMany);
     const queries = body.map((q: unknown, i) => {
       if (typeof q !== 'object' || q === null) throw errors.unprocessable(`item ${i} must be an object with initial_cursor and final_cursor`);
       const { initial_cursor: initial, final_cursor: final } = q as Record<string, unknown>;
@@ -73,6 +75,8 @@ export class CursorService {
    */
   async lag(name: string, body: unknown): Promise<PartitionRecord[]> {
     if (!Array.isArray(body)) throw errors.badRequest('the body must be a JSON array of cursors');
+    const tooMany = cursorCountProblem(body.length, 'the body');
+    if (tooMany !== undefined) throw errors.unprocessable(tooMany);
     const cursors = body.map((c: unknown, i) => asCursor(c, `cursor ${i}`));
     const eventType = await this.load(name);
     const ranges = await this.rangesOf(eventType);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../config/config-schema.js';
-import { partitionIds, type AuthorizationAttribute } from '../domain/event-type.js';
+import { partitionIds, type AuthorizationAttribute, type EventType } from '../domain/event-type.js';
 import type { RuleResult } from '../domain/rule-problems.js';
 import {
   initialCursorProblems,
@@ -46,10 +46,16 @@ export interface SubscriptionTokenPage {
   readonly prev: SubscriptionCursor | undefined;
 }
 
-/** Rules the caller applies to a subscription whose key is new (spec "Authentication" 7, features). */
+/** Rules the caller applies to a subscription body (spec "Authentication" 4, 5, 7, features). */
 export interface SubscriptionCreationRules {
-  /** @throws BrokerError 403/422/503 to refuse the creation (toggles, attribute validation) */
+  /** Runs only when the key is new. @throws BrokerError 403/422/503 to refuse the creation (toggles, attribute validation) */
   check(input: SubscriptionInput): void;
+  /**
+   * Runs with the stored records of the subscription's event types, also when the key exists already:
+   * the caller must be allowed to read every one of them (issue 13 §3).
+   * @throws BrokerError 403 to refuse
+   */
+  authorizeRead(eventTypes: readonly EventType[]): void;
 }
 
 /** A page of a listing: `offset` ≥ 0 and `limit` 1..1000, already checked (see `pageOf`). */
@@ -82,23 +88,29 @@ export class SubscriptionRegistry {
    * consumer_group): that one is returned unchanged with `created: false` (answered 200), even when the
    * rest of the body differs. Only a body whose key is new is checked against storage: its event types
    * must exist, their partitions together must not exceed `subscriptions.maxPartitions`, and with
-   * `read_from: cursors` there must be one valid initial cursor per partition.
+   * `read_from: cursors` there must be one valid initial cursor per partition. The body's lists are
+   * counted first (at most `subscriptions.maxPartitions` event types), before any Redis call.
    * @returns the record and whether it was created (201) or already existed (200)
-   * @param rules checked only when the key is new (an existing subscription is returned even while
-   *   creation is disabled)
-   * @throws BrokerError 400 (shape, `read_from`), 422 (rules, unknown event type, too many partitions,
-   *   initial cursors), what `rules` throws, 503 (storage)
+   * @param rules `check` only when the key is new (an existing subscription is returned even while
+   *   creation is disabled); `authorizeRead` on both paths, with the event types that exist
+   * @throws BrokerError 400 (shape, `read_from`), 422 (rules, too many event types, unknown event type,
+   *   too many partitions, initial cursors), what `rules` throws (403 when the caller may not read an
+   *   event type), 503 (storage)
    */
   async create(body: unknown, rules?: SubscriptionCreationRules): Promise<{ record: Subscription; created: boolean }> {
-    const input = ruleChecked(parseSubscriptionInput(body));
+    const input = ruleChecked(parseSubscriptionInput(body, this.config));
     const existing = await this.existing(subscriptionKey(input));
-    if (existing) return { record: existing, created: false };
+    if (existing) {
+      if (rules) rules.authorizeRead((await this.lookup(existing.event_types)).flatMap((s) => (s.eventType ? [s.eventType.record] : [])));
+      return { record: existing, created: false };
+    }
     rules?.check(input);
 
-    const stored = await Promise.all(input.event_types.map(async (name) => ({ name, eventType: await this.eventTypes.get(name) })));
+    const stored = await this.lookup(input.event_types);
     const missing = stored.filter((s) => s.eventType === undefined).map((s) => `"${s.name}"`);
     if (missing.length > 0) throw errors.unprocessable(`Field "event_types" names event types that do not exist: ${missing.join(', ')}`);
     const found = stored.flatMap((s) => (s.eventType ? [s.eventType] : []));
+    rules?.authorizeRead(found.map((s) => s.record));
     const total = found.reduce((sum, et) => sum + et.topology.partitionCount, 0);
     if (total > this.config.maxPartitions) {
       throw errors.unprocessable(`The subscription would have ${total} partitions over its event types; at most ${this.config.maxPartitions} are allowed`);
@@ -190,7 +202,9 @@ export class SubscriptionRegistry {
    */
   async update(id: string, body: unknown, authorize?: (existing: Subscription, next: SubscriptionInput) => void): Promise<Subscription> {
     const existing = await this.get(id);
-    const input = ruleChecked(parseSubscriptionUpdate(existing, body));
+    // A subscription stored under a larger subscriptions.maxPartitions stays updatable.
+    const maxPartitions = Math.max(this.config.maxPartitions, existing.event_types.length, existing.initial_cursors.length);
+    const input = ruleChecked(parseSubscriptionUpdate(existing, body, { maxPartitions }));
     authorize?.(existing, input);
     const record = toRecord(existing.id, input, existing.created_at, new Date().toISOString());
     if (!(await this.store.replace(record))) throw subscriptionNotFound(id);
@@ -202,6 +216,11 @@ export class SubscriptionRegistry {
     const record = await this.get(id);
     authorize?.(record);
     if (!(await this.store.delete(record))) throw subscriptionNotFound(id);
+  }
+
+  /** The stored event type of each name (undefined when it does not exist), one lookup per name. */
+  private lookup(names: readonly string[]): Promise<{ name: string; eventType: StoredEventType | undefined }[]> {
+    return Promise.all(names.map(async (name) => ({ name, eventType: await this.eventTypes.get(name) })));
   }
 
   private async existing(key: string): Promise<Subscription | undefined> {

@@ -6,21 +6,18 @@ import type { CompileResult, GuardResult, PublishResult, PublishTask } from '../
 import type { WorkerPoolLoad } from '../observability/meters.js';
 import type { SchemaCostLimits } from '../domain/schema-cost.js';
 
-/** Schema checks that may wait for the one running on a node before further ones are refused (503). */
-export const MAX_WAITING_SCHEMA_CHECKS = 8;
-
 /**
  * The piscina pool running `workers/publish-worker.js` (DESIGN.md §5). Task bodies are transferred,
  * never copied twice; a task that overruns its time limit is aborted (piscina terminates and replaces
  * the worker), so a hostile batch or schema cannot stall the node. Schema checks (whose cost a user's
  * schema decides, issue 13 §1) run one at a time per node, so they hold at most one worker and
- * publishing always keeps the others; at most {@link MAX_WAITING_SCHEMA_CHECKS} wait.
+ * publishing always keeps the others; how many wait is bounded by the control-plane limiter
+ * (`http.controlConcurrency`), which admits the requests that run them.
  */
 export class WorkerPool {
   private readonly pool: Piscina;
   /** Settles when the last queued schema check is done. */
   private schemaCheckTail: Promise<void> = Promise.resolve();
-  private schemaChecksWaiting = 0;
 
   constructor(config: BrokerConfig['publish']) {
     const threads = config.workerThreads > 0 ? config.workerThreads : os.availableParallelism();
@@ -54,7 +51,6 @@ export class WorkerPool {
   /**
    * Runs the registry's admission check of a schema text (src/domain/schema-guard.ts) in a worker.
    * @returns ok, or the reason it is refused (also when it takes longer than `timeoutMs`)
-   * @throws BrokerError BUSY (503) when {@link MAX_WAITING_SCHEMA_CHECKS} checks are waiting already
    */
   async guardSchema(schema: string, maxSchemaBytes: number, limits: SchemaCostLimits, timeoutMs: number): Promise<GuardResult> {
     return this.schemaCheck<GuardResult>({ kind: 'guard', schema, maxSchemaBytes, limits }, timeoutMs, `checking the schema took longer than ${timeoutMs} ms`);
@@ -63,7 +59,6 @@ export class WorkerPool {
   /**
    * Checks an effective schema's validation cost and compiles it in a worker.
    * @returns its cost, or the reason it cannot be used (also when it takes longer than `timeoutMs`)
-   * @throws BrokerError BUSY (503) when {@link MAX_WAITING_SCHEMA_CHECKS} checks are waiting already
    */
   async compile(effectiveSchema: string, limits: SchemaCostLimits, timeoutMs: number): Promise<CompileResult> {
     return this.schemaCheck<CompileResult>({ kind: 'compile', effectiveSchema, limits }, timeoutMs, `the schema did not compile within ${timeoutMs} ms`);
@@ -71,16 +66,11 @@ export class WorkerPool {
 
   /** One schema check at a time per node; a timeout becomes a refusal with `timeoutReason`. */
   private async schemaCheck<T extends { ok: boolean }>(task: object, timeoutMs: number, timeoutReason: string): Promise<T | { ok: false; reason: string }> {
-    if (this.schemaChecksWaiting >= MAX_WAITING_SCHEMA_CHECKS) {
-      throw new BrokerError('BUSY', `${MAX_WAITING_SCHEMA_CHECKS} schema checks are waiting on this node already; retry shortly`, { 'Retry-After': '1' });
-    }
     const previous = this.schemaCheckTail;
     let release = (): void => undefined;
     this.schemaCheckTail = new Promise<void>((resolve) => (release = resolve));
-    this.schemaChecksWaiting++;
     try {
       await previous;
-      this.schemaChecksWaiting--;
       return await this.runWithTimeout<T>(task, timeoutMs, [], '');
     } catch (err) {
       if (err instanceof BrokerError && err.code === 'BUSY') return { ok: false, reason: timeoutReason };

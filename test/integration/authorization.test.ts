@@ -405,6 +405,8 @@ describe('subscription authorization', () => {
   // Event type A is readable by bob, carol, dave and erin; B by bob, dave and erin (not carol).
   const [A, B] = ['authz.sub.a', 'authz.sub.b'];
   const SUB_AUTHZ = { admins: [user('alice')], readers: [user('bob'), user('carol'), user('erin')] };
+  /** Creates a subscription as bob, who may read every event type here (alice, who administers them, may not read them). */
+  const subscribe = (eventTypes: string[], authorization?: { admins: Attribute[]; readers: Attribute[] }): Promise<string> => createSubscription(eventTypes, authorization, BOB);
 
   beforeAll(async () => {
     await createEventType(A, { authorization: { admins: [user('alice')], readers: [user('bob'), user('carol'), user('dave'), user('erin')], writers: [user('carol')] } });
@@ -414,7 +416,7 @@ describe('subscription authorization', () => {
   });
 
   it('streaming needs reader rights on the subscription and read rights on each of its event types', async () => {
-    const id = await createSubscription([A, B], SUB_AUTHZ);
+    const id = await subscribe([A, B], SUB_AUTHZ);
     // carol reads the subscription and A, not B; dave reads A and B, not the subscription; alice administers it only.
     expectForbiddenStream(await openStream(CAROL, id), `Access on READ event-type:${B} denied`);
     expectForbiddenStream(await openStream(DAVE, id), `Access on READ subscription:${id} denied`);
@@ -431,7 +433,7 @@ describe('subscription authorization', () => {
   });
 
   it('committing needs the same rights', async () => {
-    const id = await createSubscription([A, B], SUB_AUTHZ);
+    const id = await subscribe([A, B], SUB_AUTHZ);
     const stream = await openStream(BOB, id);
     expect(stream.status).toBe(200);
     const streamId = stream.headers.get('x-broker-streamid') ?? '';
@@ -440,7 +442,7 @@ describe('subscription authorization', () => {
     expectForbidden(await commit(CAROL, id, streamId, cursors), `Access on READ event-type:${B} denied`);
     expectForbidden(await commit(DAVE, id, streamId, cursors), `Access on READ subscription:${id} denied`);
     expectForbidden(await commit(ALICE, id, streamId, cursors), `Access on READ subscription:${id} denied`);
-    const before = await api(ALICE, 'GET', `/subscriptions/${id}/cursors`);
+    const before = await api(BOB, 'GET', `/subscriptions/${id}/cursors`);
     expect((before.json as { items: { offset: string }[] }).items.map((c) => c.offset)).toEqual([BEFORE_FIRST, BEFORE_FIRST]);
     expectStatus(await commit(BOB, id, streamId, cursors), 204);
     const committed = await api(DAVE, 'GET', `/subscriptions/${id}/cursors`);
@@ -451,7 +453,7 @@ describe('subscription authorization', () => {
   it('losing read rights on one event type of the subscription stops its consumption', async () => {
     const c = 'authz.sub.c';
     const body = await createEventType(c, { authorization: { admins: [user('alice')], readers: [user('bob'), user('erin')], writers: [user('carol')] } });
-    const id = await createSubscription([A, c], SUB_AUTHZ);
+    const id = await subscribe([A, c], SUB_AUTHZ);
     const first = await openStream(ERIN, id);
     expect(first.status).toBe(200);
     first.close();
@@ -465,7 +467,7 @@ describe('subscription authorization', () => {
   it('a live consumer that loses read access to one of the event types is disconnected (spec "Authentication" 9)', async () => {
     const d = 'authz.sub.d';
     const body = await createEventType(d, { authorization: { admins: [user('alice')], readers: [user('bob'), user('erin')], writers: [user('carol')] } });
-    const id = await createSubscription([A, d], SUB_AUTHZ);
+    const id = await subscribe([A, d], SUB_AUTHZ);
     const erin = await openStream(ERIN, id);
     expect(erin.status).toBe(200);
     await erin.next();
@@ -480,7 +482,7 @@ describe('subscription authorization', () => {
   });
 
   it('only subscription admins and system administrators update and delete it', async () => {
-    const id = await createSubscription([A], SUB_AUTHZ);
+    const id = await subscribe([A], SUB_AUTHZ);
     const denied = `Access on ADMIN subscription:${id} denied`;
     const next = { authorization: { admins: [user('alice')], readers: [user('bob')] } };
     for (const who of [BOB, CAROL, DAVE]) {
@@ -499,7 +501,7 @@ describe('subscription authorization', () => {
     expectStatus(await api(ALICE, 'POST', '/subscriptions', { owning_application: 'authz-robot', event_types: [A], ...robot }), 422);
     expect((await api(BOB, 'GET', `/subscriptions/${id}`)).json).toMatchObject({ authorization: SUB_AUTHZ });
 
-    const other = await createSubscription([A], SUB_AUTHZ);
+    const other = await subscribe([A], SUB_AUTHZ);
     expectStatus(await api(ALICE, 'DELETE', `/subscriptions/${id}`), 204);
     expectStatus(await api(ADMIN, 'DELETE', `/subscriptions/${other}`), 204);
     expectStatus(await api(ALICE, 'GET', `/subscriptions/${id}`), 404);
@@ -507,7 +509,7 @@ describe('subscription authorization', () => {
   });
 
   it('a subscription without an authorization section is open to every authenticated reader of its event types', async () => {
-    const id = await createSubscription([A]);
+    const id = await subscribe([A]);
     const stream = await openStream(DAVE, id);
     expect(stream.status).toBe(200);
     stream.close();
@@ -516,7 +518,7 @@ describe('subscription authorization', () => {
   });
 
   it('changing the readers disconnects every consumer; only those still authorized reconnect', async () => {
-    const id = await createSubscription([A, B], { admins: [user('alice')], readers: [user('bob'), user('erin')] });
+    const id = await subscribe([A, B], { admins: [user('alice')], readers: [user('bob'), user('erin')] });
     const bob = await openStream(BOB, id);
     const erin = await openStream(ERIN, id);
     expect([bob.status, erin.status]).toEqual([200, 200]);
@@ -542,15 +544,85 @@ describe('subscription authorization', () => {
     again.close();
   });
 
-  it('a cursor reset needs subscription admin rights', async () => {
-    const id = await createSubscription([A, B], SUB_AUTHZ);
+  it('a cursor reset needs subscription admin rights and read access to every event type of it', async () => {
+    // alice and erin administer the subscription; erin also reads A and B, alice reads neither.
+    const id = await subscribe([A, B], { admins: [user('alice'), user('erin')], readers: [user('bob')] });
     const reset = { items: [{ event_type: A, partition: '0', offset: 'BEGIN' }] };
     const denied = `Access on ADMIN subscription:${id} denied`;
     for (const who of [BOB, CAROL, DAVE]) expectForbidden(await api(who, 'PATCH', `/subscriptions/${id}/cursors`, reset), denied);
+    expectForbidden(await api(ALICE, 'PATCH', `/subscriptions/${id}/cursors`, reset), `Access on READ event-type:${A} denied`);
+    // A system administrator gets no exception: it may make itself a reader of the event types first.
+    expectForbidden(await api(ADMIN, 'PATCH', `/subscriptions/${id}/cursors`, { items: [] }), `Access on READ event-type:${A} denied`);
     expect((await api(BOB, 'GET', `/subscriptions/${id}/cursors`)).json).toEqual({ items: [] });
-    expectStatus(await api(ALICE, 'PATCH', `/subscriptions/${id}/cursors`, reset), 204);
-    expectStatus(await api(ADMIN, 'PATCH', `/subscriptions/${id}/cursors`, { items: [] }), 204);
+    expectStatus(await api(ERIN, 'PATCH', `/subscriptions/${id}/cursors`, reset), 204);
+    expectStatus(await api(ERIN, 'PATCH', `/subscriptions/${id}/cursors`, { items: [] }), 204);
     expect((await api(BOB, 'GET', `/subscriptions/${id}/cursors`)).json).toMatchObject({ items: [{ event_type: A, offset: BEFORE_FIRST }, { event_type: B }] });
+  });
+});
+
+// =====================================================================================================
+
+describe('read access to the event types of a subscription (issue 13 §3)', () => {
+  // carol writes and reads A but may not read B: its GET /event-types/B/partitions answers 403.
+  const [A, B] = ['authz.read.a', 'authz.read.b'];
+
+  beforeAll(async () => {
+    await createEventType(A, { authorization: { admins: [user('alice')], readers: [user('bob'), user('carol')], writers: [user('carol')] } });
+    await createEventType(B, { authorization: { admins: [user('alice')], readers: [user('bob')], writers: [user('carol')] } });
+    expectStatus(await publish(CAROL, B, [orderEvent('b-1'), orderEvent('b-2')]), 200);
+  });
+
+  it('the subject cannot read B directly', async () => {
+    expectForbidden(await api(CAROL, 'GET', `/event-types/${B}/partitions`), `Access on READ event-type:${B} denied`);
+    expectStatus(await api(CAROL, 'GET', `/event-types/${A}/partitions`), 200);
+  });
+
+  it('creating a subscription on B is 403, nothing is stored; the same key created by a reader is not handed out either', async () => {
+    const owner = `app-${randomUUID()}`;
+    for (const eventTypes of [[B], [A, B], [B, A]]) {
+      expectForbidden(await api(CAROL, 'POST', '/subscriptions', { owning_application: owner, event_types: eventTypes, read_from: 'begin' }), `Access on READ event-type:${B} denied`);
+    }
+    const listed = await api(BOB, 'GET', `/subscriptions?owning_application=${owner}`);
+    expect((listed.json as { items: unknown[] }).items).toEqual([]);
+    // bob may read B: he creates it (201); carol asking for the same key gets 403, not the existing record.
+    const created = await api(BOB, 'POST', '/subscriptions', { owning_application: owner, event_types: [B], read_from: 'begin' });
+    expectStatus(created, 201);
+    expectForbidden(await api(CAROL, 'POST', '/subscriptions', { owning_application: owner, event_types: [B], read_from: 'begin' }), `Access on READ event-type:${B} denied`);
+    expectStatus(await api(BOB, 'POST', '/subscriptions', { owning_application: owner, event_types: [B], read_from: 'begin' }), 200);
+    expectStatus(await api(CAROL, 'POST', '/subscriptions', { owning_application: owner, event_types: [A], read_from: 'begin' }), 201);
+  });
+
+  it('resetting the cursors, reading the cursors and reading the stats of a subscription on B are 403 for carol, even as its admin and reader', async () => {
+    const id = await createSubscription([A, B], { admins: [user('carol'), user('bob')], readers: [user('carol'), user('bob')] }, BOB);
+    const denied = `Access on READ event-type:${B} denied`;
+    expectForbidden(await api(CAROL, 'PATCH', `/subscriptions/${id}/cursors`, { items: [] }), denied);
+    expectForbidden(await api(CAROL, 'PATCH', `/subscriptions/${id}/cursors`, { items: [{ event_type: B, partition: '0', offset: 'BEGIN' }] }), denied);
+    expect((await api(BOB, 'GET', `/subscriptions/${id}/cursors`)).json, 'nothing was initialized').toEqual({ items: [] });
+    expectStatus(await api(BOB, 'PATCH', `/subscriptions/${id}/cursors`, { items: [{ event_type: B, partition: '0', offset: 'BEGIN' }] }), 204);
+
+    expectForbidden(await api(CAROL, 'GET', `/subscriptions/${id}/cursors`), denied);
+    expectForbidden(await api(CAROL, 'GET', `/subscriptions/${id}/stats`), denied);
+    expectForbidden(await api(CAROL, 'GET', `/subscriptions/${id}/stats?show_time_lag=true`), denied);
+    const stats = await api(BOB, 'GET', `/subscriptions/${id}/stats`);
+    expectStatus(stats, 200);
+    const unconsumed = (stats.json as { items: { event_type: string; partitions: { unconsumed_events?: number }[] }[] }).items.find((i) => i.event_type === B)?.partitions[0]?.unconsumed_events;
+    expect(unconsumed).toBe(2);
+    expectStatus(await api(BOB, 'GET', `/subscriptions/${id}/cursors`), 200);
+    expectForbiddenStream(await openStream(CAROL, id), denied);
+  });
+
+  it('afterwards the node still publishes and streams normally', async () => {
+    const id = await createSubscription([A], undefined, CAROL);
+    const published = await publish(CAROL, A, [orderEvent('after-1')]);
+    expect(published.status, published.text).toBe(200);
+    const stream = await openStream(CAROL, id, 'batch_flush_timeout=1&batch_limit=1&stream_limit=1');
+    try {
+      expect(stream.status).toBe(200);
+      const [batch] = await stream.events(1, 5000);
+      expect(batch?.events?.map((e) => e.order_number)).toEqual(['after-1']);
+    } finally {
+      stream.close();
+    }
   });
 });
 
@@ -781,7 +853,8 @@ describe('administrators', () => {
 
   it('event type and subscription admins act on their own resources without being system admins', async () => {
     const name = 'authz.admins.own';
-    const body = await createEventType(name, { authorization: { admins: [user('alice')], readers: [user('bob')], writers: [user('carol')] } }, CAROL);
+    // alice administers and reads the event type (a cursor reset needs read access to it, issue 13 §3).
+    const body = await createEventType(name, { authorization: { admins: [user('alice')], readers: [user('bob'), user('alice')], writers: [user('carol')] } }, CAROL);
     const id = await createSubscription([name], { admins: [user('alice')], readers: [user('bob')] }, BOB);
     expectStatus(await api(ALICE, 'PUT', `/event-types/${name}`, { ...body, annotations: { 'example.org/by': 'alice' } }), 200);
     expectStatus(await api(ALICE, 'PUT', `/subscriptions/${id}`, { authorization: { admins: [user('alice')], readers: [user('erin')] } }), 204);

@@ -29,5 +29,5 @@ export function deletedEventsRoutes(http: HttpServer, deletedEvents: DeletedEven
     if (outcome.status !== 200) return { status: outcome.status, body: outcome.items };
     const spanCtx = SPAN_CTX_REQUEST.map((h) => ctx.headers[h]).find((v) => v !== undefined);
     return { status: 200, ...(spanCtx !== undefined && spanCtx !== '' ? { headers: { [SPAN_CTX]: spanCtx } } : {}) };
-  });
+  }, { body: 'events' });
 }

@@ -21,7 +21,8 @@ export interface EventTypeSubscriptions {
  * `GET/POST /event-types`, `GET/PUT/DELETE /event-types/{name}`, schema versions, and the registry
  * listings of strategies. Authorization (spec "Authentication"): reading needs only authentication;
  * update and delete need the event type's `admins` (or an administrator); creation and deletion follow
- * the feature toggles; nothing changes while `disable_db_write_operations` is on.
+ * the feature toggles; nothing changes while `disable_db_write_operations` is on. Creation and update
+ * run under the control-plane limiter (issue 13 §2.3).
  */
 export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions, audit: AuditLog): void {
   http.route('GET', '/event-types', async (ctx) => {
@@ -36,7 +37,7 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
     const record = await registry.create(await ctx.json(), callerOf(ctx.subject, access));
     audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: record.name, op: 'C', next: record });
     return { status: 201, body: record, headers: { Location: `/event-types/${record.name}` } };
-  });
+  }, { limited: true });
 
   http.route('GET', '/event-types/:name', async (ctx) => ({ status: 200, body: await registry.get(name(ctx.params)) }));
 
@@ -53,7 +54,7 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
     });
     audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: record.name, op: 'U', previous, next: record });
     return { status: 200, body: record };
-  });
+  }, { limited: true });
 
   http.route('DELETE', '/event-types/:name', async (ctx) => {
     access.requireWritable();

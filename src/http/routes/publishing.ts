@@ -54,7 +54,7 @@ export function publishingRoutes(
       metrics?.batch(found, err instanceof BrokerError && err.status < 500 ? 'refused' : 'failed', (performance.now() - started) / 1000);
       throw err;
     }
-  });
+  }, { body: 'events' });
 
   /** The `{name}` of a request whose subject may read that event type. @throws BrokerError 404, 403 */
   const readable = async (ctx: RequestContext): Promise<string> => {
@@ -70,9 +70,10 @@ export function publishingRoutes(
     body: await cursors.get(await readable(ctx), ctx.params.partition ?? ''),
   }));
 
-  http.route('POST', '/event-types/:name/cursor-distances', async (ctx) => ({ status: 200, body: await cursors.distances(await readable(ctx), await ctx.json()) }));
+  // Work grows with the number of cursors (issue 13 §2.3): under the control-plane limiter.
+  http.route('POST', '/event-types/:name/cursor-distances', async (ctx) => ({ status: 200, body: await cursors.distances(await readable(ctx), await ctx.json()) }), { limited: true });
 
-  http.route('POST', '/event-types/:name/cursors-lag', async (ctx) => ({ status: 200, body: await cursors.lag(await readable(ctx), await ctx.json()) }));
+  http.route('POST', '/event-types/:name/cursors-lag', async (ctx) => ({ status: 200, body: await cursors.lag(await readable(ctx), await ctx.json()) }), { limited: true });
 }
 
 /** `broker_publish_batches_total` result of each answer the publisher returns. */

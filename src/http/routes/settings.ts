@@ -29,8 +29,8 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
     audit.record({ subject: ctx.subject, resource: 'admins', resourceId: 'admins', op: 'U', previous, next: admins });
     return { status: 200, body: admins };
   };
-  http.route('POST', '/settings/admins', setAdmins);
-  http.route('PUT', '/settings/admins', setAdmins);
+  http.route('POST', '/settings/admins', setAdmins, { limited: true });
+  http.route('PUT', '/settings/admins', setAdmins, { limited: true });
 
   http.route('GET', '/settings/blacklist', () => Promise.resolve({ status: 200, body: settings.blacklist() }));
 

@@ -17,8 +17,10 @@ export type SubscriptionStatus = (id: string) => Promise<{ event_type: string; p
  * Subscription registry routes (spec "Subscriptions" endpoints, "Authentication"; WIRE.md
  * "Subscriptions" up to "Streaming"): `POST/GET /subscriptions`, `GET/PUT/DELETE /subscriptions/{subscription_id}`.
  * Streaming, commits and stats are registered elsewhere. `show_status=true` adds each subscription's
- * partition status (from `status`). Update and delete need the subscription's `admins` (or an
- * administrator); a change of its readers ends every stream of it (`onReadersChanged`).
+ * partition status (from `status`). Creating one (or getting the existing one of the same key) needs
+ * read access to every one of its event types (issue 13 §3; 403 otherwise, as for streaming it). Update
+ * and delete need the subscription's `admins` (or an administrator); a change of its readers ends every
+ * stream of it (`onReadersChanged`). Creation and update run under the control-plane limiter.
  * With the feature `token_subscription_iteration`, the listing pages by `token` (links carry tokens).
  */
 export function subscriptionRoutes(
@@ -38,10 +40,11 @@ export function subscriptionRoutes(
         if (input.authorization === undefined && access.enabled('force_subscription_authz')) problems.push('Field "authorization" is required (feature force_subscription_authz)');
         if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
       },
+      authorizeRead: (eventTypes) => access.requireEventTypesReadable(ctx.subject, eventTypes),
     });
     if (created) audit.record({ subject: ctx.subject, resource: 'subscription', resourceId: record.id, op: 'C', next: record });
     return { status: created ? 201 : 200, body: record, headers: { Location: `/subscriptions/${record.id}` } };
-  });
+  }, { limited: true });
 
   http.route('GET', '/subscriptions', async (ctx) => {
     const page = pageOf(ctx.query);
@@ -93,7 +96,7 @@ export function subscriptionRoutes(
     if (readersChanged) await onReadersChanged(id);
     audit.record({ subject: ctx.subject, resource: 'subscription', resourceId: id, op: 'U', previous, next: record });
     return { status: 204 };
-  });
+  }, { limited: true });
 
   http.route('DELETE', '/subscriptions/:id', async (ctx) => {
     access.requireWritable();

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream-parameters.js';
-import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
+import { cursorCountProblem, parseOffset, type PartitionRange } from '../../domain/offsets.js';
 import { BrokerError, errors } from '../../errors/catalog.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
 import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
@@ -86,9 +86,14 @@ export class SubscriptionCursors {
     return { status: 200, body: { items: sent.map((cursor, i) => ({ cursor, result: outcome.committed[i] ? 'committed' : 'outdated' })) } };
   }
 
-  /** Committed cursors (`{items}`; empty before the subscription was first streamed or reset). @throws BrokerError 404 */
-  async committed(id: string): Promise<{ items: SubscriptionCursor[] }> {
+  /**
+   * Committed cursors (`{items}`; empty before the subscription was first streamed or reset).
+   * @param authorize runs once the subscription is known, before anything is read (the route checks read access to its event types there)
+   * @throws BrokerError 403 (from `authorize`), 404, 503
+   */
+  async committed(id: string, authorize?: (subscription: ResolvedSubscription) => void): Promise<{ items: SubscriptionCursor[] }> {
     const subscription = await this.streams.resolve(id);
+    authorize?.(subscription);
     const offsets = await this.state.offsets(id);
     const items: SubscriptionCursor[] = [];
     for (const p of subscription.partitions) {
@@ -101,8 +106,9 @@ export class SubscriptionCursors {
   /**
    * Cursor reset (WIRE.md "Commits, cursor reset, stats"): refuses new streams, closes the open ones
    * (`Resetting subscription cursors`), waits until they are gone (at most the commit timeout), then
-   * initializes missing offsets and writes the given ones.
-   * @param authorize runs once the subscription is known, before anything changes (the route checks admin rights there)
+   * initializes missing offsets and writes the given ones. At most `MAX_CURSORS_PER_REQUEST` (src/domain/offsets.ts) cursors (422).
+   * @param authorize runs once the subscription is known, before anything changes (the route checks admin
+   *   rights on it and read access to its event types there)
    * @throws BrokerError 400 (shape), 403 (from `authorize`), 404, 409 (a reset runs), 422 (invalid cursor), 503
    */
   async reset(id: string, body: unknown, authorize: (subscription: ResolvedSubscription) => void): Promise<void> {
@@ -151,10 +157,13 @@ export class SubscriptionCursors {
    * `dead_letter_search_until`; issue 14 §3) when there is one, `consumer_lag_seconds` with `showTimeLag` (age of the oldest
    * unconsumed event from its `metadata.received_at`, 0 when nothing is unconsumed; omitted when that
    * cannot be told, e.g. category `undefined` without metadata).
-   * @throws BrokerError 404, 503
+   * @param authorize runs once the subscription is known, before anything is read (the route checks read
+   *   access to its event types there: `unconsumed_events` counts their events)
+   * @throws BrokerError 403 (from `authorize`), 404, 503
    */
-  async stats(id: string, showTimeLag: boolean): Promise<{ items: { event_type: string; partitions: PartitionStats[] }[] }> {
+  async stats(id: string, showTimeLag: boolean, authorize?: (subscription: ResolvedSubscription) => void): Promise<{ items: { event_type: string; partitions: PartitionStats[] }[] }> {
     const subscription = await this.streams.resolve(id);
+    authorize?.(subscription);
     const fields = subscription.partitions.map((p) => offsetField(p.eventType, p.partition));
     const [state, offsets, ranges, deadLetters] = await Promise.all([
       this.state.read(id),
@@ -220,6 +229,8 @@ function itemsOf(body: unknown): SubscriptionCursor[] {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.badRequest('the body must be an object with "items", an array of cursors');
   const items = (body as Record<string, unknown>).items;
   if (!Array.isArray(items)) throw errors.badRequest('"items" must be an array of cursors');
+  const tooMany = cursorCountProblem(items.length, '"items"');
+  if (tooMany !== undefined) throw errors.unprocessable(tooMany);
   return items.map((item: unknown, i) => {
     const c = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
     const { partition, offset, event_type: eventType, cursor_token: token } = c;
