@@ -115,10 +115,11 @@ export class CursorService {
    */
   async shift(name: string, body: unknown): Promise<Cursor[]> {
     if (!Array.isArray(body)) throw errors.badRequest('the body must be a JSON array of {partition, offset, shift}');
-    const items = body.map((c: unknown, i) => ({ cursor: asCursor(c, `cursor ${i}`), shift: asShift(c, `cursor ${i}`) }));
+    const items = body.map((c: unknown, i): ShiftedCursor => ({ ...asCursor(c, `cursor ${i}`), shift: asShift(c, `cursor ${i}`) }));
     const eventType = await this.load(name);
     const ranges = await this.rangesOf(eventType);
-    return items.map(({ cursor, shift }) => {
+    return items.map(({ partition, offset: text, shift }) => {
+      const cursor = { partition, offset: text };
       const { offset, range } = resolve(cursor, ranges, eventType);
       const moved = shiftOffset(offset, shift, range);
       if (!moved.ok) throw errors.unprocessable(`invalid shift of cursor ${JSON.stringify(cursor)}: ${moved.reason}`);
