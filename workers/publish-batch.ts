@@ -12,7 +12,8 @@ import { eventOwner } from '../src/domain/event-owner.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
 import { parseUntrustedJson } from '../src/http/json-limits.js';
 import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema-cost.js';
-import type { BatchItemResponse, CompileResult, PartitionPayload, PublishResult, PublishSpec, PublishStep, PublishTask, SchemaCost } from './publish-protocol.js';
+import { rejectedItems } from '../src/domain/batch-items.js';
+import type { CompileResult, PartitionPayload, PublishResult, PublishSpec, PublishStep, PublishTask, SchemaCost } from './publish-protocol.js';
 
 /**
  * The main thread validates a small batch itself only against a schema a worker measured as cheap
@@ -153,14 +154,9 @@ function eidOf(event: Event): string {
   return typeof eid === 'string' ? eid : '';
 }
 
-/** The 422 answer: failed items with their step and detail, every other item aborted. */
+/** The 422 answer (see {@link rejectedItems}). */
 function rejection(events: readonly Event[], failures: ReadonlyMap<number, { step: PublishStep; detail: string }>, schemaCost: SchemaCost | undefined): PublishResult {
-  const items: BatchItemResponse[] = events.map((event, i) => {
-    const failure = failures.get(i);
-    return failure
-      ? { eid: eidOf(event), publishing_status: 'failed', step: failure.step, detail: failure.detail }
-      : { eid: eidOf(event), publishing_status: 'aborted', step: 'none', detail: 'aborted: another event of the batch failed' };
-  });
+  const items = rejectedItems(events.map(eidOf), failures);
   return schemaCost ? { kind: 'rejected', items, schemaCost } : { kind: 'rejected', items };
 }
 

@@ -8,6 +8,7 @@
  * so the tombstone goes to every partition.
  */
 import type { BatchItemResponse, PublishSpec, PublishStep } from '../../workers/publish-protocol.js';
+import { rejectedItems } from './batch-items.js';
 import { hashPartition, readPath, userDefinedPartition } from './partitioner.js';
 
 /** The tombstones to write, or the 422 answer (one item per event, as for publishing; WIRE.md "Publishing"). */
@@ -75,13 +76,7 @@ export function planTombstones(body: unknown, spec: Pick<PublishSpec, 'partition
     }
   });
   if (failures.size > 0) {
-    const items = eids.map((eid, i): BatchItemResponse => {
-      const failure = failures.get(i);
-      return failure
-        ? { eid, publishing_status: 'failed', step: failure.step, detail: failure.detail }
-        : { eid, publishing_status: 'aborted', step: 'none', detail: 'aborted: another event of the batch failed' };
-    });
-    return { kind: 'rejected', items };
+    return { kind: 'rejected', items: rejectedItems(eids, failures) };
   }
   return { kind: 'planned', eids, itemPartitions, partitions };
 }

@@ -86,6 +86,11 @@ const DNS_LABEL_PATTERN = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/;
 const LABEL_VALUE_PATTERN = /^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
 const SCHEMA_TYPE_ALIASES = ['json_schema', 'json-schema'];
 
+/** True for the schema types the registry accepts (`json_schema`, also written `json-schema`; any case). */
+export function isSupportedSchemaType(type: string): boolean {
+  return SCHEMA_TYPE_ALIASES.includes(type.toLowerCase());
+}
+
 /**
  * An enum value, matched case-insensitively and returned lower case. Absent → `fallback` (or a
  * "must not be null" problem when there is none); unknown → a problem of `invalidStatus`.
@@ -218,7 +223,7 @@ function parseSchema(value: JsonValue | undefined, p: Problems): { type: 'json_s
   if (object === undefined) return undefined;
   const type = readString(object.type, 'schema.type', p, { required: true, nonEmpty: false });
   const schema = readString(object.schema, 'schema.schema', p, { required: true, nonEmpty: false });
-  if (type !== undefined && !SCHEMA_TYPE_ALIASES.includes(type.toLowerCase())) {
+  if (type !== undefined && !isSupportedSchemaType(type)) {
     p.rule('schema.type', `schema type "${type}" is not supported; the supported type is "json_schema" (JSON Schema draft 04)`);
     return undefined;
   }

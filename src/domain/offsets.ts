@@ -88,3 +88,18 @@ export function resolveCursor(parsed: ParsedOffset, range: PartitionRange, timel
   if (position.offset > range.newest) return { ok: false, reason: 'offset is beyond the newest available offset' };
   return { ok: true, offset: position.offset };
 }
+
+/**
+ * Moves a "last consumed" offset by `shift` events of its partition (negative: back), as
+ * `POST /event-types/{name}/shifted-cursors` does (issue 14 §4.1). Offsets are dense, so this is
+ * addition; the result must still be a cursor of the partition: from just before the oldest available
+ * event (`oldest - 1`) to the newest one.
+ * @param shift a safe integer (events)
+ * @returns the moved offset, or why it is not available (a 422 detail)
+ */
+export function shiftOffset(offset: number, shift: number, range: PartitionRange): { ok: true; offset: number } | { ok: false; reason: string } {
+  const moved = offset + shift;
+  if (moved < range.oldest - 1) return { ok: false, reason: `shifting by ${shift} goes ${range.oldest - 1 - moved} event(s) before the oldest available offset` };
+  if (moved > range.newest) return { ok: false, reason: `shifting by ${shift} goes ${moved - range.newest} event(s) after the newest available offset` };
+  return { ok: true, offset: moved };
+}

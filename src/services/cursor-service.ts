@@ -1,7 +1,8 @@
 import { partitionIds } from '../domain/event-type.js';
-import { cursorCountProblem, parseOffset, type PartitionRange } from '../domain/offsets.js';
+import { cursorCountProblem, parseOffset, shiftOffset, type PartitionRange } from '../domain/offsets.js';
 import type { TimelineMap } from '../domain/timeline.js';
 import { BrokerError, errors } from '../errors/catalog.js';
+import { parseUntrustedJson } from '../http/json-limits.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 
@@ -19,10 +20,18 @@ export interface Cursor {
   offset: string;
 }
 
+/** A cursor and how many events to move it by (`POST /event-types/{name}/shifted-cursors`; issue 14 §4.1). */
+export interface ShiftedCursor extends Cursor {
+  /** Events; negative moves back. */
+  shift: number;
+}
+
 /**
  * Partition records and cursor arithmetic (spec "Event type registry": partitions, cursor-distances,
- * cursors-lag; WIRE.md "Offsets and cursors"). Every answer costs one counter read per partition:
- * offsets are dense, so distance and lag are subtraction.
+ * cursors-lag; WIRE.md "Offsets and cursors"; issue 14 §4.1, §4.3: shifted cursors and
+ * `unconsumed_events` on the partitions resource). Every answer costs one counter read per partition:
+ * offsets are dense (one sequence per partition across its timelines), so distance, lag and shifts
+ * are integer arithmetic.
  */
 export class CursorService {
   constructor(
@@ -31,17 +40,33 @@ export class CursorService {
     private readonly partitions: PartitionLogs,
   ) {}
 
-  /** All partitions of an event type with their offsets. @throws BrokerError 404 */
-  async list(name: string): Promise<PartitionRecord[]> {
+  /**
+   * All partitions of an event type with their offsets, in partition order. With `cursors` (the
+   * `cursors` query parameter: a JSON array of cursors, at most one per partition), each partition
+   * named there also gets `unconsumed_events` after its cursor, as `cursors-lag` counts them; an empty
+   * text or `[]` is the same as none (issue 14 §4.3).
+   * @throws BrokerError 404 for an unknown event type; 422 when `cursors` is not a JSON array of
+   *   cursors, names a partition twice, or holds an invalid cursor (unknown partition, malformed,
+   *   expired or beyond the newest offset)
+   */
+  async list(name: string, cursors?: string): Promise<PartitionRecord[]> {
+    const given = cursors === undefined || cursors === '' ? [] : parseCursorList(cursors);
     const eventType = await this.load(name);
-    const ids = partitionIds(eventType.topology);
-    const ranges = await this.partitions.ranges(name, eventType.timelines, ids);
-    return ids.map((id, i) => record(id, ranges[i] as PartitionRange, eventType.timelines));
+    const ranges = await this.rangesOf(eventType);
+    const lags = new Map(given.map((cursor) => [cursor.partition, this.lagOf(cursor, ranges, eventType)]));
+    return [...ranges].map(([id, range]) => lags.get(id) ?? record(id, range, eventType.timelines));
   }
 
-  /** One partition. @throws BrokerError 404 for an unknown event type or partition */
-  async get(name: string, partition: string): Promise<PartitionRecord> {
+  /**
+   * One partition. With `consumedOffset` (the `consumed_offset` query parameter) it also gets
+   * `unconsumed_events` after that offset, as `cursors-lag` counts them (issue 14 §4.3).
+   * @throws BrokerError 404 for an unknown event type, or an unknown partition without `consumedOffset`;
+   *   422 when the cursor `{partition, consumedOffset}` is invalid (unknown partition, malformed,
+   *   expired or beyond the newest offset)
+   */
+  async get(name: string, partition: string, consumedOffset?: string): Promise<PartitionRecord> {
     const eventType = await this.load(name);
+    if (consumedOffset !== undefined) return this.lagOf({ partition, offset: consumedOffset }, await this.rangesOf(eventType), eventType);
     if (!partitionIds(eventType.topology).includes(partition)) throw new BrokerError('NOT_FOUND', 'partition not found');
     const [range] = await this.partitions.ranges(name, eventType.timelines, [partition]);
     return record(partition, range as PartitionRange, eventType.timelines);
@@ -65,7 +90,7 @@ export class CursorService {
     return queries.map(({ initial, final }) => ({
       initial_cursor: initial,
       final_cursor: final,
-      distance: resolve(final, ranges, eventType) - resolve(initial, ranges, eventType),
+      distance: resolve(final, ranges, eventType).offset - resolve(initial, ranges, eventType).offset,
     }));
   }
 
@@ -80,11 +105,38 @@ export class CursorService {
     const cursors = body.map((c: unknown, i) => asCursor(c, `cursor ${i}`));
     const eventType = await this.load(name);
     const ranges = await this.rangesOf(eventType);
-    return cursors.map((cursor) => {
-      const offset = resolve(cursor, ranges, eventType);
-      const range = ranges.get(cursor.partition) as PartitionRange;
-      return { ...record(cursor.partition, range, eventType.timelines), unconsumed_events: Math.max(0, range.newest - offset) };
+    return cursors.map((cursor) => this.lagOf(cursor, ranges, eventType));
+  }
+
+  /**
+   * Each cursor moved by its `shift` events (negative: back), across timelines: the answer names the
+   * timeline holding the new position, as any offset the broker writes (issue 14 §4.1). A missing
+   * `shift` is 0, as in the reference. Answers `[{partition, offset}]` in request order.
+   * @throws BrokerError 400 when the body is not an array; 404 for an unknown event type; 422 for an
+   *   item that is not a cursor with an integer `shift`, an invalid or expired cursor, or a result before
+   *   the oldest available offset (just before the oldest event, like `BEGIN`, is still available) or
+   *   after the newest one
+   */
+  async shift(name: string, body: unknown): Promise<Cursor[]> {
+    if (!Array.isArray(body)) throw errors.badRequest('the body must be a JSON array of {partition, offset, shift}');
+    const tooMany = cursorCountProblem(body.length, 'the body');
+    if (tooMany !== undefined) throw errors.unprocessable(tooMany);
+    const items = body.map((c: unknown, i): ShiftedCursor => ({ ...asCursor(c, `cursor ${i}`), shift: asShift(c, `cursor ${i}`) }));
+    const eventType = await this.load(name);
+    const ranges = await this.rangesOf(eventType);
+    return items.map(({ partition, offset: text, shift }) => {
+      const cursor = { partition, offset: text };
+      const { offset, range } = resolve(cursor, ranges, eventType);
+      const moved = shiftOffset(offset, shift, range);
+      if (!moved.ok) throw errors.unprocessable(`invalid shift of cursor ${JSON.stringify(cursor)}: ${moved.reason}`);
+      return { partition: cursor.partition, offset: eventType.timelines.format(cursor.partition, moved.offset) };
     });
+  }
+
+  /** The partition record of a cursor's partition with the events after it. @throws BrokerError 422 for an invalid cursor */
+  private lagOf(cursor: Cursor, ranges: ReadonlyMap<string, PartitionRange>, eventType: StoredEventType): PartitionRecord {
+    const { offset, range } = resolve(cursor, ranges, eventType);
+    return { ...record(cursor.partition, range, eventType.timelines), unconsumed_events: Math.max(0, range.newest - offset) };
   }
 
   private async load(name: string): Promise<StoredEventType> {
@@ -111,13 +163,42 @@ function asCursor(value: unknown, where: string): Cursor {
   return { partition, offset };
 }
 
-/** The last consumed offset a cursor stands for. @throws BrokerError 422 naming the cursor and the reason */
-function resolve(cursor: Cursor, ranges: ReadonlyMap<string, PartitionRange>, eventType: StoredEventType): number {
+/** The shift of a shifted cursor: a safe integer, 0 when absent. @throws BrokerError 422 */
+function asShift(value: unknown, where: string): number {
+  const shift = (value as Record<string, unknown>).shift;
+  if (shift === undefined) return 0;
+  if (typeof shift !== 'number' || !Number.isSafeInteger(shift)) throw errors.unprocessable(`${where} must have an integer field shift`);
+  return shift;
+}
+
+/**
+ * The cursors of the `cursors` query parameter of `GET /event-types/{name}/partitions`: a JSON array
+ * of cursors, each partition at most once. @throws BrokerError 422 (the reference's answer for a
+ * malformed parameter as well as for an invalid cursor)
+ */
+function parseCursorList(text: string): Cursor[] {
+  const parsed = parseUntrustedJson(Buffer.from(text), { maxDepth: 3 });
+  if (!parsed.ok) throw errors.unprocessable(`malformed cursors: ${parsed.reason}`);
+  if (!Array.isArray(parsed.value)) throw errors.unprocessable('malformed cursors: cursors must be a JSON array of {partition, offset}');
+  const cursors = parsed.value.map((c: unknown, i) => asCursor(c, `cursor ${i}`));
+  const seen = new Set<string>();
+  for (const cursor of cursors) {
+    if (seen.has(cursor.partition)) throw errors.unprocessable(`duplicate partition ids provided in cursors: "${cursor.partition}"`);
+    seen.add(cursor.partition);
+  }
+  return cursors;
+}
+
+/**
+ * The last consumed offset a cursor stands for, and its partition's range.
+ * @throws BrokerError 422 naming the cursor and the reason (unknown partition, malformed, expired, beyond the newest)
+ */
+function resolve(cursor: Cursor, ranges: ReadonlyMap<string, PartitionRange>, eventType: StoredEventType): { offset: number; range: PartitionRange } {
   const range = ranges.get(cursor.partition);
   if (!range) throw errors.unprocessable(`invalid cursor ${JSON.stringify(cursor)}: partition not found`);
   const parsed = parseOffset(cursor.offset);
   if (!parsed) throw errors.unprocessable(`invalid cursor ${JSON.stringify(cursor)}: malformed offset`);
   const resolved = eventType.timelines.resolve(parsed, cursor.partition, range);
   if (!resolved.ok) throw errors.unprocessable(`invalid cursor ${JSON.stringify(cursor)}: ${resolved.reason}`);
-  return resolved.offset;
+  return { offset: resolved.offset, range };
 }

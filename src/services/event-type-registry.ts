@@ -1,11 +1,12 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import { buildEffectiveSchema } from '../domain/effective-schema.js';
-import type { AuthorizationAttribute, EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
-import { checkFieldsAgainstSchema, checkUpdate, parseEventTypeInput, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
+import type { AuthorizationAttribute, CompatibilityMode, EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
+import { checkFieldsAgainstSchema, checkUpdate, isSupportedSchemaType, parseEventTypeInput, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
 import type { JsonObject } from '../domain/json-schema-walk.js';
 import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
 import { schemaCostLimitsOf } from '../domain/schema-cost.js';
 import { BrokerError, errors } from '../errors/catalog.js';
+import { parseUntrustedJson } from '../http/json-limits.js';
 import { randomUUID } from 'node:crypto';
 import type { StoredTimeline } from '../domain/timeline.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
@@ -26,6 +27,27 @@ export interface RegistryCaller {
 }
 
 const FIRST_VERSION = '1.0.0';
+
+/**
+ * The answer of `POST /event-types/{name}/schemas/{version}/compatibility-check` (issue 14 §4.2; the
+ * reference's fields): whether the schema could become the event type's next version under its mode.
+ */
+export interface CompatibilityCheck {
+  readonly compatible: boolean;
+  readonly compatibility_mode: CompatibilityMode;
+  /** The stored version the schema was compared with (`latest` resolved). */
+  readonly validated_against_version: string;
+  /** Why it is not compatible (the 422 detail a schema update would get); absent when compatible. */
+  readonly error?: string;
+}
+
+/** The outcome of a schema addition: the event type afterwards and the one before. */
+export interface SchemaAddition {
+  readonly record: EventType;
+  readonly previous: EventType;
+  /** Whether a new schema version was stored (false: the schema was unchanged, nothing was written). */
+  readonly changed: boolean;
+}
 
 /**
  * The event type registry (spec "Event type registry"; WIRE.md "Event types", "Schema versions"):
@@ -49,7 +71,7 @@ export class EventTypeRegistry {
    * @throws BrokerError 400 (shape, enum), 422 (rules, schema), 409 (name taken), 503 (storage)
    */
   async create(body: unknown, caller: RegistryCaller): Promise<EventType> {
-    const input = this.parse(body, caller);
+    const input = this.parse(body, caller.isAdmin);
     const authorizationProblems = caller.authorizationProblems(input, true);
     if (authorizationProblems.length > 0) throw errors.unprocessable(authorizationProblems.join('\n'));
     const submitted = await this.guard(input.schema.schema, input);
@@ -70,14 +92,78 @@ export class EventTypeRegistry {
    * @throws BrokerError 404, 400, 422 (rules, immutable fields, incompatible schema), 409 (concurrent update), 503
    */
   async update(name: string, body: unknown, caller: RegistryCaller): Promise<EventType> {
+    const merge = (previous: EventType): unknown =>
+      isObject(body) ? { name, ...body, options: body.options ?? previous.options, default_statistic: body.default_statistic ?? previous.default_statistic } : body;
+    return (await this.change(name, merge, caller, false)).record;
+  }
+
+  /**
+   * Adds a schema version (`POST /event-types/{name}/schemas`; issue 14 §4.2): an update whose input
+   * is the stored event type with only its `schema` replaced by `body` (`{type, schema}`), so it passes
+   * exactly the checks of {@link update} — the admin right, the input rules, the schema checks in a
+   * worker, evolution under the compatibility mode, the effective schema and its fields. A schema with
+   * no change (the same text, or no structural difference) writes nothing.
+   * @throws BrokerError 404, 403, 400 (body not an object), 422 (schema, incompatible change), 409 (concurrent update), 503
+   */
+  async addSchema(name: string, body: unknown, caller: RegistryCaller): Promise<SchemaAddition> {
+    if (!isObject(body)) throw errors.badRequest('the body must be a JSON object {"type": "json_schema", "schema": "<JSON Schema as text>"}');
+    return this.change(name, (previous) => ({ ...previous, schema: body }), caller, true);
+  }
+
+  /**
+   * Whether `body.schema` could become the next schema of the event type, compared with its stored
+   * version `version` (`latest` allowed) under the event type's compatibility mode
+   * (`POST /event-types/{name}/schemas/{version}/compatibility-check`; issue 14 §4.2). The schema goes
+   * through the checks of {@link addSchema} (in a worker where a PUT runs them) but nothing is stored.
+   * A change the mode refuses answers `compatible: false` with the reason; a schema that is invalid in
+   * itself or for the event type's fields is a 422, as for an update.
+   * @throws BrokerError 404 (event type, version), 400 (body not an object), 422 (no string `schema`, invalid schema), 503
+   */
+  async checkCompatibility(name: string, version: string, body: unknown): Promise<CompatibilityCheck> {
+    const existing = await this.store.get(name);
+    if (!existing) throw errors.eventTypeNotFound(name);
+    const against = version === 'latest' ? existing.record.schema : await this.store.schema(name, version);
+    if (!against) throw schemaVersionNotFound(name, version);
+    if (!isObject(body)) throw errors.badRequest('the body must be a JSON object {"schema": "<JSON Schema as text>"}');
+    if (typeof body.schema !== 'string') throw errors.unprocessable('Field "schema" must be a string: the JSON Schema as text');
+    // Retention bounds and other rules are not the check's concern: the stored event type passed them.
+    const input = this.parse({ ...existing.record, schema: { type: existing.record.schema.type, schema: body.schema } }, true);
+    const submitted = await this.guard(input.schema.schema, input);
+    const mode = input.compatibility_mode;
+    const evolution = evolveSchema(JSON.parse(against.schema) as JsonObject, submitted, against.version, mode);
+    if (!evolution.ok) return { compatible: false, compatibility_mode: mode, validated_against_version: against.version, error: incompatibility(mode, evolution.reasons) };
+    await this.checkSchema(submitted, input);
+    return { compatible: true, compatibility_mode: mode, validated_against_version: against.version };
+  }
+
+  /**
+   * The newest stored schema version whose schema equals `body.schema` as JSON (key order and
+   * whitespace aside; `POST /event-types/{name}/schemas?fetch=true`, issue 14 §4.2). Reads only.
+   * @throws BrokerError 404 (event type, or no equal schema), 400 (body not an object), 422 (no string
+   *   `schema`, unsupported `type`, `schema` not JSON)
+   */
+  async findSchema(name: string, body: unknown): Promise<EventTypeSchema> {
+    if (!isObject(body)) throw errors.badRequest('the body must be a JSON object {"type": "json_schema", "schema": "<JSON Schema as text>"}');
+    if (typeof body.schema !== 'string') throw errors.unprocessable('Field "schema" must be a string: the JSON Schema as text');
+    if (typeof body.type !== 'string' || !isSupportedSchemaType(body.type)) throw errors.unprocessable('Field "type" must be "json_schema" (JSON Schema draft 04)');
+    const wanted = canonicalJson(body.schema);
+    if (wanted === undefined) throw errors.unprocessable('invalid schema: the schema is not JSON text nested at most 512 levels');
+    const found = (await this.schemas(name)).find((stored) => canonicalJson(stored.schema) === wanted);
+    if (!found) throw new BrokerError('NOT_FOUND', `no schema version of EventType "${name}" equals the schema sent`);
+    return found;
+  }
+
+  /**
+   * The update path shared by {@link update} and {@link addSchema}.
+   * @param inputOf the update's input from the stored record
+   * @param onlyWhenSchemaChanges write nothing when no new schema version results (a schema addition)
+   */
+  private async change(name: string, inputOf: (previous: EventType) => unknown, caller: RegistryCaller, onlyWhenSchemaChanges: boolean): Promise<SchemaAddition> {
     const existing = await this.store.get(name);
     if (!existing) throw errors.eventTypeNotFound(name);
     const previous = existing.record;
     caller.requireAdmin(previous);
-    const merged = isObject(body)
-      ? { name, ...body, options: body.options ?? previous.options, default_statistic: body.default_statistic ?? previous.default_statistic }
-      : body;
-    const input = this.parse(merged, caller);
+    const input = this.parse(inputOf(previous), caller.isAdmin);
     const updateProblems = [...checkUpdate(previous, input, caller.isAdmin), ...caller.authorizationProblems(input, false)];
     if (updateProblems.length > 0) throw errors.unprocessable(updateProblems.join('\n'));
 
@@ -86,19 +172,20 @@ export class EventTypeRegistry {
     let newSchema: EventTypeSchema | undefined;
     if (input.schema.schema !== previous.schema.schema) {
       const evolution = evolveSchema(JSON.parse(previous.schema.schema) as JsonObject, submitted, previous.schema.version, input.compatibility_mode);
-      if (!evolution.ok) throw errors.unprocessable(`the schema change is not allowed under compatibility mode ${input.compatibility_mode}:\n${evolution.reasons.join('\n')}`);
+      if (!evolution.ok) throw errors.unprocessable(incompatibility(input.compatibility_mode, evolution.reasons));
       if (evolution.level !== 'none') {
         newSchema = { type: 'json_schema', schema: input.schema.schema, version: evolution.version, created_at: new Date().toISOString() };
         schema = newSchema;
       }
     }
     await this.checkSchema(submitted, input);
+    if (onlyWhenSchemaChanges && newSchema === undefined) return { record: previous, previous, changed: false };
     const record = toRecord(input, schema, previous.created_at, new Date().toISOString());
     const outcome = await this.store.update(record, existing.revision, newSchema);
     if (outcome === 'not_found') throw errors.eventTypeNotFound(name);
     if (outcome === 'conflict') throw new BrokerError('CONFLICT', `EventType "${name}" was changed concurrently; retry`);
     await this.cache.announce(name);
-    return record;
+    return { record, previous, changed: newSchema !== undefined };
   }
 
   /**
@@ -149,12 +236,13 @@ export class EventTypeRegistry {
   async schema(name: string, version: string): Promise<EventTypeSchema> {
     const eventType = await this.get(name);
     const found = version === 'latest' ? eventType.schema : await this.store.schema(name, version);
-    if (!found) throw new BrokerError('NOT_FOUND', `schema version "${version}" of EventType "${name}" does not exist.`);
+    if (!found) throw schemaVersionNotFound(name, version);
     return found;
   }
 
-  private parse(body: unknown, caller: RegistryCaller): EventTypeInput {
-    const parsed = parseEventTypeInput(body, this.config, caller.isAdmin);
+  /** @param isAdmin whether the caller is an administrator (lifts the retention bounds) */
+  private parse(body: unknown, isAdmin: boolean): EventTypeInput {
+    const parsed = parseEventTypeInput(body, this.config, isAdmin);
     if (!parsed.ok) throw new BrokerError(parsed.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', parsed.details.join('\n'));
     return parsed.value;
   }
@@ -185,6 +273,31 @@ export class EventTypeRegistry {
     const compiled = await this.pool.compile(JSON.stringify(effective.schema), schemaCostLimitsOf(this.config), this.config.schemaCompileTimeoutMs);
     if (!compiled.ok) throw errors.unprocessable(`invalid schema: ${compiled.reason}`);
   }
+}
+
+function schemaVersionNotFound(name: string, version: string): BrokerError {
+  return new BrokerError('NOT_FOUND', `schema version "${version}" of EventType "${name}" does not exist.`);
+}
+
+/** The 422 detail of a schema change the compatibility mode refuses. */
+function incompatibility(mode: CompatibilityMode, reasons: readonly string[]): string {
+  return `the schema change is not allowed under compatibility mode ${mode}:\n${reasons.join('\n')}`;
+}
+
+/** JSON text in a canonical form (object keys sorted, no whitespace), or undefined when it is not JSON nested at most 512 levels. */
+function canonicalJson(text: string): string | undefined {
+  const parsed = parseUntrustedJson(Buffer.from(text));
+  return parsed.ok ? JSON.stringify(sortKeys(parsed.value)) : undefined;
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (!isObject(value)) return value;
+  return Object.fromEntries(
+    Object.keys(value)
+      .sort()
+      .map((key) => [key, sortKeys(value[key])]),
+  );
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

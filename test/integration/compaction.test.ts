@@ -308,7 +308,7 @@ describe('POST /event-types/{name}/deleted-events', () => {
     ]);
     expect(missing.status).toBe(422);
     expect(missing.json).toEqual([
-      { eid: '', publishing_status: 'aborted', step: 'none', detail: expect.any(String) as unknown },
+      { eid: '', publishing_status: 'aborted', step: 'validating', detail: expect.any(String) as unknown },
       { eid: 'e2', publishing_status: 'failed', step: 'validating', detail: expect.stringContaining('partition_compaction_key') as unknown },
       { eid: '', publishing_status: 'aborted', step: 'none', detail: expect.any(String) as unknown },
     ]);

@@ -131,6 +131,43 @@ describe('publishing', () => {
     expect(await newest('pub.invalid')).toEqual(before);
   });
 
+  it('reports aborted items before the first invalid event at step validating, after it at none (spec: none only when aborted during validation of an earlier event)', async () => {
+    await call(broker.url, 'POST', '/event-types', businessEventType('pub.steps', fourPartitions));
+    const invalid = { metadata: { eid: 'not-a-uuid', occurred_at: new Date().toISOString() }, order_number: 'bad' };
+    const noOrder = { metadata: orderEvent('x').metadata };
+    const batch = [orderEvent('a'), orderEvent('b'), invalid, orderEvent('c'), noOrder, orderEvent('d')];
+    const answer = await call(broker.url, 'POST', '/event-types/pub.steps/events', batch);
+    expect(answer.status).toBe(422);
+    const items = answer.json as { eid: string; publishing_status: string; step: string; detail: string }[];
+    expect(items.map((i) => [i.publishing_status, i.step])).toEqual([
+      ['aborted', 'validating'],
+      ['aborted', 'validating'],
+      ['failed', 'validating'],
+      ['aborted', 'none'],
+      ['failed', 'validating'],
+      ['aborted', 'none'],
+    ]);
+    expect(items.map((i) => i.eid)).toEqual(batch.map((e) => (e.metadata as { eid: string }).eid));
+    for (const item of items.filter((i) => i.publishing_status === 'aborted')) expect(item.detail).toBe('aborted: another event of the batch failed');
+    expect(await newest('pub.steps')).toEqual(['001-0001--1', '001-0001--1', '001-0001--1', '001-0001--1']);
+
+    // A partitioning failure: every event passed validation, so later items report validating, earlier ones partitioning.
+    await call(broker.url, 'POST', '/event-types', businessEventType('pub.steps.user', { ...fourPartitions, partition_strategy: 'user_defined' }));
+    const to = (partition: string) => {
+      const event = orderEvent('U');
+      (event.metadata as Record<string, unknown>).partition = partition;
+      return event;
+    };
+    const partitioned = await call(broker.url, 'POST', '/event-types/pub.steps.user/events', [to('1'), to('9'), to('2')]);
+    expect(partitioned.status).toBe(422);
+    expect((partitioned.json as { publishing_status: string; step: string }[]).map((i) => [i.publishing_status, i.step])).toEqual([
+      ['aborted', 'partitioning'],
+      ['failed', 'partitioning'],
+      ['aborted', 'validating'],
+    ]);
+    expect(await newest('pub.steps.user')).toEqual(['001-0001--1', '001-0001--1', '001-0001--1', '001-0001--1']);
+  });
+
   it('refuses events above the size limit at the validating step, writing nothing', async () => {
     await call(broker.url, 'POST', '/event-types', businessEventType('pub.size'));
     const answer = await call(broker.url, 'POST', '/event-types/pub.size/events', [orderEvent('small'), orderEvent('big', { pad: 'x'.repeat(3000) })]);

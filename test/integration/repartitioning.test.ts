@@ -8,7 +8,7 @@ import { businessEventType } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 /**
- * Repartitioning, `POST /event-types/{name}/partition-count` (spec "Event type registry", "States and
+ * Repartitioning, `POST` (and `PUT`) `/event-types/{name}/partition-count` (spec "Event type registry", "States and
  * transitions": Repartition; issue 6). Two nodes `a` and `b` on one key prefix (everyone is an
  * administrator there, feature `repartitioning` on); a third node `guarded` on its own prefix where the
  * development subject is no administrator and the feature starts off.
@@ -186,6 +186,25 @@ describe('POST /event-types/{name}/partition-count: refusals', () => {
     const where = await stored(a, 'rp.rules', ['0', '1', '2'], before.length);
     expect(where.size).toBe(before.length);
     for (const [, at] of where) expect(at.partition).toBe(at.enriched);
+  });
+});
+
+describe('PUT /event-types/{name}/partition-count', () => {
+  it('is accepted as well as POST (the reference and its clients use PUT), with the same checks and answers', async () => {
+    await hashEventType(a, 'rp.put', 1);
+    const grown = await call(a.url, 'PUT', '/event-types/rp.put/partition-count', { partition_count: 3 });
+    expect(grown.status, grown.text).toBe(204);
+    expect(grown.text).toBe('');
+    expect((await partitions(b, 'rp.put')).map((r) => r.partition)).toEqual(['0', '1', '2']);
+    const shrink = await call(a.url, 'PUT', '/event-types/rp.put/partition-count', { partition_count: 2 });
+    expect(shrink.status).toBe(422);
+    expect((shrink.json as { detail: string }).detail).toContain('can only grow');
+    expect((await call(a.url, 'PUT', '/event-types/rp.put/partition-count', [3])).status).toBe(400);
+    expect((await call(a.url, 'PUT', '/event-types/rp.missing/partition-count', { partition_count: 2 })).status).toBe(404);
+    // On the guarded node (the feature was switched on above) the development subject administers no guarded event type.
+    const denied = await call(guarded.url, 'PUT', '/event-types/rp.guarded/partition-count', { partition_count: 2 });
+    expect(denied.json).toMatchObject({ status: 403, detail: 'Access on ADMIN event-type:rp.guarded denied' });
+    expect((await partitions(guarded, 'rp.guarded')).length).toBe(1);
   });
 });
 

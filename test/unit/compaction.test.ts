@@ -106,7 +106,7 @@ describe('planTombstones (deleted-events)', () => {
     expect(plan).toMatchObject({
       kind: 'rejected',
       items: [
-        { eid: 'e1', publishing_status: 'aborted', step: 'none' },
+        { eid: 'e1', publishing_status: 'aborted', step: 'validating' },
         { eid: 'e2', publishing_status: 'failed', step: 'validating' },
         { eid: '', publishing_status: 'failed', step: 'validating' },
         { eid: '', publishing_status: 'aborted', step: 'none' },

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatOffset, parseOffset, resolveCursor } from '../../src/domain/offsets.js';
+import { formatOffset, parseOffset, resolveCursor, shiftOffset } from '../../src/domain/offsets.js';
 
 describe('offsets (WIRE.md "Offsets and cursors")', () => {
   it.each([
@@ -39,5 +39,28 @@ describe('offsets (WIRE.md "Offsets and cursors")', () => {
     expect(resolveCursor({ kind: 'position', position: { timeline: 1, offset: 21 } }, range, 1)).toMatchObject({ ok: false });
     expect(resolveCursor({ kind: 'position', position: { timeline: 2, offset: 15 } }, range, 1)).toMatchObject({ ok: false });
     expect(resolveCursor({ kind: 'begin' }, { oldest: 0, newest: -1 }, 1)).toEqual({ ok: true, offset: -1 });
+  });
+});
+
+describe('shiftOffset (issue 14 §4.1: shifted cursors)', () => {
+  const range = { oldest: 3, newest: 9 };
+  it.each([
+    [5, 2, 7],
+    [5, -2, 3],
+    [5, -3, 2],
+    [5, 4, 9],
+    [5, 0, 5],
+    [2, 7, 9],
+  ])('moves %i by %i to %i within the available range (oldest - 1 .. newest)', (offset, shift, moved) => {
+    expect(shiftOffset(offset, shift, range)).toEqual({ ok: true, offset: moved });
+  });
+
+  it('refuses a result before just-before-the-oldest event or after the newest one', () => {
+    expect(shiftOffset(5, -4, range)).toEqual({ ok: false, reason: 'shifting by -4 goes 1 event(s) before the oldest available offset' });
+    expect(shiftOffset(5, 5, range)).toEqual({ ok: false, reason: 'shifting by 5 goes 1 event(s) after the newest available offset' });
+    // Everything expired (newest < oldest): only the position just before the oldest remains.
+    expect(shiftOffset(2, 0, { oldest: 3, newest: 2 })).toEqual({ ok: true, offset: 2 });
+    expect(shiftOffset(2, 1, { oldest: 3, newest: 2 }).ok).toBe(false);
+    expect(shiftOffset(2, -1, { oldest: 3, newest: 2 }).ok).toBe(false);
   });
 });

@@ -47,13 +47,42 @@ describe('processBatch (the worker hot path)', () => {
     expect([...partitionsOfKey.values()].every((set) => set.size === 1)).toBe(true);
   });
 
-  it('reports every invalid event as failed and the rest as aborted', () => {
+  it('reports every invalid event as failed; the rest aborted at validating before the first failure, at none after it', () => {
     const bad = { metadata: { eid: randomUUID(), occurred_at: now, published_by: 'me' }, id: 'x' };
-    const result = processBatch(task([event('a'), { metadata: { eid: 'e', occurred_at: now } }, bad]), cache);
+    const result = processBatch(task([event('a'), { metadata: { eid: 'e', occurred_at: now } }, event('b'), bad, event('c')]), cache);
     expect(result.kind).toBe('rejected');
     if (result.kind !== 'rejected') return;
-    expect(result.items.map((i) => [i.publishing_status, i.step])).toEqual([['aborted', 'none'], ['failed', 'validating'], ['failed', 'validating']]);
-    expect(result.items[2]?.detail).toContain('published_by');
+    expect(result.items.map((i) => [i.publishing_status, i.step])).toEqual([
+      ['aborted', 'validating'],
+      ['failed', 'validating'],
+      ['aborted', 'none'],
+      ['failed', 'validating'],
+      ['aborted', 'none'],
+    ]);
+    expect(result.items[3]?.detail).toContain('published_by');
+  });
+
+  it('after a partitioning failure, reports items before it at partitioning and items after it at validating', () => {
+    const userDefined = eventType({ partition_strategy: 'user_defined', partition_key_fields: [] });
+    const at = (partition: string | undefined) => ({ metadata: { eid: randomUUID(), occurred_at: now, ...(partition === undefined ? {} : { partition }) }, id: 'x' });
+    const result = processBatch(task([at('0'), at('7'), at('1'), at(undefined)], userDefined), cache);
+    if (result.kind !== 'rejected') throw new Error(JSON.stringify(result));
+    expect(result.items.map((i) => [i.publishing_status, i.step])).toEqual([
+      ['aborted', 'partitioning'],
+      ['failed', 'partitioning'],
+      ['aborted', 'validating'],
+      ['failed', 'partitioning'],
+    ]);
+    // A validation failure anywhere comes first in step order: the batch counts as aborted there.
+    const mixed = processBatch(task([at('0'), at('7'), at('1'), { metadata: { eid: 'not-a-uuid', occurred_at: now }, id: 'x' }, at('2')], userDefined), cache);
+    if (mixed.kind !== 'rejected') throw new Error(JSON.stringify(mixed));
+    expect(mixed.items.map((i) => [i.publishing_status, i.step])).toEqual([
+      ['aborted', 'validating'],
+      ['failed', 'partitioning'],
+      ['aborted', 'validating'],
+      ['failed', 'validating'],
+      ['aborted', 'none'],
+    ]);
   });
 
   it.each([

@@ -17,12 +17,14 @@ export interface EventTypeSubscriptions {
 }
 
 /**
- * Event type registry routes (spec "Event type registry"; WIRE.md "Event types"):
- * `GET/POST /event-types`, `GET/PUT/DELETE /event-types/{name}`, schema versions, and the registry
- * listings of strategies. Authorization (spec "Authentication"): reading needs only authentication;
- * update and delete need the event type's `admins` (or an administrator); creation and deletion follow
- * the feature toggles; nothing changes while `disable_db_write_operations` is on. Creation and update
- * run under the control-plane limiter (issue 13 §2.3).
+ * Event type registry routes (spec "Event type registry"; WIRE.md "Event types"; issue 14 §4.2):
+ * `GET/POST /event-types`, `GET/PUT/DELETE /event-types/{name}`, schema versions (listed, read, added
+ * with `POST .../schemas`, found with `?fetch=true`, checked with `POST .../schemas/{version}/compatibility-check`),
+ * and the registry listings of strategies. Authorization (spec "Authentication"): reading, finding and
+ * checking a schema need only authentication; update, schema addition and delete need the event type's
+ * `admins` (or an administrator); creation and deletion follow the feature toggles; nothing changes
+ * while `disable_db_write_operations` is on. Creation, update and schema
+ * addition run under the control-plane limiter (issue 13 §2.3).
  */
 export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions, audit: AuditLog): void {
   http.route('GET', '/event-types', async (ctx) => {
@@ -95,6 +97,24 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
     body: await registry.schema(name(ctx.params), ctx.params.version ?? ''),
   }));
 
+  // Issue 14 §4.2. With `?fetch=true`: the stored schema version equal to the one sent (a read, open to
+  // every subject). Otherwise a schema update, as a PUT that changes only the schema: the event type's
+  // admins, checks and audit entry (only when a new version was stored); answers the latest schema.
+  http.route('POST', '/event-types/:name/schemas', async (ctx) => {
+    const eventType = name(ctx.params);
+    if (fetchQuery(ctx.query)) return { status: 200, body: await registry.findSchema(eventType, await ctx.json()) };
+    access.requireWritable();
+    const added = await registry.addSchema(eventType, await ctx.json(), callerOf(ctx.subject, access));
+    if (added.changed) audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: eventType, op: 'U', previous: added.previous, next: added.record });
+    return { status: 200, body: added.record.schema };
+  }, { limited: true });
+
+  // Issue 14 §4.2: stores nothing, so open to every subject, like reading the schemas.
+  http.route('POST', '/event-types/:name/schemas/:version/compatibility-check', async (ctx) => ({
+    status: 200,
+    body: await registry.checkCompatibility(name(ctx.params), ctx.params.version ?? '', await ctx.json()),
+  }), { limited: true });
+
   http.route('GET', '/registry/partition-strategies', () => Promise.resolve({ status: 200, body: PARTITION_STRATEGIES }));
   http.route('GET', '/registry/enrichment-strategies', () => Promise.resolve({ status: 200, body: ENRICHMENT_STRATEGIES }));
 }
@@ -119,6 +139,18 @@ function callerOf(subject: Subject, access: AccessControl): RegistryCaller {
     },
     requireAdmin: (existing) => access.requireEventType(subject, existing, 'admin'),
   };
+}
+
+/**
+ * The `fetch` query parameter of `POST /event-types/{name}/schemas`: false when absent.
+ * @throws BrokerError 400 unless it is `true` or `false` (any case)
+ */
+function fetchQuery(query: URLSearchParams): boolean {
+  const text = query.get('fetch');
+  if (text === null) return false;
+  const lower = text.toLowerCase();
+  if (lower !== 'true' && lower !== 'false') throw errors.badRequest('fetch must be true or false');
+  return lower === 'true';
 }
 
 /**

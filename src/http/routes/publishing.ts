@@ -10,7 +10,8 @@ import { name } from './event-types.js';
 
 /**
  * Publishing and partition routes (spec "Publishing", "Event type registry"; WIRE.md "Publishing",
- * "Offsets and cursors"): `POST /event-types/{name}/events`, partitions, cursor distances and lag.
+ * "Offsets and cursors"; issue 14 §4.1, §4.3): `POST /event-types/{name}/events`, partitions (with
+ * `unconsumed_events` for given cursors), cursor distances, lag and shifted cursors.
  * Publishing checks, in WIRE.md's order: blacklist (403), body (400), event type (404), the event
  * type's `writers` (403), then per event. The partition and cursor endpoints need its `readers`.
  * @param metrics counts each publish request once (result, events, bytes, latency, batch size; DESIGN.md §8)
@@ -63,17 +64,21 @@ export function publishingRoutes(
     return eventType;
   };
 
-  http.route('GET', '/event-types/:name/partitions', async (ctx) => ({ status: 200, body: await cursors.list(await readable(ctx)) }));
+  // `?cursors=<JSON array of cursors>` adds unconsumed_events to the partitions named there (issue 14 §4.3).
+  http.route('GET', '/event-types/:name/partitions', async (ctx) => ({ status: 200, body: await cursors.list(await readable(ctx), ctx.query.get('cursors') ?? undefined) }));
 
+  // `?consumed_offset=<offset>` adds unconsumed_events after it (issue 14 §4.3).
   http.route('GET', '/event-types/:name/partitions/:partition', async (ctx) => ({
     status: 200,
-    body: await cursors.get(await readable(ctx), ctx.params.partition ?? ''),
+    body: await cursors.get(await readable(ctx), ctx.params.partition ?? '', ctx.query.get('consumed_offset') ?? undefined),
   }));
 
   // Work grows with the number of cursors (issue 13 §2.3): under the control-plane limiter.
   http.route('POST', '/event-types/:name/cursor-distances', async (ctx) => ({ status: 200, body: await cursors.distances(await readable(ctx), await ctx.json()) }), { limited: true });
 
   http.route('POST', '/event-types/:name/cursors-lag', async (ctx) => ({ status: 200, body: await cursors.lag(await readable(ctx), await ctx.json()) }), { limited: true });
+
+  http.route('POST', '/event-types/:name/shifted-cursors', async (ctx) => ({ status: 200, body: await cursors.shift(await readable(ctx), await ctx.json()) }), { limited: true });
 }
 
 /** `broker_publish_batches_total` result of each answer the publisher returns. */
