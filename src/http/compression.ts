@@ -45,10 +45,10 @@ export function negotiateStreamCoding(acceptEncoding: string | undefined): Strea
     if (name === '') continue;
     let weight = 1;
     for (const param of params) {
-      const match = /^q\s*=\s*([0-9.]+)$/.exec(param);
-      if (match) weight = Number(match[1]);
+      const match = /^q\s*=\s*(.*)$/.exec(param);
+      // A malformed q-value counts as q=0: the client's wish is unknown, identity is always safe.
+      if (match) weight = /^(0(\.\d{0,3})?|1(\.0{0,3})?)$/.test(match[1] ?? '') ? Number(match[1]) : 0;
     }
-    if (!Number.isFinite(weight)) weight = 0;
     const coding = name === 'x-gzip' ? 'gzip' : name;
     q.set(coding, Math.max(q.get(coding) ?? 0, weight));
   }
