@@ -157,7 +157,7 @@ export const configSchema = {
       required: ['maxBodyBytes', 'maxInflatedBodyBytes', 'shutdownGraceMs'],
       properties: {
         maxBodyBytes: positiveInt('largest request body accepted as sent (413 above)', 1024),
-        maxInflatedBodyBytes: positiveInt('largest request body after gunzip (413 above; a gzip bomb stops there)', 1024),
+        maxInflatedBodyBytes: positiveInt('largest request body after inflating gzip or zstd (413 above; a gzip or zstd bomb stops there)', 1024),
         shutdownGraceMs: positiveInt('on SIGTERM, how long in-flight requests may take before the node exits'),
       },
     },
