@@ -51,14 +51,14 @@ async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
 }
 
 /** The business fields of the event (the broker defines `metadata`). */
-const SCHEMA = {
+export const SCHEMA = {
   type: 'object',
   properties: { kind: { type: 'string' }, user: { type: 'string' }, n: { type: 'integer' } },
   required: ['kind', 'n'],
 } as const;
 
 /** About 150 bytes as sent: business metadata (eid, occurred_at, partition) and three fields. */
-function compactEvent(random: () => number, partition: number): object {
+export function compactEvent(random: () => number, partition: number): object {
   return {
     metadata: { eid: randomUUID(), occurred_at: new Date().toISOString(), partition: String(partition) },
     kind: 'page_view',

@@ -379,6 +379,8 @@ function machineTicks(): { busy: number; steal: number } {
 export interface CpuUse {
   /** Per label: for a process measured `split`, `<label> main thread` and `<label> other threads`. */
   readonly byLabel: Readonly<Record<string, number>>;
+  /** Length of the measured interval in seconds (CPU seconds of a label = its % / 100 × this). */
+  readonly seconds: number;
 }
 
 /** Measures CPU of processes (by pid) and of this process (the load generator) over an interval. */
@@ -426,7 +428,7 @@ export class CpuMeter {
     const measured = Object.values(byLabel).reduce((sum, v) => sum + v, 0);
     byLabel['other processes'] = Math.max(0, percent(machine.busy - this.startMachine.busy) - measured);
     if (machine.steal > this.startMachine.steal) byLabel['stolen by the hypervisor'] = percent(machine.steal - this.startMachine.steal);
-    return { byLabel };
+    return { byLabel, seconds };
   }
 }
 

@@ -6,6 +6,9 @@
  * client does (one commit in flight, the next one carries whatever arrived meanwhile).
  */
 import http from 'node:http';
+import type { Transform } from 'node:stream';
+import zlib from 'node:zlib';
+import { DecompressStream } from 'zstd-napi';
 
 /** `BENCH_QUICK=1`: small sizes and short periods, to prove a scenario works (figures meaningless). */
 export function quickMode(): boolean {
@@ -91,8 +94,12 @@ export async function createSubscription(brokerUrl: string, owningApplication: s
 export interface OpenStream {
   /** `X-Broker-StreamId` (subscription streams). */
   readonly streamId: string | undefined;
-  /** Bytes of the body received so far. */
+  /** Bytes of the body received so far, as sent (compressed when the answer has a `Content-Encoding`). */
   readonly bytes: number;
+  /** Bytes read from the stream's socket so far: the response head, chunk framing and body, as on the wire. */
+  readonly wireBytes: number;
+  /** `Content-Encoding` of the answer (undefined: identity). */
+  readonly contentEncoding: string | undefined;
   /** Settles when the server ended the answer or `close()` was called; rejects on a broken line or a socket error. */
   readonly ended: Promise<void>;
   /** The `info.debug` of the last batch seen that had one (e.g. why the stream ended). */
@@ -105,6 +112,8 @@ export interface OpenStream {
  * Opens a stream and calls `onLine` with every batch line, parsed, in order. Lines are cut at "\n"
  * on the raw bytes (a "\n" byte never occurs inside a multi-byte UTF-8 sequence) and decoded once.
  * `onOpen` runs with the `X-Broker-StreamId` once the headers arrived, before the first line.
+ * A body sent with `Content-Encoding: gzip` or `zstd` (ask with an `Accept-Encoding` header) is
+ * decoded as it arrives (zlib's gunzip, zstd-napi's `DecompressStream`), so the client pays that cost.
  * @throws Error when the broker does not answer 200 (with the start of its answer)
  */
 export function openStream(
@@ -128,13 +137,26 @@ export function openStream(
       const streamId = typeof header === 'string' ? header : undefined;
       // Before any line: lines may be delivered before a caller awaiting this promise resumes.
       options.onOpen?.(streamId);
+      const coding = res.headers['content-encoding'];
+      const decoder: Transform | undefined = coding === 'gzip' ? zlib.createGunzip() : coding === 'zstd' ? new DecompressStream() : undefined;
+      const socket = res.socket;
       const ended = new Promise<void>((resolveEnd, rejectEnd) => {
         const fail = (err: unknown): void => {
           res.destroy();
           rejectEnd(err instanceof Error ? err : new Error(String(err)));
         };
-        res.on('data', (chunk: Buffer) => {
-          bytes += chunk.byteLength;
+        const body = decoder ?? res;
+        if (decoder) {
+          res.on('data', (chunk: Buffer) => {
+            bytes += chunk.byteLength;
+            decoder.write(chunk);
+          });
+          res.on('end', () => decoder.end());
+          decoder.on('error', (err: Error) => (closing ? resolveEnd() : fail(err)));
+          decoder.on('end', () => resolveEnd());
+        }
+        body.on('data', (chunk: Buffer) => {
+          if (!decoder) bytes += chunk.byteLength;
           let start = 0;
           let newline = chunk.indexOf(10, start);
           while (newline >= 0) {
@@ -162,8 +184,11 @@ export function openStream(
           }
           if (start < chunk.byteLength) pending.push(chunk.subarray(start));
         });
-        res.on('end', () => resolveEnd());
-        res.on('close', () => resolveEnd());
+        if (!decoder) res.on('end', () => resolveEnd());
+        res.on('close', () => {
+          // With a decoder the stream ends when the decoder has given out the last line (its 'end'), unless the body was cut off.
+          if (!decoder || closing || !res.complete) resolveEnd();
+        });
         res.on('error', (err) => (closing ? resolveEnd() : rejectEnd(err)));
       });
       // A stream ending with an error nobody awaits yet must not crash the process.
@@ -173,6 +198,10 @@ export function openStream(
         get bytes() {
           return bytes;
         },
+        get wireBytes() {
+          return socket.bytesRead;
+        },
+        contentEncoding: typeof coding === 'string' ? coding : undefined,
         get lastDebug() {
           return lastDebug;
         },

@@ -166,7 +166,7 @@ export const configSchema = {
       required: ['maxBodyBytes', 'maxInflatedBodyBytes', 'maxControlBodyBytes', 'controlConcurrency', 'controlQueueLength', 'corsAllowedOrigins', 'shutdownGraceMs'],
       properties: {
         maxBodyBytes: positiveInt('largest body of a publish (`POST /event-types/{name}/events`) or deleted-events request as sent (413 above)', 1024),
-        maxInflatedBodyBytes: positiveInt('largest publish or deleted-events body after gunzip (413 above; a gzip bomb stops there)', 1024),
+        maxInflatedBodyBytes: positiveInt('largest publish or deleted-events body after inflating gzip or zstd (413 above; a gzip or zstd bomb stops there)', 1024),
         maxControlBodyBytes: positiveInt(
           'largest body of every other request (event types, subscriptions, cursors, settings, storages), as sent and after gunzip (413 above; the smaller of this and `http.maxBodyBytes` applies); must be at least `eventTypes.maxSchemaBytes`, since an event type body carries its schema',
           1024,

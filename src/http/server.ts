@@ -13,6 +13,7 @@ import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import { bodyMediaTypeProblem } from './body-media-type.js';
 import type { HttpMeter, RequestRecorder } from '../observability/meters.js';
 import type { AccessLogEntry } from '../services/kpi.js';
+import { createStreamCompressor, inflateZstdBody, negotiateStreamCoding, type StreamCompressor } from './compression.js';
 
 const gunzip = promisify(zlib.gunzip);
 const gzip = promisify(zlib.gzip);
@@ -65,7 +66,7 @@ export interface RequestContext {
   /** Who asks: authenticated before the handler runs (routes registered `public` get `unauthenticated`). */
   readonly subject: Subject;
   readonly log: Logger;
-  /** The body bytes, gunzipped when sent with `Content-Encoding: gzip`, within the size limits. @throws BrokerError 400/413/415 */
+  /** The body bytes, inflated when sent with `Content-Encoding: gzip` or `zstd`, within the size limits. @throws BrokerError 400/413/415 */
   body(): Promise<Buffer>;
   /**
    * The body parsed as JSON: strict UTF-8, at most `MAX_JSON_DEPTH` levels, no `__proto__` or
@@ -287,7 +288,7 @@ export class HttpServer {
       status = answer.status;
       if ('stream' in answer) {
         streamStarted = process.hrtime.bigint();
-        await this.sendStream(res, flowId, answer, log, cors);
+        await this.sendStream(res, flowId, answer, log, req.headers['accept-encoding'], cors);
       } else await this.sendAnswer(req, res, flowId, answer, cors);
     } catch (err) {
       status = this.sendProblem(res, flowId, err, cors);
@@ -316,17 +317,19 @@ export class HttpServer {
   }
 
   /**
-   * The body as sent, gunzipped when `Content-Encoding: gzip` (WIRE.md "Conventions").
+   * The body as sent, inflated when `Content-Encoding: gzip` or `zstd` (WIRE.md "Conventions").
    * @param limit the route's limits (`http.maxBodyBytes` / `http.maxInflatedBodyBytes` for publishing,
    *   `http.maxControlBodyBytes` otherwise)
-   * @throws BrokerError 413 above the limit as sent or inflated
-   *   (a gzip bomb stops inflating at the limit), 415 for another encoding, 400 for a corrupt gzip body
+   * @throws BrokerError 413 above the limit as sent or inflated (a gzip or zstd bomb stops inflating at
+   *   the limit; a zstd frame declaring a larger size is not inflated at all), 415 for another encoding,
+   *   400 for a corrupt gzip or zstd body
    */
   private async readBody(req: HyperExpress.Request, limit: BodyLimit): Promise<Buffer> {
     const raw = await this.receiveBody(req, limit);
-    const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+    const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
     if (encoding === 'identity' || raw.byteLength === 0) return raw;
-    if (encoding !== 'gzip') throw new BrokerError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding "${encoding}" is not supported; use gzip or none`);
+    if (encoding === 'zstd') return inflateZstd(raw, limit);
+    if (encoding !== 'gzip') throw new BrokerError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding "${encoding}" is not supported; use zstd, gzip or none`);
     try {
       return await gunzip(raw, { maxOutputLength: limit.inflated });
     } catch (err) {
@@ -451,7 +454,15 @@ export class HttpServer {
     res.send(body);
   }
 
-  private async sendStream(res: HyperExpress.Response, flowId: string, answer: StreamingAnswer, log: () => Logger, cors?: Readonly<Record<string, string>>): Promise<void> {
+  /**
+   * Sends a streamed answer. With `Accept-Encoding` naming zstd or gzip ({@link negotiateStreamCoding})
+   * the body is compressed: `Content-Encoding` says which, and every sink write goes out as complete
+   * compressed blocks (flushed per write, so a client decodes each batch line as it arrives). Streams
+   * always carry `Vary: Accept-Encoding`. Backpressure counts the compressed bytes uWS holds plus the
+   * lines still in the compressor; the compressor's native memory is released when the stream ends or
+   * the client leaves.
+   */
+  private async sendStream(res: HyperExpress.Response, flowId: string, answer: StreamingAnswer, log: () => Logger, acceptEncoding: string | undefined, cors?: Readonly<Record<string, string>>): Promise<void> {
     const controller = new AbortController();
     const stopOnShutdown = (): void => controller.abort();
     this.stopping.signal.addEventListener('abort', stopOnShutdown);
@@ -464,6 +475,9 @@ export class HttpServer {
     res.header('X-Flow-Id', flowId);
     res.header('Content-Type', answer.contentType);
     for (const [key, value] of Object.entries({ ...cors, ...answer.headers })) res.header(key, value);
+    const coding = negotiateStreamCoding(acceptEncoding);
+    res.header('Vary', 'Accept-Encoding');
+    if (coding !== undefined) res.header('Content-Encoding', coding);
     // Writes the status line and these headers now (hyper-express initiates the response), but not the
     // blank line: uWS 20.30 writes that only as the start of the first chunk (`\r\n<size>\r\n<data>` in
     // one call; a zero-length write writes nothing). So the header block cannot leave alone and streams
@@ -471,12 +485,30 @@ export class HttpServer {
     // the bytes of every approach tried: scripts/probe-stream-head.ts).
     res.write('');
     const writer = new BackpressureWriter(res);
-    res.on('close', () => writer.abort());
+    const compressor: StreamCompressor | undefined =
+      coding === undefined
+        ? undefined
+        : createStreamCompressor(coding, (block) => {
+            if (!closed) writer.write([block]);
+          });
+    res.on('close', () => {
+      writer.abort();
+      compressor?.destroy();
+    });
+    const buffers = (chunk: string | Buffer | readonly Buffer[]): readonly Buffer[] => (typeof chunk === 'string' ? [Buffer.from(chunk)] : Buffer.isBuffer(chunk) ? [chunk] : chunk);
     const sink: StreamSink = {
-      write: (chunk) => (closed ? false : writer.write(typeof chunk === 'string' ? [Buffer.from(chunk)] : Buffer.isBuffer(chunk) ? [chunk] : chunk)),
-      drained: () => writer.drained(),
+      write: (chunk) => {
+        if (closed) return false;
+        if (compressor === undefined) return writer.write(buffers(chunk));
+        compressor.write(buffers(chunk));
+        return compressor.pendingBytes === 0 && !writer.behind;
+      },
+      drained: async () => {
+        await compressor?.idle();
+        await writer.drained();
+      },
       get bufferedBytes() {
-        return writer.queuedBytes;
+        return writer.queuedBytes + (compressor?.pendingBytes ?? 0);
       },
       get closed() {
         return closed;
@@ -490,6 +522,16 @@ export class HttpServer {
       log().error({ err }, 'stream failed');
     } finally {
       this.stopping.signal.removeEventListener('abort', stopOnShutdown);
+      if (compressor !== undefined && !closed) {
+        // The end of the zstd frame or the gzip trailer, sent before the response ends.
+        try {
+          await compressor.end();
+          await writer.drained();
+        } catch (err) {
+          log().error({ err, coding }, 'ending the compressed stream failed');
+        }
+      }
+      compressor?.destroy();
       if (!closed) res.end();
     }
   }
@@ -522,21 +564,26 @@ export class HttpServer {
 class BackpressureWriter {
   /** Bytes not yet handed to uWS. */
   private queue: Buffer[] = [];
-  private behind = false;
+  private isBehind = false;
   private waiting: (() => void) | undefined;
   queuedBytes = 0;
 
   constructor(private readonly res: HyperExpress.Response) {
     res.drain(() => {
-      if (this.behind) this.res.atomic(() => this.pump([]));
-      if (!this.behind) this.wake();
+      if (this.isBehind) this.res.atomic(() => this.pump([]));
+      if (!this.isBehind) this.wake();
       return true;
     });
   }
 
+  /** True while uWS holds bytes it could not send yet: wait for {@link drained} before writing more. */
+  get behind(): boolean {
+    return this.isBehind;
+  }
+
   /** @returns false when the client is behind: wait for {@link drained} */
   write(chunks: readonly Buffer[]): boolean {
-    if (this.behind) {
+    if (this.isBehind) {
       for (const c of chunks) {
         this.queue.push(c);
         this.queuedBytes += c.length;
@@ -544,12 +591,12 @@ class BackpressureWriter {
       return false;
     }
     this.res.atomic(() => this.pump(chunks));
-    return !this.behind;
+    return !this.isBehind;
   }
 
   /** Resolves once everything written went to uWS and uWS could send it (or the client left). */
   drained(): Promise<void> {
-    if (!this.behind) return Promise.resolve();
+    if (!this.isBehind) return Promise.resolve();
     return new Promise((resolve) => (this.waiting = resolve));
   }
 
@@ -557,7 +604,7 @@ class BackpressureWriter {
   abort(): void {
     this.queue = [];
     this.queuedBytes = 0;
-    this.behind = false;
+    this.isBehind = false;
     this.wake();
   }
 
@@ -580,15 +627,15 @@ class BackpressureWriter {
         const rest = last ? (body === chunk ? [] : [chunk.subarray(chunk.length - 1)]) : [...(body === chunk ? [] : [chunk.subarray(body.length)]), ...items.slice(i + 1)];
         this.queue = rest;
         for (const r of rest) this.queuedBytes += r.length;
-        this.behind = true;
+        this.isBehind = true;
         return;
       }
       if (body !== chunk && !this.res.raw.write(chunk.subarray(body.length))) {
-        this.behind = true;
+        this.isBehind = true;
         return;
       }
     }
-    this.behind = false;
+    this.isBehind = false;
   }
 }
 
@@ -605,6 +652,17 @@ function endWithoutBody(res: HyperExpress.Response): void {
     return length === undefined && close === undefined ? original.call(this) : original.call(this, length, close);
   };
   res.send();
+}
+
+/**
+ * A `Content-Encoding: zstd` body inflated within the route's inflated limit (src/http/compression.ts).
+ * @throws BrokerError 413 when it inflates (or declares it inflates) past the limit, 400 (BAD_ZSTD) when it does not decode
+ */
+function inflateZstd(raw: Buffer, limit: BodyLimit): Buffer {
+  const inflated = inflateZstdBody(raw, limit.inflated);
+  if (inflated.ok) return inflated.body;
+  if (inflated.failure.kind === 'too-large') throw new BrokerError('PAYLOAD_TOO_LARGE', `the zstd body inflates to more than ${limit.inflated} bytes (${limit.inflatedKey})`);
+  throw new BrokerError('BAD_ZSTD', `the zstd body cannot be decoded: ${inflated.failure.reason}`);
 }
 
 function tooLarge(what: string, limit: BodyLimit): BrokerError {
