@@ -127,6 +127,7 @@ async function main() {
   rmSync(staging, { recursive: true, force: true });
   writeFileSync(stamp, `${started.toISOString()}\n`);
   utimesSync(stamp, started, started);
+  process.stderr.write(`build: built dist/ in ${((Date.now() - started.getTime()) / 1000).toFixed(1)} s\n`);
   return 0;
 }
 
