@@ -6,11 +6,15 @@
  * on 8080 (scripts/tcp-balancer.ts, a development stand-in for HAProxy). Prints the URLs and the
  * nodes' log lines; SIGINT (Ctrl+C) or SIGTERM stops everything gracefully: the balancer stops
  * accepting, the nodes drain (SIGTERM), then Redis flushes its AOF and exits. A second signal kills
- * what is left.
+ * what is left — unless it comes within a second of the first: one Ctrl+C on `npm run cluster` arrives
+ * twice (the terminal sends SIGINT to the whole foreground process group, npm included, and npm forwards
+ * its copy to this process), and the nodes and Redis run in process groups of their own, so only this
+ * process sees the terminal's signal and stops them in order.
  *
  * Options: `--redis-cluster`, `--nodes <n>` (default 3), `--port <lb port>` (default 8080; the nodes
- * take the next ports). Other `BROKER_*` variables in the environment reach every node (e.g.
- * `BROKER_LOG_LEVEL=debug npm run cluster`).
+ * take the next ports), `--data-dir <dir>` (where the standalone Redis keeps its data; default
+ * `data/cluster/redis` in the checkout). Other `BROKER_*` variables in the environment reach every
+ * node (e.g. `BROKER_LOG_LEVEL=debug npm run cluster`).
  */
 import net from 'node:net';
 import path from 'node:path';
@@ -34,16 +38,18 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-async function startStorage(cluster: boolean): Promise<Storage> {
+/** Signals this soon after the first are the same Ctrl+C (the terminal's and npm's copy), not a second one. */
+const SAME_SIGNAL_MS = 1000;
+
+async function startStorage(cluster: boolean, dataDir: string): Promise<Storage> {
   if (cluster) {
-    const redis = await startRedisCluster({ masters: 3 });
+    const redis = await startRedisCluster({ masters: 3, detached: true });
     return {
       env: { BROKER_REDIS_CLUSTER_NODES: JSON.stringify(redis.nodes) },
       describe: `Redis Cluster, 3 masters: ${redis.nodes.join(', ')} (nothing persisted)`,
       stop: () => redis.stop(),
     };
   }
-  const dataDir = path.join(repoRoot, 'data', 'cluster', 'redis');
   const redis = await startRedis({ appendonly: true, dataDir, detached: true, extraArgs: ['--appendfsync', 'everysec'] });
   return { env: { BROKER_REDIS_URL: redis.url }, describe: `${redis.url} (AOF on, data in ${path.relative(process.cwd(), dataDir) || '.'})`, stop: () => redis.stop() };
 }
@@ -63,7 +69,12 @@ function echoLogs(name: string, broker: BrokerProcess): void {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { 'redis-cluster': { type: 'boolean', default: false }, nodes: { type: 'string', default: '3' }, port: { type: 'string', default: '8080' } },
+    options: {
+      'redis-cluster': { type: 'boolean', default: false },
+      nodes: { type: 'string', default: '3' },
+      port: { type: 'string', default: '8080' },
+      'data-dir': { type: 'string', default: path.join(repoRoot, 'data', 'cluster', 'redis') },
+    },
   });
   const nodeCount = Number(values.nodes);
   const lbPort = Number(values.port);
@@ -81,25 +92,32 @@ async function main(): Promise<void> {
   let stopping = false;
   let startup: Promise<unknown> = Promise.resolve();
 
-  const stop = async (signal: string): Promise<void> => {
-    process.stdout.write(`\n${signal}: stopping the cluster (again to kill)\n`);
+  const stop = async (signal: string): Promise<boolean> => {
+    process.stdout.write(`\n${signal}: stopping the cluster (Ctrl+C again, a second later, to kill)\n`);
     await startup.catch(() => undefined); // a signal during startup stops what it started
     await balancer?.stopAccepting();
     const codes = await Promise.all(brokers.map((b) => b.stop('SIGTERM')));
     balancer?.destroyConnections();
     await storage?.stop();
     process.stdout.write(`nodes exited with ${codes.map((c) => String(c)).join(', ')}; Redis stopped\n`);
+    return codes.every((c) => c === 0);
   };
   const kill = () => {
     for (const b of brokers) b.process.kill('SIGKILL');
     void storage?.stop();
     process.exit(1);
   };
+  let firstSignalAt = 0;
   const onSignal = (signal: NodeJS.Signals) => {
-    if (stopping) return kill();
+    if (stopping) {
+      if (Date.now() - firstSignalAt < SAME_SIGNAL_MS) return; // npm's forwarded copy of the same Ctrl+C
+      process.stdout.write(`\n${signal} again: killing the cluster\n`);
+      return kill();
+    }
     stopping = true;
+    firstSignalAt = Date.now();
     stop(signal).then(
-      () => process.exit(0),
+      (clean) => process.exit(clean ? 0 : 1),
       (err: unknown) => {
         process.stderr.write(`cluster: stopping failed: ${err instanceof Error ? err.message : String(err)}\n`);
         kill();
@@ -111,7 +129,7 @@ async function main(): Promise<void> {
 
   try {
     startup = (async () => {
-      storage = await startStorage(values['redis-cluster']);
+      storage = await startStorage(values['redis-cluster'], path.resolve(values['data-dir']));
       const env = storage.env;
       const nodePorts = ports.slice(1);
       // One after the other, so a node that fails to start leaves the started ones known for cleanup.

@@ -163,9 +163,10 @@ const execFileAsync = promisify(execFile);
  * @param options.replicasPerMaster replicas of each master (default 0)
  * @param options.nodeTimeoutMs `cluster-node-timeout`: how long a master may be unreachable before its
  *   replica takes over (default 2000; the failover test uses 1000)
+ * @param options.detached run each node in its own process group (see {@link startRedis}; `npm run cluster`)
  * @throws Error when a process does not start or the cluster is not ready within `readyTimeoutMs` (default 30 s)
  */
-export async function startRedisCluster(options: { masters?: number; replicasPerMaster?: number; nodeTimeoutMs?: number; readyTimeoutMs?: number } = {}): Promise<RedisClusterProcesses> {
+export async function startRedisCluster(options: { masters?: number; replicasPerMaster?: number; nodeTimeoutMs?: number; readyTimeoutMs?: number; detached?: boolean } = {}): Promise<RedisClusterProcesses> {
   const masterCount = options.masters ?? 3;
   const replicas = options.replicasPerMaster ?? 0;
   const clusterArgs = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 2000)];
@@ -174,7 +175,7 @@ export async function startRedisCluster(options: { masters?: number; replicasPer
     await Promise.all(processes.map((p) => p.stop()));
   };
   try {
-    for (let i = 0; i < masterCount * (1 + replicas); i++) processes.push(await startRedis({ extraArgs: clusterArgs }));
+    for (let i = 0; i < masterCount * (1 + replicas); i++) processes.push(await startRedis({ extraArgs: clusterArgs, detached: options.detached === true }));
     const nodes = processes.map((p) => `127.0.0.1:${p.port}`);
     await execFileAsync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', String(replicas), '--cluster-yes'], { timeout: 60_000 });
     const roles = await waitForCluster(processes, options.readyTimeoutMs ?? 30_000);

@@ -77,7 +77,7 @@ export interface AppOptions {
 export async function createApp(config: BrokerConfig, logger: Logger, options: AppOptions = {}): Promise<App> {
   let embedded: EmbeddedRedis | undefined;
   const cluster = config.redis.clusterNodes.length > 0;
-  const url = cluster ? '' : config.redis.url || (embedded = await startEmbeddedRedis(config.embeddedRedis, logger)).url;
+  const url = cluster ? '' : config.redis.url || (embedded = await startEmbeddedRedis(config.embeddedRedis, logger, config.port)).url;
   const redis: RedisClient = cluster ? await connectCluster(config.redis.clusterNodes, config.redis, logger) : await connectRedis(url, config.redis, logger);
   const subscriber = duplicateForSubscribe(redis);
   const keys = createKeys(config.redis.keyPrefix);

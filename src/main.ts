@@ -1,9 +1,12 @@
 /**
- * Process entry: load config → compose → listen; SIGTERM/SIGINT drain and exit 0 (issue 2 §1.6).
- * Startup failures (bad config, no redis-server, Redis unreachable) exit 1 with one clear message.
+ * Process entry: load config → check the port → compose → listen; SIGTERM/SIGINT drain and exit 0
+ * (issue 2 §1.6). Startup failures (bad config, port in use, no redis-server, the data directory's
+ * embedded Redis owned by another node, Redis unreachable) exit 1 with one clear message; what was
+ * started by then (the embedded Redis) is stopped first.
  */
 import { createApp, type App } from './app.js';
 import { ConfigError, loadConfig } from './config/load-config.js';
+import { assertPortFree } from './http/port-check.js';
 import { createLogger } from './observability/logger.js';
 import { EmbeddedRedisError } from './storage/embedded-redis.js';
 
@@ -19,14 +22,19 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config);
-  let app: App;
-  try {
-    app = await createApp(config, logger);
-  } catch (err) {
+  const fail = (err: unknown): never => {
     const message = err instanceof EmbeddedRedisError || err instanceof Error ? err.message : String(err);
     logger.fatal({ err }, 'startup failed');
     process.stderr.write(`broker: cannot start: ${message}\n`);
     process.exit(1);
+  };
+  let app: App;
+  try {
+    // Before anything else starts (the embedded Redis above all): a taken port fails at once.
+    await assertPortFree(config.host, config.port);
+    app = await createApp(config, logger);
+  } catch (err) {
+    return fail(err);
   }
   let stopping = false;
   const stop = (signal: string) => {
@@ -46,7 +54,14 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  await app.start();
+  try {
+    await app.start();
+  } catch (err) {
+    // The port was taken after the check (or the listen failed otherwise): stop what was started.
+    stopping = true;
+    await app.close().catch((closeErr: unknown) => logger.error({ err: closeErr }, 'closing after a failed start failed'));
+    fail(err);
+  }
 }
 
 main().catch((err: unknown) => {

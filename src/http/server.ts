@@ -14,6 +14,14 @@ import { bodyMediaTypeProblem } from './body-media-type.js';
 import type { HttpMeter, RequestRecorder } from '../observability/meters.js';
 import type { AccessLogEntry } from '../services/kpi.js';
 import { createStreamCompressor, inflateZstdBody, negotiateStreamCoding, type StreamCompressor } from './compression.js';
+import { PortInUseError } from './port-check.js';
+
+/** uWS `ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT`: bind without SO_REUSEPORT. */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+/** uWS's native `listen` with host, port and options (its typings list only the other forms); the patched form takes no options. */
+type ListenCallback = (listenSocket: unknown) => void;
+type ListenWithOptions = (host: string, port: number, options: number, cb: ListenCallback) => unknown;
+type ListenOnHost = (host: string, port: number, cb: ListenCallback) => unknown;
 
 const gunzip = promisify(zlib.gunzip);
 const gzip = promisify(zlib.gzip);
@@ -216,9 +224,27 @@ export class HttpServer {
     this.answeredListener = listener;
   }
 
-  /** Starts listening. @returns the bound port (useful with port 0) */
+  /**
+   * Starts listening on `host:port`, exclusively: uWebSockets.js would otherwise set SO_REUSEPORT and a
+   * second node on the same port would share it silently. hyper-express offers `exclusive_port` only
+   * without a host, so its listen runs with uWS's `listen(host, port, cb)` turned, for that one call,
+   * into `listen(host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, cb)` (which uWS 20.30's native listen accepts);
+   * hyper-express keeps its own bookkeeping of the listen socket (port, shutdown).
+   * @returns the bound port (useful with port 0)
+   * @throws PortInUseError when the port is taken
+   */
   async listen(port: number, host: string): Promise<number> {
-    await this.app.listen(port, host);
+    const uws = this.app.uws_instance;
+    const native: unknown = Reflect.get(uws, 'listen'); // uWS's own, from the prototype
+    const exclusive: ListenOnHost = (h, p, cb) => (native as ListenWithOptions).call(uws, h, p, LIBUS_LISTEN_EXCLUSIVE_PORT, cb);
+    Object.defineProperty(uws, 'listen', { value: exclusive, configurable: true, writable: true });
+    try {
+      await this.app.listen(port, host);
+    } catch {
+      throw new PortInUseError(host, port);
+    } finally {
+      Reflect.deleteProperty(uws, 'listen'); // the prototype's listen again
+    }
     return this.app.port;
   }
 
