@@ -84,14 +84,14 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const scripts = new Scripts(redis);
   const eventTypeStore = new EventTypeStore(redis, scripts, keys);
   const partitionStore = new PartitionStore(redis, scripts, keys);
-  const cache = new EventTypeCache(eventTypeStore, redis, subscriber, keys, logger);
+  const cache = new EventTypeCache(eventTypeStore, redis, subscriber, keys, logger, { maxEntries: config.caches.eventTypeEntries, ttlMs: config.caches.eventTypeTtlMs });
   await cache.start();
   const initialAdmins = config.auth.initialAdmins.length > 0 ? config.auth.initialAdmins : [...UNAUTHENTICATED.attributes].map(([dataType, [value = '']]) => ({ data_type: dataType, value }));
   const settings = new Settings(new SettingsStore(redis, keys), keys, { admins: initialAdmins, readers: initialAdmins, writers: initialAdmins }, logger);
   await settings.start(subscriber);
   const access = new AccessControl(options.authorizationPlugin ?? new DefaultAuthorizationPlugin(Object.keys(config.auth.attributeClaims)), settings);
-  const authenticator = createAuthenticator(config.auth, { useRemoteTokeninfo: () => settings.enabled('remote_tokeninfo') });
-  const pool = new WorkerPool(config.publish);
+  const authenticator = createAuthenticator({ ...config.auth, tokenCacheEntries: config.caches.tokenEntries }, { useRemoteTokeninfo: () => settings.enabled('remote_tokeninfo') });
+  const pool = new WorkerPool(config.publish, config.caches.workerValidatorEntries);
   // This node's metrics, in a registry of its own (DESIGN.md §8): served at GET /metrics.
   const metrics = new BrokerMetrics();
   metrics.observeWorkerPool(() => pool.load);
@@ -105,7 +105,26 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, ...(replicated ? { replicated } : {}) }, storages, config.redis, logger, config.publish);
   const logs = new PartitionLogs(storagePool);
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes, logs, async () => (await storages.list()).defaultId);
-  const publisher = new Publisher(cache, pool, logs, redis, config.publish);
+  const publisher = new Publisher(cache, pool, logs, redis, config.publish, config.caches.mainThreadValidatorEntries);
+  // Nothing outlives what it describes (issue 15 §1): a deleted event type's series go, and validators of
+  // schemas no event type uses any more are dropped on the main thread and in every worker thread.
+  cache.onDeleted((name) => metrics.forgetEventType(name));
+  cache.onSchemaRetired((schemaKey) => {
+    publisher.forgetSchemas([schemaKey]);
+    void pool.forgetSchemas([schemaKey]);
+  });
+  metrics.observeCaches(() => {
+    const eventTypes = cache.sizes;
+    const main = publisher.cacheSizes;
+    return {
+      event_types: eventTypes.entries,
+      event_type_generations: eventTypes.generations,
+      retired_schema_keys: eventTypes.retired,
+      main_thread_validators: main.validators,
+      inline_schema_keys: main.inlineSchemas,
+      worker_validators: pool.validatorCount,
+    };
+  });
   const cursors = new CursorService(eventTypeStore, logs);
   const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, logs, cache, config.consumption, logger, metrics.stream('low_level'));
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);

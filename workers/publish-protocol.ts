@@ -67,7 +67,19 @@ export interface CompileTask {
   readonly limits: SchemaCostLimits;
 }
 
-export type WorkerTask = PublishTask | GuardTask | CompileTask;
+/** Drops validators of retired schema keys (deleted or changed event types; issue 15 §1.1). */
+export interface ForgetTask {
+  readonly kind: 'forget';
+  readonly schemaKeys: readonly string[];
+}
+
+/** A worker's answer to a {@link ForgetTask}: which thread ran it and how many validators it holds now. */
+export interface ForgetResult {
+  readonly threadId: number;
+  readonly validators: number;
+}
+
+export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask;
 
 /**
  * What validating against an effective schema costs, as a worker measured it when it compiled the

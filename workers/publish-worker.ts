@@ -3,14 +3,21 @@
  * the registry's schema checks (guard, cost and compilation), which run here because their cost
  * grows with the schema a user sent (issue 13 §1). Accepted batches hand their partition payloads back by transfer, not copy.
  */
+import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { guardSchema } from '../src/domain/schema-guard.js';
 import { processBatch, ValidatorCache } from './publish-batch.js';
-import type { CompileResult, GuardResult, PublishResult, WorkerTask } from './publish-protocol.js';
+import type { CompileResult, ForgetResult, GuardResult, PublishResult, WorkerTask } from './publish-protocol.js';
 
-const validators = new ValidatorCache();
+/** `caches.workerValidatorEntries`, handed over by the pool as worker data. */
+const validatorEntries = (workerData as { validatorEntries?: number } | undefined)?.validatorEntries ?? 256;
+const validators = new ValidatorCache(validatorEntries);
 
-export default function run(task: WorkerTask): PublishResult | GuardResult | CompileResult | ReturnType<typeof Piscina.move> {
+export default function run(task: WorkerTask): PublishResult | GuardResult | CompileResult | ForgetResult | ReturnType<typeof Piscina.move> {
+  if (task.kind === 'forget') {
+    validators.forget(task.schemaKeys);
+    return { threadId, validators: validators.size };
+  }
   if (task.kind === 'compile') return validators.check(task.effectiveSchema, task.limits);
   if (task.kind === 'guard') {
     const guarded = guardSchema(task.schema, { maxSchemaBytes: task.maxSchemaBytes, costLimits: task.limits });

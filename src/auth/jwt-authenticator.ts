@@ -81,7 +81,7 @@ export class JwtAuthenticator implements Authenticator {
     this.now = options.now ?? Date.now;
     this.ownClock = options.now !== undefined;
     this.cacheMaxTtlMs = options.cacheMaxTtlMs ?? 60_000;
-    this.cache = new TokenCache(options.cacheMaxEntries ?? 10_000, this.now);
+    this.cache = new TokenCache(options.cacheMaxEntries ?? config.tokenCacheEntries ?? 10_000, this.now);
     let algorithms = [...jwt.algorithms];
     if (jwt.jwksUrl !== '') {
       const url = URL.canParse(jwt.jwksUrl) ? new URL(jwt.jwksUrl) : undefined;

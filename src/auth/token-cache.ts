@@ -1,52 +1,48 @@
+import { LRUCache } from 'lru-cache';
+
 /**
- * A bounded map from token text to a value with an expiry time, evicting the oldest insertion when
- * full. Expired entries are dropped when read (or evicted by age of insertion), so memory stays at most
- * `maxEntries` entries. Shared by the `jwt` and `tokeninfo` authenticators.
+ * A bounded map from token text to a value with its own time to live, on lru-cache: at most
+ * `maxEntries` entries (the least recently used goes first), an entry is never returned after its
+ * expiry. Shared by the `jwt` and `tokeninfo` authenticators (config `caches.tokenEntries`).
  */
 export class TokenCache<V> {
-  private readonly entries = new Map<string, { readonly value: V; readonly expiresAt: number }>();
+  /** Values with their expiry (epoch ms): lru-cache's own ttl evicts them, the exact expiry decides a read. */
+  private readonly entries: LRUCache<string, { readonly value: V; readonly expiresAt: number }> | undefined;
 
   /**
    * @param maxEntries most entries kept (0 = nothing is kept)
-   * @param now the clock, in epoch milliseconds
+   * @param now the clock, in epoch milliseconds (tests drive it)
    */
   constructor(
-    private readonly maxEntries: number,
+    maxEntries: number,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.entries = maxEntries > 0 ? new LRUCache({ max: maxEntries, perf: { now }, ttlResolution: 0 }) : undefined;
+  }
 
   /** @returns the value stored for `key` unless it has expired */
   get(key: string): V | undefined {
-    const entry = this.entries.get(key);
+    const entry = this.entries?.get(key);
     if (entry === undefined) return undefined;
     if (entry.expiresAt <= this.now()) {
-      this.entries.delete(key);
+      this.entries?.delete(key);
       return undefined;
     }
     return entry.value;
   }
 
-  /**
-   * Stores `value` for `ttlMs` milliseconds (nothing is stored when `ttlMs` ≤ 0), evicting the oldest
-   * entries when the cache is full.
-   */
+  /** Stores `value` for `ttlMs` milliseconds (nothing is stored when `ttlMs` ≤ 0). */
   set(key: string, value: V, ttlMs: number): void {
-    if (ttlMs <= 0 || this.maxEntries <= 0) return;
-    this.entries.delete(key);
-    while (this.entries.size >= this.maxEntries) {
-      const oldest = this.entries.keys().next();
-      if (oldest.done === true) break;
-      this.entries.delete(oldest.value);
-    }
-    this.entries.set(key, { value, expiresAt: this.now() + ttlMs });
+    if (ttlMs <= 0) return;
+    this.entries?.set(key, { value, expiresAt: this.now() + ttlMs }, { ttl: ttlMs });
   }
 
   /** Entries held, expired ones not yet dropped included. */
   get size(): number {
-    return this.entries.size;
+    return this.entries?.size ?? 0;
   }
 
   clear(): void {
-    this.entries.clear();
+    this.entries?.clear();
   }
 }

@@ -68,7 +68,7 @@ export class TokenInfoAuthenticator implements Authenticator {
     if (tokeninfo.remoteUrl !== '') checkUrl(tokeninfo.remoteUrl, 'auth.tokeninfo.remoteUrl');
     this.now = options.now ?? Date.now;
     this.negativeTtlMs = Math.min(options.negativeTtlMs ?? 1000, tokeninfo.cacheTtlMs);
-    this.cache = new TokenCache(options.cacheMaxEntries ?? 10_000, this.now);
+    this.cache = new TokenCache(options.cacheMaxEntries ?? config.tokenCacheEntries ?? 10_000, this.now);
   }
 
   /**

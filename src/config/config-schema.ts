@@ -88,10 +88,25 @@ export interface BrokerConfig {
     readonly pollIntervalMs: number;
     readonly readEntries: number;
   };
+  /** Bounds of the node's in-memory caches (issue 15 §1.2; lru-cache, least recently used dropped first). */
+  readonly caches: {
+    /** Event types kept by the event type cache. */
+    readonly eventTypeEntries: number;
+    /** How long a cached event type is used without reading it again (change notices drop it at once anyway). */
+    readonly eventTypeTtlMs: number;
+    /** Compiled validators kept per worker thread. */
+    readonly workerValidatorEntries: number;
+    /** Compiled validators kept on the main thread (small batches). */
+    readonly mainThreadValidatorEntries: number;
+    /** Verified tokens kept (auth modes `jwt` and `tokeninfo`). */
+    readonly tokenEntries: number;
+  };
 }
 
 /** Authentication and authorization (spec "Authentication"; DESIGN.md §7). */
 export interface AuthConfig {
+  /** Verified tokens kept (`caches.tokenEntries`; set by the loader, absent in tests = 10,000). */
+  readonly tokenCacheEntries?: number;
   /** `off`: every request is the subject `unauthenticated`; `jwt`: verified bearer tokens; `tokeninfo`: remote introspection. */
   readonly mode: 'off' | 'jwt' | 'tokeninfo';
   /** The claim that names the subject (its id). */
@@ -128,7 +143,7 @@ const positiveInt = (description: string, minimum = 1): Record<string, unknown> 
 export const configSchema = {
   type: 'object',
   additionalProperties: false,
-  required: ['port', 'host', 'logLevel', 'redis', 'embeddedRedis', 'http', 'publish', 'eventTypes', 'retention', 'compaction', 'subscriptions', 'consumption', 'auth'],
+  required: ['port', 'host', 'logLevel', 'redis', 'embeddedRedis', 'http', 'publish', 'eventTypes', 'retention', 'compaction', 'subscriptions', 'consumption', 'caches', 'auth'],
   properties: {
     port: { type: 'integer', minimum: 0, maximum: 65535, description: 'HTTP port of this broker node (0 = any free port)' },
     host: { type: 'string', minLength: 1, description: 'address the HTTP server binds to' },
@@ -247,6 +262,18 @@ export const configSchema = {
         maxStreamBufferBytes: positiveInt('most bytes one stream holds read but not yet taken by its client; reading pauses above', 65536),
         pollIntervalMs: positiveInt('safety-net poll of a partition with an idle reader (publishes wake readers at once)', 10),
         readEntries: positiveInt('stream entries (each one batch of one partition) fetched per read'),
+      },
+    },
+    caches: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['eventTypeEntries', 'eventTypeTtlMs', 'workerValidatorEntries', 'mainThreadValidatorEntries', 'tokenEntries'],
+      properties: {
+        eventTypeEntries: positiveInt('event types the node keeps in its event type cache (least recently used dropped first)'),
+        eventTypeTtlMs: positiveInt('how long a cached event type is used before it is read again (change notices drop it at once anyway)', 1000),
+        workerValidatorEntries: positiveInt('compiled validators kept per worker thread (least recently used dropped first)'),
+        mainThreadValidatorEntries: positiveInt('compiled validators kept on the main thread for small batches'),
+        tokenEntries: positiveInt('verified bearer tokens kept (auth modes jwt and tokeninfo)'),
       },
     },
     auth: {

@@ -121,6 +121,10 @@ export interface SubscriptionLagSample {
 export interface LagSnapshot {
   readonly partitions: readonly PartitionOffsetSample[];
   readonly subscriptions: readonly SubscriptionLagSample[];
+  /** Every event type that exists (series of others are dropped). */
+  readonly eventTypes: readonly string[];
+  /** Every subscription that exists (series of others are dropped). */
+  readonly subscriptionIds: readonly string[];
 }
 
 const NOOP = (): void => undefined;

@@ -94,6 +94,8 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   private readonly lagCollectSeconds: Gauge;
   private readonly lagCollectErrors: Counter;
   private lagSource: { read: () => Promise<LagSnapshot>; logger: Logger } | undefined;
+  private readonly cacheEntries: Gauge<'cache'>;
+  private cacheSizes: (() => Readonly<Record<string, number>>) | undefined;
 
   /** The scrape under way: concurrent scrapes share it (the lag gauges are reset and refilled by each). */
   private scraping: Promise<string> | undefined;
@@ -174,6 +176,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
       registers,
     });
     this.lagCollectSeconds = new Gauge({ name: 'broker_subscription_lag_collect_seconds', help: 'Seconds the last scrape took to read the consumer lag from Redis', registers });
+    this.cacheEntries = new Gauge({ name: 'broker_cache_entries', help: 'Entries held by each in-memory cache of the node (event types, their generations, validators on the main thread and per worker thread as last reported, proven-cheap schema keys, tokens), read at scrape', labelNames: ['cache'], registers });
     this.lagCollectErrors = new Counter({ name: 'broker_subscription_lag_collect_errors_total', help: 'Scrapes whose consumer lag could not be read from Redis (the lag gauges are then absent)', registers });
   }
 
@@ -257,6 +260,29 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     eventTypes.add(eventType);
   }
 
+  /** The event type was deleted: its publish and dead-letter series go (issue 15 §1.1). */
+  forgetEventType(eventType: string): void {
+    const m = this.eventTypeMeters.get(eventType);
+    if (m !== undefined) {
+      for (const result of m.batches.keys()) this.publishBatches.remove(eventType, result);
+      for (const result of ['submitted', 'failed', 'invalid', 'aborted']) this.publishEvents.remove(eventType, result);
+      this.publishBytes.remove(eventType);
+      this.publishDuration.remove(eventType);
+      this.publishBatchSize.remove(eventType);
+      this.eventTypeMeters.delete(eventType);
+    }
+    for (const [subscriptionId, eventTypes] of this.deadLetterSeries) {
+      if (!eventTypes.delete(eventType)) continue;
+      this.deadLetters.remove(subscriptionId, eventType);
+      if (eventTypes.size === 0) this.deadLetterSeries.delete(subscriptionId);
+    }
+  }
+
+  /** Reads the sizes of the node's in-memory caches at every scrape (`broker_cache_entries{cache}`). */
+  observeCaches(sizes: () => Readonly<Record<string, number>>): void {
+    this.cacheSizes = sizes;
+  }
+
   forgetSubscription(subscriptionId: string): void {
     for (const eventType of this.deadLetterSeries.get(subscriptionId) ?? []) this.deadLetters.remove(subscriptionId, eventType);
     this.deadLetterSeries.delete(subscriptionId);
@@ -289,6 +315,8 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
 
   private async collect(): Promise<string> {
     this.readWorkerPool();
+    this.cacheEntries.reset();
+    for (const [cache, size] of Object.entries(this.cacheSizes?.() ?? {})) this.cacheEntries.labels(cache).set(size);
     await this.readLag();
     return this.registry.metrics();
   }
@@ -301,6 +329,17 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     this.poolUtilization.set(load.utilization);
     if (load.completed > this.poolCompletedSeen) this.poolCompleted.inc(load.completed - this.poolCompletedSeen);
     this.poolCompletedSeen = load.completed;
+  }
+
+  /**
+   * Safety net for the deletion notices: series of event types and subscriptions that no longer exist
+   * go (a node that missed a notice, or a subscription deleted through another node).
+   */
+  private dropSeriesOfDeleted(snapshot: LagSnapshot): void {
+    const eventTypes = new Set(snapshot.eventTypes);
+    for (const name of [...this.eventTypeMeters.keys()]) if (name !== '' && !eventTypes.has(name)) this.forgetEventType(name);
+    const subscriptions = new Set(snapshot.subscriptionIds);
+    for (const id of [...this.deadLetterSeries.keys()]) if (!subscriptions.has(id)) this.forgetSubscription(id);
   }
 
   private async readLag(): Promise<void> {
@@ -321,6 +360,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     this.committedOffset.reset();
     this.newestOffset.reset();
     if (snapshot === undefined) return;
+    this.dropSeriesOfDeleted(snapshot);
     for (const p of snapshot.partitions) this.newestOffset.labels(p.eventType, p.partition).set(p.newest);
     const sums = new Map<string, { labels: [string, string, string]; sum: number }>();
     for (const s of snapshot.subscriptions) {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { onResubscribed, type RedisClient } from '../storage/redis-connection.js';
 import { buildEffectiveSchema } from '../domain/effective-schema.js';
 import type { JsonObject } from '../domain/json-schema-walk.js';
@@ -42,17 +43,34 @@ export function buildPublishSpec(stored: Pick<StoredEventType, 'record' | 'topol
   };
 }
 
+/** Bounds of the event type cache (config `caches`). */
+export interface EventTypeCacheBounds {
+  /** Event types kept (least recently used dropped first). */
+  readonly maxEntries: number;
+  /** How long an entry is used before it is read again, in ms (notices drop it at once anyway). */
+  readonly ttlMs: number;
+}
+
 /**
  * Node-local cache of event types for the publish path (DESIGN.md §5). Every change is announced on a
  * Redis channel; each node drops the entry at once. A generation counter per name keeps a fetch that
  * raced an invalidation from caching the stale value. Losing the subscription clears the whole cache.
  * Registry reads (`GET /event-types/...`) bypass the cache and read Redis.
+ *
+ * Nothing outlives its event type (issue 15 §1): entries are bounded (lru-cache, size and age); a
+ * change notice whose event type no longer exists drops its generation and tells `onDeleted` listeners
+ * (metrics series); a dropped entry's validator key is handed to `onSchemaRetired` listeners (validator
+ * caches) once the event type is found deleted or its effective schema changed.
  */
 export class EventTypeCache {
-  private readonly entries = new Map<string, CachedEventType>();
+  private readonly entries: LRUCache<string, CachedEventType>;
   private readonly generations = new Map<string, number>();
   private globalGeneration = 0;
   private readonly listeners = new Set<(name: string | undefined) => void>();
+  private readonly deletedListeners = new Set<(name: string) => void>();
+  private readonly retiredListeners = new Set<(schemaKey: string) => void>();
+  /** Validator keys of dropped entries, until the event type is read again or found deleted. */
+  private readonly retired = new Map<string, string>();
 
   constructor(
     private readonly store: EventTypeStore,
@@ -60,16 +78,26 @@ export class EventTypeCache {
     private readonly subscriber: RedisClient,
     private readonly keys: Keys,
     private readonly logger: Logger,
-  ) {}
+    bounds: EventTypeCacheBounds = { maxEntries: 10_000, ttlMs: 300_000 },
+  ) {
+    this.entries = new LRUCache({ max: bounds.maxEntries, ttl: bounds.ttlMs });
+  }
 
   /** Subscribes to change notices; resolves once subscribed. */
   async start(): Promise<void> {
     this.subscriber.on('message', (channel: string, name: string) => {
-      if (channel === this.keys.metadataChannel) this.invalidate(name);
+      if (channel !== this.keys.metadataChannel) return;
+      this.invalidate(name);
+      void this.checkDeleted(name);
     });
     onResubscribed(this.subscriber, () => this.invalidateAll());
     this.subscriber.on('close', () => this.invalidateAll());
     await this.subscriber.subscribe(this.keys.metadataChannel);
+  }
+
+  /** Entries, generations and retired validator keys held (`broker_cache_entries`). */
+  get sizes(): { readonly entries: number; readonly generations: number; readonly retired: number } {
+    return { entries: this.entries.size, generations: this.generations.size, retired: this.retired.size };
   }
 
   /** The event type, from cache or Redis; undefined when it does not exist. */
@@ -80,7 +108,12 @@ export class EventTypeCache {
     const stored = await this.store.get(name);
     if (!stored) return undefined;
     const entry: CachedEventType = { ...stored, publishSpec: buildPublishSpec(stored) };
-    if (generation === this.generationOf(name)) this.entries.set(name, entry);
+    if (generation === this.generationOf(name)) {
+      this.entries.set(name, entry);
+      const previous = this.retired.get(name);
+      this.retired.delete(name);
+      if (previous !== undefined && previous !== entry.publishSpec.schemaKey) this.retire(previous);
+    }
     return entry;
   }
 
@@ -100,6 +133,16 @@ export class EventTypeCache {
     return () => this.listeners.delete(listener);
   }
 
+  /** Runs `listener` with the name of an event type found deleted after a change notice (on every node). */
+  onDeleted(listener: (name: string) => void): void {
+    this.deletedListeners.add(listener);
+  }
+
+  /** Runs `listener` with a validator key no cached event type uses any more (deleted, or its schema changed). */
+  onSchemaRetired(listener: (schemaKey: string) => void): void {
+    this.retiredListeners.add(listener);
+  }
+
   /** Announces a change of `name` to every node (this one included). */
   async announce(name: string): Promise<void> {
     this.invalidate(name);
@@ -115,9 +158,32 @@ export class EventTypeCache {
   }
 
   private invalidate(name: string): void {
+    const dropped = this.entries.get(name, { allowStale: true });
     this.entries.delete(name);
+    if (dropped !== undefined) this.retired.set(name, dropped.publishSpec.schemaKey);
     this.generations.set(name, (this.generations.get(name) ?? 0) + 1);
     for (const listener of this.listeners) listener(name);
+  }
+
+  /** After a change notice: when `name` is gone, forget everything about it here. */
+  private async checkDeleted(name: string): Promise<void> {
+    try {
+      if (await this.store.exists(name)) return;
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message, eventType: name }, 'could not check whether an event type was deleted; its in-memory entries stay until the next change notice');
+      return;
+    }
+    // In-flight fetches of this name must not cache: a new global generation, as the per-name one goes.
+    this.generations.delete(name);
+    this.globalGeneration++;
+    const schemaKey = this.retired.get(name);
+    this.retired.delete(name);
+    if (schemaKey !== undefined) this.retire(schemaKey);
+    for (const listener of this.deletedListeners) listener(name);
+  }
+
+  private retire(schemaKey: string): void {
+    for (const listener of this.retiredListeners) listener(schemaKey);
   }
 
   private invalidateAll(): void {

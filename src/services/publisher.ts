@@ -46,7 +46,7 @@ export interface PublishContext {
  */
 export class Publisher {
   /** Validators for batches processed on the main thread (`publish.inlineMaxBytes`). */
-  private readonly validators = new ValidatorCache(64, false);
+  private readonly validators: ValidatorCache;
   /** Schema keys a worker measured as cheap enough to validate on the main thread. */
   private readonly inlineSchemas = new LRUCache<string, true>({ max: INLINE_SCHEMAS_KEPT });
   /** Batches between receipt and answer, awaited on shutdown even when their client went away. */
@@ -58,7 +58,11 @@ export class Publisher {
     private readonly logs: PartitionLogs,
     private readonly redis: RedisClient,
     private readonly config: BrokerConfig['publish'],
-  ) {}
+    /** Validators kept on the main thread (`caches.mainThreadValidatorEntries`). */
+    mainThreadValidatorEntries = 64,
+  ) {
+    this.validators = new ValidatorCache(mainThreadValidatorEntries, false);
+  }
 
   /**
    * @param body the request body (gunzipped); it is handed to a worker and must not be used afterwards
@@ -69,6 +73,17 @@ export class Publisher {
     const tracked = work.catch(() => undefined).finally(() => this.inFlight.delete(tracked));
     this.inFlight.add(tracked);
     return work;
+  }
+
+  /** Drops what this node keeps about retired schema keys (their event types were deleted or changed). */
+  forgetSchemas(schemaKeys: readonly string[]): void {
+    this.validators.forget(schemaKeys);
+    for (const key of schemaKeys) this.inlineSchemas.delete(key);
+  }
+
+  /** Entries of the main thread's validator cache and of the proven-cheap schema keys (`broker_cache_entries`). */
+  get cacheSizes(): { readonly validators: number; readonly inlineSchemas: number } {
+    return { validators: this.validators.size, inlineSchemas: this.inlineSchemas.size };
   }
 
   /** Resolves once every batch accepted so far has been written or refused (graceful shutdown). */

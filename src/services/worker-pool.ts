@@ -2,7 +2,7 @@ import os from 'node:os';
 import { Piscina } from 'piscina';
 import { BrokerError } from '../errors/catalog.js';
 import type { BrokerConfig } from '../config/config-schema.js';
-import type { CompileResult, GuardResult, PublishResult, PublishTask } from '../../workers/publish-protocol.js';
+import type { CompileResult, ForgetResult, ForgetTask, GuardResult, PublishResult, PublishTask } from '../../workers/publish-protocol.js';
 import type { WorkerPoolLoad } from '../observability/meters.js';
 import type { SchemaCostLimits } from '../domain/schema-cost.js';
 
@@ -19,7 +19,11 @@ export class WorkerPool {
   /** Settles when the last queued schema check is done. */
   private schemaCheckTail: Promise<void> = Promise.resolve();
 
-  constructor(config: BrokerConfig['publish']) {
+  /** Validators each thread holds, as its last forget round reported (threadId → count). */
+  private readonly validatorCounts = new Map<number, number>();
+
+  /** @param validatorEntries validators kept per thread (`caches.workerValidatorEntries`) */
+  constructor(config: BrokerConfig['publish'], validatorEntries = 256) {
     const threads = config.workerThreads > 0 ? config.workerThreads : os.availableParallelism();
     this.pool = new Piscina({
       filename: new URL('../../workers/publish-worker.js', import.meta.url).href,
@@ -27,7 +31,36 @@ export class WorkerPool {
       maxThreads: threads,
       idleTimeout: 60_000,
       concurrentTasksPerWorker: 1,
+      workerData: { validatorEntries },
     });
+  }
+
+  /**
+   * Drops the validators of retired schema keys in every thread (issue 15 §1.1): piscina cannot address
+   * a thread, so the pool sends `forget` tasks until every live thread answered one (at most four rounds
+   * of one task per thread). Never throws; a thread missed keeps the validators until its LRU drops them.
+   */
+  async forgetSchemas(schemaKeys: readonly string[]): Promise<void> {
+    const threads = this.pool.threads.length;
+    const seen = new Set<number>();
+    try {
+      for (let round = 0; round < 4 && seen.size < threads; round++) {
+        const answers = await Promise.all(Array.from({ length: threads }, () => this.pool.run({ kind: 'forget', schemaKeys } satisfies ForgetTask) as Promise<ForgetResult>));
+        for (const answer of answers) {
+          seen.add(answer.threadId);
+          this.validatorCounts.set(answer.threadId, answer.validators);
+        }
+      }
+    } catch {
+      // the pool is closing
+    }
+  }
+
+  /** Validators held by the worker threads, as they last reported (`broker_cache_entries{cache="worker_validators"}`). */
+  get validatorCount(): number {
+    let total = 0;
+    for (const count of this.validatorCounts.values()) total += count;
+    return total;
   }
 
   /** Worker threads in the pool. */

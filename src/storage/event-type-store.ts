@@ -76,6 +76,11 @@ export class EventTypeStore {
     };
   }
 
+  /** Whether the event type exists (one EXISTS). @throws BrokerError 503 */
+  async exists(name: string): Promise<boolean> {
+    return (await this.redis.exists(this.keys.eventType(name)).catch(storageError)) === 1;
+  }
+
   /** Every event type record, sorted by name. */
   async list(): Promise<EventType[]> {
     const names = (await this.redis.smembers(this.keys.eventTypeNames).catch(storageError)).sort();

@@ -169,6 +169,8 @@ export class ConsumerLagReader {
     this.receivedAt = receivedAt;
     return {
       partitions,
+      eventTypes: [...eventTypes.keys()],
+      subscriptionIds: records.map((r) => r.id),
       subscriptions: rows.map((r) => ({ ...r.sample, lagSeconds: r.oldest === undefined ? 0 : ageSeconds(receivedAt.get(r.oldest) ?? null, nowMs) })),
     };
   }
