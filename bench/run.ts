@@ -5,7 +5,7 @@
  * and regenerates the "Latest results" table of `bench/README.md` from the latest run.
  *
  *   npm run bench                                   # build, then every scenario
- *   node dist/bench/run.js [publish-batches] [github] [single-event] [auth] [memory] [consume] [end-to-end] [commits] [scale-out] [compaction] [compression]
+ *   node dist/bench/run.js [publish-batches] [github] [single-event] [auth] [memory] [consume] [end-to-end] [commits] [scale-out] [compaction] [compression] [churn] [fan-out]
  *   BENCH_QUICK=1 node dist/bench/run.js consume    # consumption scenarios: small sizes, to prove they work
  *
  * A missed target never fails the run: it is printed as MISSED. The exit code is 1 only when a
@@ -29,8 +29,9 @@ import { compaction } from './compaction.js';
 import { churn } from './churn.js';
 import { compression } from './compression.js';
 import { scaleOut } from './scale-out.js';
+import { fanOut } from './fan-out.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const README_FILE = path.join(repoRoot, 'bench', 'README.md');
 const START_MARKER = '<!-- results:start -->';

@@ -8,6 +8,7 @@ import { subscriptionRoutes } from './http/routes/subscriptions.js';
 import { lowLevelStreamRoutes } from './http/routes/low-level-streams.js';
 import { LowLevelStreams } from './services/consumption/low-level-streams.js';
 import { PartitionWakeups } from './services/consumption/partition-wakeups.js';
+import { SubscriptionNotices } from './services/consumption/subscription-notices.js';
 import { subscriptionStreamRoutes } from './http/routes/subscription-streams.js';
 import { SubscriptionCursors } from './services/consumption/subscription-cursors.js';
 import { SubscriptionStreams } from './services/consumption/subscription-streams.js';
@@ -147,7 +148,10 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     metrics,
     deadLetters,
   );
-  await subscriptionStreams.start(subscriber);
+  // Subscription notices (issue 15 §3): a sharded channel per subscription, subscribed only while this
+  // node streams it; its own connection, like the partition wake-ups'.
+  const subscriptionNotices = new SubscriptionNotices(duplicateForShardedSubscribe(redis, 'broker-subscription-notices'), keys, logger, config.redis.commandTimeoutMs);
+  subscriptionStreams.start(subscriptionNotices);
   const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics);
   const lag = new ConsumerLagReader(redis, keys, subscriptionStore, cache, logs, subscriptionState);
   metrics.observeLag(() => lag.read(), logger);
@@ -231,6 +235,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       subscriber.disconnect();
       await storagePool.close();
       wakeups.close();
+      subscriptionNotices.close();
       await redis.quit().catch(() => redis.disconnect());
       await embedded?.stop();
     },

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
@@ -180,6 +181,9 @@ export class HttpServer {
     // problem with X-Flow-Id.
     this.app = new HyperExpress.Server({ max_body_length: Number.MAX_SAFE_INTEGER, max_body_buffer: 64 * 1024 });
     this.controlLimiter = new ConcurrencyLimiter(options.controlConcurrency, options.controlQueueLength);
+    // Every open stream listens to the shutdown signal (and stops listening when it ends): no limit, or
+    // Node warns of a leak from the 11th stream on.
+    setMaxListeners(0, this.stopping.signal);
     this.corsOrigins = new Set(options.corsAllowedOrigins);
     this.eventsLimit = { sent: options.maxBodyBytes, sentKey: 'http.maxBodyBytes', inflated: options.maxInflatedBodyBytes, inflatedKey: 'http.maxInflatedBodyBytes' };
     const control = options.maxControlBodyBytes;

@@ -8,7 +8,8 @@
  * any key is built), so they can contain neither braces nor the `:` separator and cannot escape into
  * another key. A subscription's records live in `{registry}` (created and listed with the event
  * types); its consumption state (offsets, sessions, topology) shares the tag `{sub:<id>}` so the Lua
- * scripts that fence commits and assignments touch one slot. Administrator settings share `{settings}`.
+ * scripts that fence commits and assignments touch one slot; its change notices go on a sharded channel
+ * under the same tag, so those scripts can SPUBLISH them. Administrator settings share `{settings}`.
  */
 export interface Keys {
   /** Set of all event type names. */
@@ -63,8 +64,12 @@ export interface Keys {
    * dead-letter search window while it runs.
    */
   subscriptionDeadLetters(id: string): string;
-  /** Pub/sub channel: subscription ids whose topology, offsets or sessions changed (`<id>` or `<id>:commit`). */
-  readonly subscriptionChannel: string;
+  /**
+   * Sharded pub/sub channel (SPUBLISH, same slot as the subscription's state): its topology, offsets or
+   * sessions changed. Messages: `topology`, `commit`, `reset`, `authz` (see `SubscriptionNotices`). Only
+   * nodes that stream the subscription subscribe to it.
+   */
+  subscriptionNotices(id: string): string;
 
   /** Hash: feature name → `1` (enabled) or `0`. */
   readonly settingsFeatures: string;
@@ -118,7 +123,7 @@ export function createKeys(prefix: string): Keys {
     subscriptionTopology: (id) => `${subscriptionState(id)}:topology`,
     subscriptionReset: (id) => `${subscriptionState(id)}:reset`,
     subscriptionDeadLetters: (id) => `${subscriptionState(id)}:dead-letters`,
-    subscriptionChannel: `${prefix}subscription-changes`,
+    subscriptionNotices: (id) => `${subscriptionState(id)}:notices`,
     settingsFeatures: `${prefix}{settings}:features`,
     settingsBlacklist: `${prefix}{settings}:blacklist`,
     settingsAdmins: `${prefix}{settings}:admins`,

@@ -150,14 +150,15 @@ export function duplicateForSubscribe(redis: RedisClient): RedisClient {
  * A connection for sharded pub/sub (`SSUBSCRIBE`, DESIGN.md §6). On a cluster, a shard channel is only
  * served by the node owning its slot: ioredis (`shardedSubscribers`) keeps one subscriber connection per
  * master and moves the channels of a slot when the slot map changes (failover, resharding).
+ * @param connectionName the name Redis lists it under (`CLIENT LIST`)
  */
-export function duplicateForShardedSubscribe(redis: RedisClient): RedisClient {
+export function duplicateForShardedSubscribe(redis: RedisClient, connectionName = 'broker-notices'): RedisClient {
   if (redis instanceof Cluster) {
-    const cluster = redis.duplicate([], { enableOfflineQueue: true, shardedSubscribers: true, redisOptions: subscriberOptions(redis, 'broker-notices') });
+    const cluster = redis.duplicate([], { enableOfflineQueue: true, shardedSubscribers: true, redisOptions: subscriberOptions(redis, connectionName) });
     cluster.on('error', () => undefined);
     return cluster;
   }
-  return redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'broker-notices' });
+  return redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, connectionName });
 }
 
 function subscriberOptions(cluster: Cluster, connectionName: string): ClusterOptions['redisOptions'] {

@@ -47,6 +47,13 @@ export interface TopologyChange {
 /** Result of a commit: per cursor committed or outdated, or why nothing was committed. */
 export type CommitOutcome = { readonly kind: 'ok'; readonly committed: readonly boolean[] } | { readonly kind: 'no_session' } | { readonly kind: 'not_owned'; readonly index: number };
 
+/**
+ * What a message on a subscription's notice channel says (`keys.subscriptionNotices`): the assignment or
+ * sessions changed (`topology`, also when the subscription was deleted), an offset moved (`commit`), a
+ * cursor reset starts (`reset`: streams end), its authorization changed (`authz`: streams end).
+ */
+export type SubscriptionNoticeKind = 'topology' | 'commit' | 'reset' | 'authz';
+
 /** The offsets hash field of a partition. */
 export const offsetField = (eventType: string, partition: string): string => `${eventType}:${partition}`;
 
@@ -95,16 +102,17 @@ export class SubscriptionStateStore {
     };
   }
 
-  /** Applies an assignment and its session changes if the version did not move; tells every node. */
+  /**
+   * Applies an assignment and its session changes if the version did not move; tells the nodes that
+   * stream the subscription (`topology` on its notice channel).
+   */
   async apply(id: string, change: TopologyChange): Promise<'ok' | 'conflict' | 'reset'> {
     const k = this.keys;
     const upsert = change.upsertSession;
     const outcome = await this.scripts
-      .run('applyTopology', [k.subscriptionTopology(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionReset(id)], [
+      .run('applyTopology', [k.subscriptionTopology(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionReset(id), k.subscriptionNotices(id)], [
         change.expectedVersion,
         JSON.stringify(change.assignments),
-        k.subscriptionChannel,
-        id,
         change.refuseDuringReset ? '1' : '0',
         (change.removeSessions ?? []).join(' '),
         upsert?.id ?? '',
@@ -120,12 +128,15 @@ export class SubscriptionStateStore {
     return Number(await this.scripts.run('heartbeat', [this.keys.subscriptionSessions(id)], [streamId, leaseMs]).catch(storageError));
   }
 
-  /** Commits cursors of one stream, fenced against the assignment (see `commitCursors-3.lua`). */
+  /**
+   * Commits cursors of one stream, fenced against the assignment (see `commitCursors-4.lua`); a commit
+   * that moved an offset tells the nodes streaming the subscription (`commit` on its notice channel).
+   */
   async commit(id: string, streamId: string, cursors: readonly { field: string; offset: number }[]): Promise<CommitOutcome> {
     const k = this.keys;
-    const args: (string | number)[] = [streamId, k.subscriptionChannel, `${id}:commit`];
+    const args: (string | number)[] = [streamId];
     for (const c of cursors) args.push(c.field, String(c.offset));
-    const result = (await this.scripts.run('commitCursors', [k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionTopology(id)], args).catch(storageError)) as (
+    const result = (await this.scripts.run('commitCursors', [k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionTopology(id), k.subscriptionNotices(id)], args).catch(storageError)) as (
       | string
       | number
     )[];
@@ -162,26 +173,29 @@ export class SubscriptionStateStore {
     return new Map(Object.entries(all).map(([field, value]) => [field, Number(value)]));
   }
 
-  /** Overwrites offsets (cursor reset) and tells every node. */
+  /** Overwrites offsets (cursor reset) and tells the nodes streaming the subscription. */
   async writeOffsets(id: string, offsets: ReadonlyMap<string, number>): Promise<void> {
     if (offsets.size > 0) {
       const flat: string[] = [];
       for (const [field, offset] of offsets) flat.push(field, String(offset));
       await this.redis.hset(this.keys.subscriptionOffsets(id), ...flat).catch(storageError);
     }
-    await this.redis.publish(this.keys.subscriptionChannel, `${id}:commit`).catch(storageError);
+    await this.announce(id, 'commit');
   }
 
   /** Marks a cursor reset as running for `ttlMs`. @returns false when one runs already */
   async startReset(id: string, ttlMs: number): Promise<boolean> {
     const set = await this.redis.set(this.keys.subscriptionReset(id), '1', 'PX', ttlMs, 'NX').catch(storageError);
-    if (set === 'OK') await this.redis.publish(this.keys.subscriptionChannel, `${id}:reset`).catch(storageError);
+    if (set === 'OK') await this.announce(id, 'reset');
     return set === 'OK';
   }
 
-  /** Announces `<id>:<kind>` on the subscription channel (e.g. `authz`: every stream of it ends). @throws BrokerError 503 */
-  async announce(id: string, kind: string): Promise<void> {
-    await this.redis.publish(this.keys.subscriptionChannel, `${id}:${kind}`).catch(storageError);
+  /**
+   * Announces `kind` on the subscription's sharded notice channel (`SPUBLISH`; e.g. `authz`: every stream
+   * of it ends), heard by every node that streams it. @throws BrokerError 503
+   */
+  async announce(id: string, kind: SubscriptionNoticeKind): Promise<void> {
+    await this.redis.spublish(this.keys.subscriptionNotices(id), kind).catch(storageError);
   }
 
   /**

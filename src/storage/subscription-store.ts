@@ -82,8 +82,8 @@ export class SubscriptionStore {
 
   /**
    * Removes the record from the registry keys (one script), then the subscription's consumption state
-   * (another slot: offsets, sessions, session info, topology, reset flag), then publishes the id on the
-   * subscription channel so live streams of it close.
+   * (another slot: offsets, sessions, session info, topology, reset flag), then announces `topology` on
+   * its notice channel so the live streams of it (whose sessions are gone) close.
    * @returns false when the subscription did not exist
    */
   async delete(record: Subscription): Promise<boolean> {
@@ -98,7 +98,7 @@ export class SubscriptionStore {
     if (removed !== 1) return false;
     const k = this.keys;
     await this.redis.del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id), k.subscriptionDeadLetters(id)).catch(storageError);
-    await this.redis.publish(k.subscriptionChannel, id).catch(storageError);
+    await this.redis.spublish(k.subscriptionNotices(id), 'topology').catch(storageError);
     return true;
   }
 }

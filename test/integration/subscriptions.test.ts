@@ -4,7 +4,7 @@ import { subscriptionKey, type Subscription } from '../../src/domain/subscriptio
 import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { Scripts } from '../../src/storage/scripts.js';
 import { SubscriptionStore } from '../../src/storage/subscription-store.js';
-import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, harnessRedis, harnessShardedSubscriber, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 let broker: TestBroker;
@@ -312,10 +312,10 @@ describe('reading, updating and deleting a subscription', () => {
     await redis.hset(k.subscriptionOffsets(id), 'sub.orders:0', '-1');
     await redis.set(k.subscriptionTopology(id), '{"version":1,"partitions":[]}');
     await redis.zadd(k.subscriptionSessions(id), Date.now() + 10_000, 'stream-1');
-    const listener = harnessRedis();
+    const listener = harnessShardedSubscriber();
     const announced: string[] = [];
-    listener.on('message', (_channel: string, message: string) => announced.push(message));
-    await listener.subscribe(k.subscriptionChannel);
+    listener.on('smessage', (channel: string, message: string) => announced.push(`${channel} ${message}`));
+    await listener.ssubscribe(k.subscriptionNotices(id));
 
     try {
       const deleted = await call(broker.url, 'DELETE', `/subscriptions/${id}`);
@@ -333,8 +333,9 @@ describe('reading, updating and deleting a subscription', () => {
       expect(ids((await call(broker.url, 'GET', '/subscriptions?owning_application=app-del')).json)).toEqual([]);
 
       const deadline = Date.now() + 2_000;
-      while (!announced.includes(id) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-      expect(announced).toContain(id);
+      const notice = `${k.subscriptionNotices(id)} topology`;
+      while (!announced.includes(notice) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(announced).toContain(notice);
     } finally {
       listener.disconnect();
     }

@@ -46,6 +46,32 @@ export function harnessRedis(): RedisClient {
   return new Redis(inject('redisUrl'), { lazyConnect: false, maxRetriesPerRequest: 1 });
 }
 
+/**
+ * A client of the harness Redis for sharded pub/sub (`SSUBSCRIBE`): on the harness cluster one with
+ * ioredis's sharded subscribers, which subscribe each channel on the master owning its slot.
+ */
+export function harnessShardedSubscriber(): RedisClient {
+  if (clusterRun()) return new Cluster(inject('clusterNodes').map(parseClusterNode), { shardedSubscribers: true, redisOptions: { maxRetriesPerRequest: 1 } });
+  return new Redis(inject('redisUrl'), { lazyConnect: false, maxRetriesPerRequest: 1 });
+}
+
+/**
+ * How many connections subscribe to each sharded channel matching `pattern`, over every master
+ * (`PUBSUB SHARDCHANNELS` and `SHARDNUMSUB` answer for one node's shard only). Channels without
+ * subscribers are absent.
+ */
+export async function shardChannels(redis: RedisClient, pattern: string): Promise<Map<string, number>> {
+  await redis.ping();
+  const out = new Map<string, number>();
+  for (const node of masterNodes(redis)) {
+    const channels = (await node.call('PUBSUB', 'SHARDCHANNELS', pattern)) as string[];
+    if (channels.length === 0) continue;
+    const counts = (await node.call('PUBSUB', 'SHARDNUMSUB', ...channels)) as (string | number)[];
+    for (let i = 0; i + 1 < counts.length; i += 2) out.set(String(counts[i]), (out.get(String(counts[i])) ?? 0) + Number(counts[i + 1]));
+  }
+  return out;
+}
+
 /** Every key matching `pattern` (SCAN on each master of a cluster: a SCAN sees one node's keys), sorted. */
 export async function scanKeys(redis: RedisClient, pattern: string): Promise<string[]> {
   await redis.ping(); // a cluster client knows its masters once connected

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { RedisClient } from '../../storage/redis-connection.js';
 import type { BrokerConfig } from '../../config/config-schema.js';
 import type { Subject } from '../../auth/subject.js';
 import { partitionIds, type EventType } from '../../domain/event-type.js';
@@ -22,6 +21,7 @@ import { EventStreamLoop, NODE_SHUTTING_DOWN, type StreamedListener, type Stream
 import { NO_CONSUMPTION_METER, type ConsumptionMeter, type StreamMeter } from '../../observability/meters.js';
 import { deadLetterPolicyOf, deadLetterStart, type DeadLetterPolicy, type PartitionDeadLetterState } from '../../domain/dead-letter.js';
 import type { DeadLetterQueue } from '../dead-letter-queue.js';
+import type { SubscriptionNotice, SubscriptionNotices } from './subscription-notices.js';
 
 /** One partition of a subscription with its event type's timelines (issue 6 §3.2). */
 export interface SubscriptionPartition extends PartitionKey {
@@ -73,12 +73,15 @@ const MAX_APPLY_ATTEMPTS = 50;
  * Subscription streams (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset, stats",
  * "Rebalancing"; DESIGN.md §6). Every stream is a session in Redis with a lease renewed by heartbeat;
  * the partition assignment is recomputed by the pure `rebalance` whenever a session joins, leaves or
- * expires, and written with compare-and-set on its version. Every node listens to the subscription
- * channel: a change of assignment, a commit or a reset reaches its streams at once.
+ * expires, and written with compare-and-set on its version. A node listens to the notice channel of
+ * each subscription it streams (`SubscriptionNotices`): a change of assignment, a commit or a reset
+ * reaches its streams at once, whichever node made it.
  */
 export class SubscriptionStreams {
   private readonly runners = new Map<string, SessionRunner>();
   private shuttingDown = false;
+  /** Where the notices of the subscriptions streamed here arrive (set by `start`). */
+  private notices: SubscriptionNotices | undefined;
 
   /** What the session runners use; built once. */
   readonly deps: RunnerDeps;
@@ -121,14 +124,13 @@ export class SubscriptionStreams {
     return this.shuttingDown;
   }
 
-  /** Listens to the subscription channel on `subscriber` (a connection in subscribe mode). */
-  async start(subscriber: RedisClient): Promise<void> {
-    subscriber.on('message', (channel: string, message: string) => {
-      if (channel !== this.keys.subscriptionChannel) return;
-      const [id = '', kind = 'topology'] = message.split(':');
-      for (const runner of this.runners.values()) if (runner.subscriptionId === id) runner.notice(kind);
-    });
-    await subscriber.subscribe(this.keys.subscriptionChannel);
+  /**
+   * Starts following changes: subscription notices come through `notices` (each stream listens to its
+   * own subscription's channel while its session lives), settings and event type changes through
+   * their caches.
+   */
+  start(notices: SubscriptionNotices): void {
+    this.notices = notices;
     // Blocking a consumer ends its live streams (WIRE.md "Settings").
     this.settings.onChange(() => {
       for (const runner of this.runners.values()) {
@@ -218,11 +220,28 @@ export class SubscriptionStreams {
     if (!check.ok) throw check.status === 409 ? new BrokerError('CONFLICT', check.detail) : errors.unprocessable(check.detail);
     if (session.requested.length === 0 && freeSlots(subscription.partitions, live) <= 0) throw new BrokerError('CONFLICT', 'No free slots for streaming available');
     await this.initialize(subscription);
-    const info: SessionInfo = { requested: params.partitions, state: 'streaming', node: this.nodeId };
-    const joined = await this.applyChange(subscription, { upsert: { id: streamId, info, leaseMs: this.config.subscriptions.leaseTtlMs }, refuseDuringReset: true });
-    if (joined === 'reset') throw new BrokerError('CONFLICT', 'Cursors are being reset; try again shortly');
-    const runner = new SessionRunner(this, subscription, streamId, params, subject, eventFilters(this.access, subject, subscription.eventTypes));
+    if (!this.notices) throw new Error('subscription streams were not started');
+    // Listening before joining: every change after the join reaches the stream. A notice before the
+    // runner exists needs nothing: the runner reads the state when it starts.
+    const target: { runner?: SessionRunner } = {};
+    const unlisten = await this.notices.listen(id, (notice) => target.runner?.notice(notice));
+    let runner: SessionRunner;
+    try {
+      const info: SessionInfo = { requested: params.partitions, state: 'streaming', node: this.nodeId };
+      const joined = await this.applyChange(subscription, { upsert: { id: streamId, info, leaseMs: this.config.subscriptions.leaseTtlMs }, refuseDuringReset: true });
+      if (joined === 'reset') throw new BrokerError('CONFLICT', 'Cursors are being reset; try again shortly');
+      runner = new SessionRunner(this, subscription, streamId, params, subject, eventFilters(this.access, subject, subscription.eventTypes));
+    } catch (err) {
+      unlisten();
+      throw err;
+    }
+    target.runner = runner;
     this.runners.set(streamId, runner);
+    // Notices are heard until the session left Redis (after the commit window, when there is one).
+    const forget = (): void => {
+      unlisten();
+      this.runners.delete(streamId);
+    };
     return {
       status: 200,
       contentType: 'application/x-json-stream',
@@ -231,7 +250,7 @@ export class SubscriptionStreams {
         try {
           await runner.run(sink);
         } finally {
-          void runner.released.finally(() => this.runners.delete(streamId));
+          void runner.released.finally(forget);
         }
       },
     };
@@ -431,8 +450,11 @@ class SessionRunner implements StreamPolicy {
     return this.subscription.record.id;
   }
 
-  /** A message on the subscription channel: `topology`, `commit` or `reset`. */
-  notice(kind: string): void {
+  /**
+   * A notice of the subscription: `reset` and `authz` end the stream; `commit` reads the offsets again,
+   * `topology` and `resubscribed` (notices may have been missed) the whole state.
+   */
+  notice(kind: SubscriptionNotice): void {
     if (kind === 'reset') return this.end(END_REASONS.reset);
     if (kind === 'authz') return this.end(END_REASONS.authorizationChanged);
     // A commit only moves offsets; the assignment is read again only when a partition is leaving this
@@ -596,6 +618,8 @@ class SessionRunner implements StreamPolicy {
     this.assignments = state.assignments;
     this.lastOffsets = offsets;
     this.applyOffsets(offsets);
+    // A reset whose notice was missed (the subscriber connection was down) still ends the stream.
+    if (state.resetRunning && !this.finished) this.override ??= END_REASONS.reset;
     const me = state.sessions.find((s) => s.id === this.streamId);
     if (!me || me.expiresAt <= state.nowMs) {
       if (!this.finished) this.override ??= END_REASONS.sessionLost;

@@ -7,11 +7,11 @@
   KEYS[1] offsets   (hash)  `<event type>:<partition>` → last committed offset
   KEYS[2] sessions  (zset)  stream id → expiry, ms on Redis's clock
   KEYS[3] topology  (hash)  `partitions` (JSON array of {eventType, partition, state, session, ...})
+  KEYS[4] notices   (sharded pub/sub channel, same slot) receives `commit` when an offset moved, so the
+                    nodes streaming the subscription see it at once, whichever node took the commit
 
   ARGV[1] stream id
-  ARGV[2] channel   (pub/sub channel told about the commit)
-  ARGV[3] message
-  ARGV[4..] pairs: field `<event type>:<partition>`, offset (integer)
+  ARGV[2..] pairs: field `<event type>:<partition>`, offset (integer)
 
   Returns {'ok', r1, r2, ...} with ri = 1 committed / 0 outdated, {'no_session'}, or {'not_owned', i}
   (i = 1-based index of the first cursor of a partition the stream does not hold).
@@ -25,23 +25,23 @@ local partitions = cjson.decode(redis.call('HGET', KEYS[3], 'partitions') or '[]
 for _, a in ipairs(partitions) do
   if a.state ~= 'unassigned' then owners[a.eventType .. ':' .. a.partition] = a.session end
 end
-local n = (#ARGV - 3) / 2
+local n = (#ARGV - 1) / 2
 for i = 1, n do
-  if owners[ARGV[2 + 2 * i]] ~= ARGV[1] then return {'not_owned', i} end
+  if owners[ARGV[2 * i]] ~= ARGV[1] then return {'not_owned', i} end
 end
 local results = {'ok'}
 local any = false
 for i = 1, n do
-  local field = ARGV[2 + 2 * i]
-  local offset = tonumber(ARGV[3 + 2 * i])
+  local field = ARGV[2 * i]
+  local offset = tonumber(ARGV[1 + 2 * i])
   local current = tonumber(redis.call('HGET', KEYS[1], field) or '-1')
   if offset > current then
-    redis.call('HSET', KEYS[1], field, ARGV[3 + 2 * i])
+    redis.call('HSET', KEYS[1], field, ARGV[1 + 2 * i])
     results[#results + 1] = 1
     any = true
   else
     results[#results + 1] = 0
   end
 end
-if any then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
+if any then redis.call('SPUBLISH', KEYS[4], 'commit') end
 return results

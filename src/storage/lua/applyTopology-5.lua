@@ -6,32 +6,32 @@
   KEYS[2] sessions      (zset)   stream id → lease expiry, ms on Redis's clock
   KEYS[3] session info  (hash)   stream id → session JSON
   KEYS[4] reset         (string) present while a cursor reset runs
+  KEYS[5] notices       (sharded pub/sub channel, same slot) receives `topology` on a change, so the
+                        nodes streaming the subscription follow at once
 
   ARGV[1] expected version     (integer; 0 when the subscription never had an assignment)
   ARGV[2] partitions           (JSON array)
-  ARGV[3] channel              (pub/sub channel told about the change)
-  ARGV[4] message              (published on it)
-  ARGV[5] refuse during reset  ('1' = return 'reset' when KEYS[4] exists)
-  ARGV[6] removed stream ids   (space-separated; may be empty)
-  ARGV[7] upserted stream id   ('' = none)
-  ARGV[8] its session JSON
-  ARGV[9] its lease            (ms from now)
+  ARGV[3] refuse during reset  ('1' = return 'reset' when KEYS[4] exists)
+  ARGV[4] removed stream ids   (space-separated; may be empty)
+  ARGV[5] upserted stream id   ('' = none)
+  ARGV[6] its session JSON
+  ARGV[7] its lease            (ms from now)
 
   Returns 'ok', 'conflict' (the version moved: read again) or 'reset'.
 ]]
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if version ~= tonumber(ARGV[1]) then return 'conflict' end
-if ARGV[5] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then return 'reset' end
-for id in string.gmatch(ARGV[6], '%S+') do
+if ARGV[3] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then return 'reset' end
+for id in string.gmatch(ARGV[4], '%S+') do
   redis.call('ZREM', KEYS[2], id)
   redis.call('HDEL', KEYS[3], id)
 end
-if ARGV[7] ~= '' then
+if ARGV[5] ~= '' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[9]), ARGV[7])
-  redis.call('HSET', KEYS[3], ARGV[7], ARGV[8])
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[7]), ARGV[5])
+  redis.call('HSET', KEYS[3], ARGV[5], ARGV[6])
 end
 redis.call('HSET', KEYS[1], 'version', version + 1, 'partitions', ARGV[2])
-redis.call('PUBLISH', ARGV[3], ARGV[4])
+redis.call('SPUBLISH', KEYS[5], 'topology')
 return 'ok'
