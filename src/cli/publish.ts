@@ -153,6 +153,7 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
   progress.update(published + failures.length, true);
   progress.end();
 
+  failures.sort((x, y) => x.index - y.index);
   const seconds = (performance.now() - started) / 1000;
   const summary: PublishSummary = {
     event_type: eventType,
@@ -168,7 +169,7 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
   else {
     const rate = seconds > 0 ? `, ${formatCount(published / seconds)} events/s` : '';
     const failed = failures.length > 0 ? `; ${formatCount(failures.length)} failed` : '';
-    await output.out(`published ${formatCount(published)} of ${formatCount(read)} events to ${eventType} in ${formatCount(requests)} requests (${seconds.toFixed(2)} s${rate})${failed}\n`);
+    await output.out(`published ${formatCount(published)} of ${formatCount(read)} events to ${eventType} in ${formatCount(requests)} ${requests === 1 ? 'request' : 'requests'} (${seconds.toFixed(2)} s${rate})${failed}\n`);
   }
   if (failures.length > 0) ctx.partial();
 }

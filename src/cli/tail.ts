@@ -23,6 +23,7 @@ interface TailOptions {
   readonly batchLimit: string;
   readonly flushTimeout: string;
   readonly streamTimeout?: string;
+  readonly commitTimeout?: string;
 }
 
 /** Adds `tail` to the program. */
@@ -33,7 +34,8 @@ export function registerTail(program: Command, session: CliSession): void {
     .argument('[event-type]', 'event type to read without a subscription')
     .option('--subscription <id>', 'read through this subscription and commit what was printed')
     .addOption(new Option('--from <where>', 'event type streams: start at the oldest event or after the newest').choices(['begin', 'end']).default('end'))
-    .option('--no-commit', 'subscription streams: do not commit (the broker ends the stream after its commit timeout, 60 s, and sends the events again to the next stream)')
+    .option('--no-commit', 'subscription streams: do not commit (the broker ends the stream after its commit timeout and keeps its partitions that long after it ended; their events go again to the next stream)')
+    .option('--commit-timeout <s>', 'subscription streams: seconds a sent batch may stay uncommitted (commit_timeout; broker default and maximum 60)')
     .option('--limit <n>', 'stop after n events')
     .option('--batch-limit <n>', 'events per batch (batch_limit)', '100')
     .option('--flush-timeout <s>', 'longest wait for a batch to fill, in seconds (batch_flush_timeout)', '1')
@@ -56,6 +58,7 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
   const batchLimit = Math.min(positiveInteger('--batch-limit', options.batchLimit) ?? 100, limit ?? Number.MAX_SAFE_INTEGER);
   const flushTimeout = positiveInteger('--flush-timeout', options.flushTimeout) ?? 1;
   const streamTimeout = positiveInteger('--stream-timeout', options.streamTimeout);
+  const commitTimeout = positiveInteger('--commit-timeout', options.commitTimeout);
   const query = new URLSearchParams({ batch_limit: String(batchLimit), batch_flush_timeout: String(flushTimeout) });
   if (limit !== undefined) query.set('stream_limit', String(limit));
   if (streamTimeout !== undefined) query.set('stream_timeout', String(streamTimeout));
@@ -69,6 +72,7 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
     // Sending pauses at max_uncommitted_events: room for ten batches while commits are on their way;
     // without commits, as many as will be printed.
     query.set('max_uncommitted_events', String(options.commit ? batchLimit * 10 : (limit ?? 1_000_000)));
+    if (commitTimeout !== undefined) query.set('commit_timeout', String(commitTimeout));
     path = `/subscriptions/${id}/events?${query.toString()}`;
   } else {
     const name = encodeURIComponent(eventType ?? '');
