@@ -116,7 +116,7 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
     process.removeListener('SIGTERM', stop);
     if (committer) await committer.flush();
   }
-  if (!stopping && lastDebug !== undefined && !output.json) output.err(`stream ended: ${lastDebug}`);
+  if (!stopping && lastDebug !== undefined) output.err(`stream ended: ${lastDebug}`);
   if (committer && committer.failures > 0) ctx.partial();
 }
 
