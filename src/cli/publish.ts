@@ -91,7 +91,7 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
     failures.push(failure);
     if (!output.json) {
       progress.clear();
-      output.err(`event ${event.index}${event.line !== undefined ? ` (line ${event.line})` : ''}${event.eid ? ` ${event.eid}` : ''}: ${status}${step ? ` at ${step}` : ''}: ${detail}`);
+      output.err(`event ${event.index}${event.line !== undefined ? ` (line ${event.line})` : ''}${event.eid ? ` ${event.eid}` : ''}: ${status}${step ? ` at ${step}` : ''}${detail ? `: ${detail}` : ''}`);
     }
   };
 
