@@ -1,0 +1,244 @@
+/**
+ * `broker publish <event-type> [file|-]`: publishes the events of an NDJSON file or a JSON array
+ * (stdin without a file or with `-`) in batches, gzip-compressed on request, with a progress line on a
+ * terminal, and reports every event that was not written with its index in the input.
+ *
+ * What each answer of `POST /event-types/{name}/events` leads to (WIRE.md "Publishing"):
+ * - 200: the batch is written.
+ * - 422 (items): nothing was written; the `failed` events are reported and the `aborted` ones (valid,
+ *   refused with their batch) are sent again without them, unless `--all-or-nothing`.
+ * - 207 (items): the `failed` events (storage) are sent again, at most 3 attempts in all, then reported.
+ * - 503: nothing was written; the batch is sent again after `Retry-After` (at most 3 attempts).
+ * - anything else: the command stops (exit 3 for 4xx, 4 for 5xx) saying how far it got.
+ */
+import { Option, type Command } from 'commander';
+import { CliError, EXIT, answerError, usageError } from './exit-codes.js';
+import type { CliSession, CommandContext } from './context.js';
+import { openEventSource, type EventSource, type InputEvent } from './input.js';
+import { formatCount, type Output } from './output.js';
+import { encoderOf, type WireEncoding } from './wire-encoding.js';
+
+/** Attempts per event when storage fails for its partition (207), and per batch answered 503. */
+export const MAX_ATTEMPTS = 3;
+/** Longest wait before sending a batch answered 503 again, in milliseconds. */
+const MAX_RETRY_WAIT_MS = 5_000;
+
+interface PublishOptions {
+  readonly batch: string;
+  readonly gzip?: boolean;
+  readonly zstd?: boolean;
+  readonly progress: boolean;
+  readonly allOrNothing?: boolean;
+}
+
+/** An event that was not written. */
+export interface PublishFailure {
+  readonly index: number;
+  readonly line?: number;
+  readonly eid: string;
+  readonly publishing_status: string;
+  readonly step: string;
+  readonly detail: string;
+}
+
+/** What `broker publish --json` prints. */
+export interface PublishSummary {
+  readonly event_type: string;
+  readonly events: number;
+  readonly published: number;
+  readonly failed: number;
+  readonly requests: number;
+  readonly seconds: number;
+  readonly events_per_second: number;
+  readonly failures: PublishFailure[];
+}
+
+/** Adds `publish` to the program. */
+export function registerPublish(program: Command, session: CliSession): void {
+  program
+    .command('publish')
+    .description('publish the events of an NDJSON file or a JSON array (stdin without a file, or with -)')
+    .argument('<event-type>', 'event type name')
+    .argument('[file]', 'NDJSON (one event per line) or a JSON array; - or none: stdin')
+    .option('--batch <n>', 'events per request', '500')
+    .addOption(new Option('--gzip', 'gzip each request body (Content-Encoding: gzip)').conflicts('zstd'))
+    .addOption(new Option('--zstd', 'zstd each request body (Content-Encoding: zstd)').conflicts('gzip'))
+    .option('--all-or-nothing', 'do not send the valid events of a batch refused for an invalid one again (they count as failed)')
+    .option('--no-progress', 'no progress line (it is drawn only for a file, on a terminal, without --json)')
+    .action(async (eventType: string, file: string | undefined, options: PublishOptions, command: Command) => {
+      await publish(session.contextOf(command), eventType, file, options);
+    });
+}
+
+async function publish(ctx: CommandContext, eventType: string, file: string | undefined, options: PublishOptions): Promise<void> {
+  const batchSize = Number(options.batch);
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw usageError(`--batch must be a positive integer, got "${options.batch}"`);
+  const encoding: WireEncoding = options.zstd === true ? 'zstd' : options.gzip === true ? 'gzip' : 'identity';
+  const encode = encoderOf(encoding);
+  const source = openEventSource(file);
+  const { output, client } = ctx;
+  const fromFile = file !== undefined && file !== '-';
+  const progress = new Progress(output, source, fromFile && options.progress && !output.json && output.errIsTty);
+  const path = `/event-types/${encodeURIComponent(eventType)}/events`;
+  const failures: PublishFailure[] = [];
+  const started = performance.now();
+  let read = 0;
+  let published = 0;
+  let requests = 0;
+
+  const fail = (event: InputEvent, status: string, step: string, detail: string): void => {
+    const failure: PublishFailure = { index: event.index, ...(event.line !== undefined ? { line: event.line } : {}), eid: event.eid, publishing_status: status, step, detail };
+    failures.push(failure);
+    if (!output.json) {
+      progress.clear();
+      output.err(`event ${event.index}${event.line !== undefined ? ` (line ${event.line})` : ''}${event.eid ? ` ${event.eid}` : ''}: ${status}${step ? ` at ${step}` : ''}${detail ? `: ${detail}` : ''}`);
+    }
+  };
+
+  /** Posts a batch; 503 answers are retried after Retry-After. */
+  const post = async (items: readonly InputEvent[]): Promise<{ status: number; text: string }> => {
+    const body = await encode(Buffer.from(`[${items.map((e) => e.json ?? 'null').join(',')}]`));
+    const headers: Record<string, string> = encoding === 'identity' ? {} : { 'content-encoding': encoding };
+    for (let attempt = 1; ; attempt++) {
+      const answer = await client.request('POST', path, { body, headers });
+      requests += 1;
+      if (answer.status !== 503 || attempt >= MAX_ATTEMPTS) return answer;
+      const retryAfter = Number(answer.headers['retry-after']);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(MAX_RETRY_WAIT_MS, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : 1000)));
+    }
+  };
+
+  const send = async (items: readonly InputEvent[], attempt = 1): Promise<void> => {
+    const answer = await post(items);
+    if (answer.status === 200) {
+      published += items.length;
+      return;
+    }
+    const results = answer.status === 422 || answer.status === 207 ? batchItems(answer.text) : undefined;
+    if (results === undefined) {
+      const error = answerError(answer.status, answer.text);
+      const first = items[0];
+      throw new CliError(`${error.message} (${formatCount(published)} events published; stopped at event ${first ? first.index : read})`, error.exitCode);
+    }
+    if (results.length !== items.length) throw new CliError(`the broker answered ${answer.status} with ${results.length} items for a batch of ${items.length}`, EXIT.serverError);
+    const again: InputEvent[] = [];
+    for (const [i, result] of results.entries()) {
+      const event = items[i];
+      if (event === undefined) continue;
+      if (result.publishing_status === 'submitted') published += 1;
+      else if (answer.status === 207 && attempt < MAX_ATTEMPTS) again.push(event);
+      else if (answer.status === 422 && result.publishing_status === 'aborted' && options.allOrNothing !== true) again.push(event);
+      else fail(event, result.publishing_status, result.step, result.detail);
+    }
+    // A 422 without a failed item would send the same batch forever: count it as failed instead.
+    if (answer.status === 422 && again.length === items.length) {
+      for (const event of again) fail(event, 'aborted', '', 'the broker refused the batch without naming a failed event');
+      return;
+    }
+    if (again.length > 0) await send(again, answer.status === 207 ? attempt + 1 : attempt);
+  };
+
+  let batch: InputEvent[] = [];
+  for await (const event of source.events) {
+    read += 1;
+    if (event.error !== undefined) fail(event, 'failed', 'reading', event.error);
+    else batch.push(event);
+    if (batch.length >= batchSize) {
+      await send(batch);
+      batch = [];
+      progress.update(published + failures.length);
+    }
+  }
+  if (batch.length > 0) await send(batch);
+  progress.update(published + failures.length, true);
+  progress.end();
+
+  failures.sort((x, y) => x.index - y.index);
+  const seconds = (performance.now() - started) / 1000;
+  const summary: PublishSummary = {
+    event_type: eventType,
+    events: read,
+    published,
+    failed: failures.length,
+    requests,
+    seconds: Math.round(seconds * 1000) / 1000,
+    events_per_second: seconds > 0 ? Math.round(published / seconds) : 0,
+    failures,
+  };
+  if (output.json) await output.out(`${JSON.stringify(summary)}\n`);
+  else {
+    const rate = seconds > 0 ? `, ${formatCount(published / seconds)} events/s` : '';
+    const failed = failures.length > 0 ? `; ${formatCount(failures.length)} failed` : '';
+    await output.out(`published ${formatCount(published)} of ${formatCount(read)} events to ${eventType} in ${formatCount(requests)} ${requests === 1 ? 'request' : 'requests'} (${seconds.toFixed(2)} s${rate})${failed}\n`);
+  }
+  if (failures.length > 0) ctx.partial();
+}
+
+/** One item of a 207/422 answer. */
+interface BatchItem {
+  readonly publishing_status: string;
+  readonly step: string;
+  readonly detail: string;
+}
+
+/** The items of a 207/422 answer; undefined when the body is not such an array (e.g. a problem). */
+function batchItems(text: string): BatchItem[] | undefined {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(body)) return undefined;
+  const items: BatchItem[] = [];
+  for (const item of body as unknown[]) {
+    if (typeof item !== 'object' || item === null) return undefined;
+    const { publishing_status: status, step, detail } = item as Record<string, unknown>;
+    if (typeof status !== 'string') return undefined;
+    items.push({ publishing_status: status, step: typeof step === 'string' ? step : '', detail: typeof detail === 'string' ? detail : '' });
+  }
+  return items;
+}
+
+/** A progress line on stderr (a terminal only): a bar, the share done, events and events/s. */
+class Progress {
+  private readonly started = performance.now();
+  private lastDraw = 0;
+  private drawn = false;
+
+  constructor(
+    private readonly output: Output,
+    private readonly source: EventSource,
+    private readonly enabled: boolean,
+  ) {}
+
+  /** Redraws at most every 100 ms (or now with `force`). @param events events done (published or failed) */
+  update(events: number, force = false): void {
+    if (!this.enabled) return;
+    const now = performance.now();
+    if (!force && now - this.lastDraw < 100) return;
+    this.lastDraw = now;
+    const { totalEvents, totalBytes, bytesRead } = this.source;
+    const share = totalEvents !== undefined && totalEvents > 0 ? events / totalEvents : totalBytes !== undefined && totalBytes > 0 ? bytesRead / totalBytes : 0;
+    const width = 30;
+    const filled = Math.max(0, Math.min(width, Math.round(share * width)));
+    const seconds = (now - this.started) / 1000;
+    const rate = seconds > 0 ? events / seconds : 0;
+    this.output.errRaw(`\r[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${Math.floor(share * 100)
+      .toString()
+      .padStart(3)}%  ${formatCount(events)} events  ${formatCount(rate)} events/s\x1b[K`);
+    this.drawn = true;
+  }
+
+  /** Erases the line, so a message can be printed (it is drawn again at the next update). */
+  clear(): void {
+    if (this.drawn) this.output.errRaw('\r\x1b[K');
+    this.drawn = false;
+  }
+
+  /** Ends the line, keeping the last state on the screen. */
+  end(): void {
+    if (this.drawn) this.output.errRaw('\n');
+    this.drawn = false;
+  }
+}

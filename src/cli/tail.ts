@@ -1,0 +1,205 @@
+/**
+ * `broker tail <event-type>` (a low-level stream, no commits) and `broker tail --subscription <id>`
+ * (a subscription stream, committing what it printed): prints every event as it arrives, one line per
+ * event — `<event type>  <partition>  <offset>  <event JSON>` for people, the event JSON alone (NDJSON)
+ * with `--json`.
+ *
+ * Offsets: a batch carries one cursor, the offset of its last event; offsets are dense per partition,
+ * so an event `k` places before the end of its batch is shown at that offset minus `k`. On compacted
+ * event types (whose removed events leave gaps) only the batch's last event is exact; the others are
+ * upper bounds.
+ */
+import { Option, type Command } from 'commander';
+import { CliError, EXIT, answerError, usageError } from './exit-codes.js';
+import type { CliSession, CommandContext } from './context.js';
+import type { BrokerClient, StreamCursor, StreamLine } from './http-client.js';
+import { itemsOf, stringField } from './output.js';
+
+interface TailOptions {
+  readonly subscription?: string;
+  readonly from: 'begin' | 'end';
+  readonly commit: boolean;
+  readonly limit?: string;
+  readonly batchLimit: string;
+  readonly flushTimeout: string;
+  readonly streamTimeout?: string;
+  readonly commitTimeout?: string;
+}
+
+/** Adds `tail` to the program. */
+export function registerTail(program: Command, session: CliSession): void {
+  program
+    .command('tail')
+    .description('print the events of an event type (low-level stream) or of a subscription (committing them) as they arrive')
+    .argument('[event-type]', 'event type to read without a subscription')
+    .option('--subscription <id>', 'read through this subscription and commit what was printed')
+    .addOption(new Option('--from <where>', 'event type streams: start at the oldest event or after the newest').choices(['begin', 'end']).default('end'))
+    .option('--no-commit', 'subscription streams: do not commit (the broker ends the stream after its commit timeout and keeps its partitions that long after it ended; their events go again to the next stream)')
+    .option('--commit-timeout <s>', 'subscription streams: seconds a sent batch may stay uncommitted (commit_timeout; broker default and maximum 60)')
+    .option('--limit <n>', 'stop after n events')
+    .option('--batch-limit <n>', 'events per batch (batch_limit)', '100')
+    .option('--flush-timeout <s>', 'longest wait for a batch to fill, in seconds (batch_flush_timeout)', '1')
+    .option('--stream-timeout <s>', 'end the stream after this many seconds (stream_timeout; default: the broker\'s, about an hour)')
+    .action(async (eventType: string | undefined, options: TailOptions, command: Command) => {
+      await tail(session.contextOf(command), eventType, options);
+    });
+}
+
+function positiveInteger(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw usageError(`${name} must be a positive integer, got "${value}"`);
+  return n;
+}
+
+async function tail(ctx: CommandContext, eventType: string | undefined, options: TailOptions): Promise<void> {
+  if ((eventType === undefined) === (options.subscription === undefined)) throw usageError('tail needs an event type or --subscription <id> (one of them)');
+  const limit = positiveInteger('--limit', options.limit);
+  const batchLimit = Math.min(positiveInteger('--batch-limit', options.batchLimit) ?? 100, limit ?? Number.MAX_SAFE_INTEGER);
+  const flushTimeout = positiveInteger('--flush-timeout', options.flushTimeout) ?? 1;
+  const streamTimeout = positiveInteger('--stream-timeout', options.streamTimeout);
+  const commitTimeout = positiveInteger('--commit-timeout', options.commitTimeout);
+  const query = new URLSearchParams({ batch_limit: String(batchLimit), batch_flush_timeout: String(flushTimeout) });
+  if (limit !== undefined) query.set('stream_limit', String(limit));
+  if (streamTimeout !== undefined) query.set('stream_timeout', String(streamTimeout));
+  const { client, output } = ctx;
+
+  let committer: Committer | undefined;
+  let path: string;
+  const headers: Record<string, string> = {};
+  if (options.subscription !== undefined) {
+    const id = encodeURIComponent(options.subscription);
+    // Sending pauses at max_uncommitted_events: room for ten batches while commits are on their way;
+    // without commits, as many as will be printed.
+    query.set('max_uncommitted_events', String(options.commit ? batchLimit * 10 : (limit ?? 1_000_000)));
+    if (commitTimeout !== undefined) query.set('commit_timeout', String(commitTimeout));
+    path = `/subscriptions/${id}/events?${query.toString()}`;
+  } else {
+    const name = encodeURIComponent(eventType ?? '');
+    if (options.from === 'begin') headers['x-broker-cursors'] = JSON.stringify(await beginCursors(client, name));
+    path = `/event-types/${name}/events?${query.toString()}`;
+  }
+
+  const stream = await client.openStream('GET', path, { headers });
+  if (options.subscription !== undefined && options.commit) {
+    if (stream.streamId === undefined) throw new CliError('the subscription stream has no X-Broker-StreamId header', EXIT.serverError);
+    committer = new Committer(client, `/subscriptions/${encodeURIComponent(options.subscription)}/cursors`, stream.streamId, (message) => output.err(`commit failed: ${message}`));
+  }
+
+  let stopping = false;
+  const stop = (): void => {
+    stopping = true;
+    stream.close();
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  let printed = 0;
+  let lastDebug: string | undefined;
+  try {
+    for await (const line of stream.lines) {
+      if (line.info?.debug !== undefined) lastDebug = line.info.debug;
+      const events = line.events ?? [];
+      if (events.length === 0) continue;
+      const room = limit === undefined ? events.length : Math.min(events.length, limit - printed);
+      await ctx.output.out(render(line, room, eventType, output.json));
+      printed += room;
+      // A batch printed only in part is not committed: its cursor covers events not shown.
+      if (room === events.length) committer?.add(line.cursor);
+      if (limit !== undefined && printed >= limit) {
+        stopping = true;
+        stream.close();
+        break;
+      }
+    }
+  } finally {
+    process.removeListener('SIGINT', stop);
+    process.removeListener('SIGTERM', stop);
+    if (committer) await committer.flush();
+  }
+  if (!stopping && lastDebug !== undefined) output.err(`stream ended: ${lastDebug}`);
+  if (committer && committer.failures > 0) ctx.partial();
+}
+
+/** `BEGIN` cursors of every partition of an event type (low-level streams from the start). */
+async function beginCursors(client: BrokerClient, name: string): Promise<{ partition: string; offset: string }[]> {
+  const { body } = await client.json('GET', `/event-types/${name}/partitions`);
+  return itemsOf(body).map((p) => ({ partition: stringField(p, 'partition'), offset: 'BEGIN' }));
+}
+
+/** The lines printed for the first `count` events of a batch. */
+function render(line: StreamLine, count: number, eventType: string | undefined, json: boolean): string {
+  const events = line.events ?? [];
+  let text = '';
+  if (json) {
+    for (let i = 0; i < count; i++) text += `${JSON.stringify(events[i])}\n`;
+    return text;
+  }
+  const type = line.cursor.event_type ?? eventType ?? '';
+  for (let i = 0; i < count; i++) text += `${type}  ${line.cursor.partition}  ${offsetBefore(line.cursor.offset, events.length - 1 - i)}  ${JSON.stringify(events[i])}\n`;
+  return text;
+}
+
+/** The offset `back` events before `offset` (`001-<timeline>-<18 digits>`); `?` when it is not of that form or would leave its timeline. */
+export function offsetBefore(offset: string, back: number): string {
+  if (back === 0) return offset;
+  const match = /^(\d{3}-[0-9a-f]{4}-)(\d{18})$/.exec(offset);
+  const prefix = match?.[1];
+  const digits = match?.[2];
+  if (prefix === undefined || digits === undefined) return '?';
+  const n = BigInt(digits) - BigInt(back);
+  return n < 0n ? '?' : `${prefix}${n.toString().padStart(18, '0')}`;
+}
+
+/**
+ * Commits cursors of one subscription stream as they are printed: at most one commit in flight; the
+ * next one carries the latest cursor of every partition that got a batch meanwhile.
+ */
+class Committer {
+  private readonly pending = new Map<string, StreamCursor>();
+  private inFlight: Promise<void> | undefined;
+  /** Commits refused or not answered. */
+  failures = 0;
+
+  constructor(
+    private readonly client: BrokerClient,
+    private readonly path: string,
+    private readonly streamId: string,
+    private readonly report: (message: string) => void,
+  ) {}
+
+  /** Takes a printed batch's cursor and commits it (or the latest ones) as described above. */
+  add(cursor: StreamCursor): void {
+    this.pending.set(`${cursor.event_type ?? ''}\n${cursor.partition}`, cursor);
+    if (this.inFlight === undefined) void this.kick();
+  }
+
+  /** Commits what is pending and waits until no commit is in flight. */
+  async flush(): Promise<void> {
+    while (this.inFlight !== undefined || this.pending.size > 0) await (this.inFlight ?? this.kick());
+  }
+
+  private kick(): Promise<void> {
+    const running = this.run().finally(() => {
+      if (this.inFlight === running) this.inFlight = undefined;
+    });
+    this.inFlight = running;
+    return running;
+  }
+
+  private async run(): Promise<void> {
+    while (this.pending.size > 0) {
+      const items = [...this.pending.values()];
+      this.pending.clear();
+      try {
+        const answer = await this.client.request('POST', this.path, { body: JSON.stringify({ items }), headers: { 'x-broker-streamid': this.streamId }, use: 'commits' });
+        if (answer.status !== 204 && answer.status !== 200) {
+          this.failures += 1;
+          this.report(answerError(answer.status, answer.text).message);
+        }
+      } catch (err) {
+        this.failures += 1;
+        this.report(err instanceof Error ? err.message : String(err));
+      }
+    }
+  }
+}
