@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedisCluster, type RedisClusterProcesses } from '../../scripts/local-processes.js';
+import { createKeys } from '../../src/storage/keys.js';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
@@ -230,5 +231,27 @@ describe('publish.minReplicas on a Redis Cluster', () => {
     // With ASKING, the importing master refuses the script (its notice channel is never a key, so not
     // every key is there yet): TRYAGAIN, retried until the slot is the target's.
     expect(await errorCount(target, 'TRYAGAIN')).toBeGreaterThan(refused);
+  });
+
+  it('waits for the replicas of a cluster storage a timeline moved to (issue 6 §3.2; no longer refused with 422)', async () => {
+    const moved = 'cl.moved';
+    expect((await call(broker.url, 'POST', '/event-types', businessEventType(moved))).status).toBe(201);
+    const storage = await call(broker.url, 'POST', '/storages', { id: 'cl-other', storage_type: 'redis', redis_configuration: { cluster_nodes: [...cluster.nodes], key_prefix: 'cl-other:' } });
+    expect(storage.status, storage.text).toBe(201);
+    const timeline = await call(broker.url, 'POST', `/event-types/${moved}/timelines`, { storage_id: 'cl-other' });
+    expect(timeline.status, timeline.text).toBe(201);
+    const master = await masterOfSlot(Number(await admin().cluster('KEYSLOT', createKeys('cl-other:').partitionMeta(moved, 2, '0'))));
+    cluster.signal(replicaOf(master), 'SIGSTOP');
+    let answer;
+    try {
+      answer = await call(broker.url, 'POST', `/event-types/${moved}/events`, [orderEvent('M1')]);
+    } finally {
+      cluster.signal(replicaOf(master), 'SIGCONT');
+    }
+    expect(answer.status, answer.text).toBe(207);
+    expect((answer.json as Item[])[0]).toMatchObject({ publishing_status: 'failed', detail: SHORTFALL });
+    await replicaCaughtUp(master);
+    const again = await call(broker.url, 'POST', `/event-types/${moved}/events`, [orderEvent('M2')]);
+    expect(again.status, again.text).toBe(200);
   });
 });
