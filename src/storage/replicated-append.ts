@@ -155,7 +155,7 @@ function redirection(err: unknown): (Route & { readonly refresh: boolean; readon
   const message = err instanceof Error ? err.message : String(err);
   const redirect = /^(MOVED|ASK) \d+ (\S+)$/.exec(message);
   if (redirect) return { node: redirect[2], asking: redirect[1] === 'ASK', refresh: redirect[1] === 'MOVED', delay: false };
-  if (/^(TRYAGAIN|CLUSTERDOWN)\b/.test(message) || /isn't writeable|ECONNREFUSED|not connected/i.test(message)) return { node: undefined, asking: false, refresh: true, delay: true };
+  if (/^(TRYAGAIN|CLUSTERDOWN)\b/.test(message) || /isn't writeable|ECONNREFUSED/.test(message)) return { node: undefined, asking: false, refresh: true, delay: true };
   return undefined;
 }
 
