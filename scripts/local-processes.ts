@@ -147,6 +147,8 @@ export interface RedisClusterProcesses {
   readonly replicaOf: ReadonlyMap<string, string>;
   /** SIGKILLs one node (`host:port` from `nodes`) and waits for it to exit; its data directory stays until `stop`. */
   kill(node: string): Promise<void>;
+  /** Sends a signal to one node (`host:port` from `nodes`) without waiting, e.g. SIGSTOP / SIGCONT to pause a replica. */
+  signal(node: string, signal: NodeJS.Signals): void;
   /** Kills every node and removes their directories. */
   stop(): Promise<void>;
 }
@@ -184,6 +186,11 @@ export async function startRedisCluster(options: { masters?: number; replicasPer
       nodes: [...masters, ...nodes.filter((n) => roles.has(n))],
       masters,
       replicaOf: roles,
+      signal: (node, signal) => {
+        const target = processes.find((p) => `127.0.0.1:${p.port}` === node);
+        if (!target) throw new Error(`no cluster node ${node}`);
+        target.process.kill(signal);
+      },
       kill: async (node) => {
         const target = processes.find((p) => `127.0.0.1:${p.port}` === node);
         if (!target) throw new Error(`no cluster node ${node}`);

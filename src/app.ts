@@ -49,8 +49,8 @@ import { NODE_STORAGE_ID } from './domain/storage.js';
 import type { StoredTimeline } from './domain/timeline.js';
 import { Timelines } from './services/timelines.js';
 import { timelineRoutes } from './http/routes/timelines.js';
-import { ReplicatedAppender } from './storage/replicated-append.js';
-import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, standaloneOnly, type RedisClient } from './storage/redis-connection.js';
+import { openReplicatedAppender } from './storage/replicated-append.js';
+import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, type RedisClient } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
 import { SubscriptionStore } from './storage/subscription-store.js';
 import { BrokerMetrics } from './observability/metrics.js';
@@ -101,8 +101,9 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const storages = new StorageStore(redis, keys);
   await storages.ensureNodeStorage(config.redis.keyPrefix);
   const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis), logger);
-  // `publish.minReplicas`: appends to the node's deployment (any key namespace) wait for its replicas.
-  const replicated = config.publish.minReplicas > 0 ? await ReplicatedAppender.open(standaloneOnly(redis, 'publish.minReplicas'), keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
+  // `publish.minReplicas`: appends to the node's deployment (any key namespace) wait for its replicas
+  // (on a cluster, the replicas of each master written to).
+  const replicated = config.publish.minReplicas > 0 ? await openReplicatedAppender(redis, keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
   const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, ...(replicated ? { replicated } : {}) }, storages, config.redis, logger, config.publish);
   const logs = new PartitionLogs(storagePool);
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes, logs, async () => (await storages.list()).defaultId);

@@ -206,7 +206,7 @@ export const configSchema = {
         workerThreads: { type: 'integer', minimum: 0, maximum: 64, description: 'validation worker threads (0 = one per core)' },
         workerTaskTimeoutMs: positiveInt('a batch whose validation takes longer is failed (the worker is replaced)'),
         inlineMaxBytes: { type: 'integer', minimum: 0, maximum: 65536, description: 'batches with bodies up to this size skip the worker hop and are validated on the main thread (0 = always in workers)' },
-        minReplicas: { type: 'integer', minimum: 0, maximum: 16, description: 'replicas that must confirm a batch (Redis `WAIT` on the connection that wrote it) before it is acknowledged; otherwise its items are `failed` (207). 0 = acknowledged once the master has it. Needs `redis.url` (a standalone master with replicas)' },
+        minReplicas: { type: 'integer', minimum: 0, maximum: 16, description: 'replicas that must confirm a batch (Redis `WAIT` on the connection that wrote it) before it is acknowledged; otherwise its items are `failed` (207). 0 = acknowledged once the master has it. Needs `redis.url` (a standalone master with replicas) or `redis.clusterNodes` (each master written to waits for its own replicas)' },
         replicaTimeoutMs: positiveInt('how long a batch waits for `publish.minReplicas` replicas before its items are failed'),
         timelineSwitchWaitMs: positiveInt('how long a batch waits while its event type switches timelines (publishing is blocked on every node meanwhile) before it is refused with 503'),
       },

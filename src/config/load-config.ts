@@ -134,7 +134,7 @@ function parseJsonEnv(keyPath: readonly string[], value: string): Json {
   }
 }
 
-/** Rules across keys: what each auth mode needs, initial admins of known data types, replicas need an external Redis. */
+/** Rules across keys: what each auth mode needs, initial admins of known data types, replicas need an external Redis (standalone or cluster). */
 function checkAuth(config: BrokerConfig): void {
   const { auth } = config;
   const problems: string[] = [];
@@ -147,7 +147,9 @@ function checkAuth(config: BrokerConfig): void {
       problems.push(`config key "auth.initialAdmins" uses the data type "${attribute.data_type}", which is not a key of auth.attributeClaims`);
     }
   }
-  if (config.publish.minReplicas > 0 && !config.redis.url) problems.push('config key "publish.minReplicas" needs "redis.url": the embedded Redis has no replicas');
+  if (config.publish.minReplicas > 0 && !config.redis.url && config.redis.clusterNodes.length === 0) {
+    problems.push('config key "publish.minReplicas" needs "redis.url" or "redis.clusterNodes": the embedded Redis has no replicas');
+  }
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 }
 

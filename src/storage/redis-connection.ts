@@ -177,16 +177,6 @@ export function onResubscribed(subscriber: RedisClient, listener: () => void): v
 }
 
 /**
- * The standalone connection of `redis`, for features that need one connection to one master
- * (`publish.minReplicas`: `WAIT` must run where the writes ran).
- * @throws Error on a cluster
- */
-export function standaloneOnly(redis: RedisClient, feature: string): Redis {
-  if (redis instanceof Cluster) throw new Error(`${feature} needs a standalone Redis (redis.url), not a Redis Cluster`);
-  return redis;
-}
-
-/**
  * The masters of a cluster (each one once), or the connection itself when standalone: for commands
  * that act on one node's keyspace (`SCAN`, `PUBSUB SHARDNUMSUB`, `INFO`).
  */

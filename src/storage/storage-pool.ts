@@ -6,7 +6,7 @@ import { PartitionWakeups } from '../services/consumption/partition-wakeups.js';
 import { createKeys, type Keys } from './keys.js';
 import { PartitionStore } from './partition-store.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, type RedisClient } from './redis-connection.js';
-import { ReplicatedAppender } from './replicated-append.js';
+import { openReplicatedAppender, type ReplicatedAppend } from './replicated-append.js';
 import { Scripts } from './scripts.js';
 import type { StorageStore } from './storage-store.js';
 
@@ -18,8 +18,8 @@ export interface StorageHandle {
   readonly keys: Keys;
   readonly partitions: PartitionStore;
   readonly wakeups: PartitionWakeups;
-  /** Appends confirmed by replicas (`publish.minReplicas` ≥ 1; standalone deployments only), with this storage's keys. */
-  readonly replicated?: ReplicatedAppender;
+  /** Appends confirmed by replicas (`publish.minReplicas` ≥ 1; standalone or cluster), with this storage's keys. */
+  readonly replicated?: ReplicatedAppend;
 }
 
 /**
@@ -34,9 +34,9 @@ export class StoragePool {
   private readonly handles = new Map<string, StorageHandle>();
   private readonly opening = new Map<string, Promise<StorageHandle>>();
   /** Connections this pool opened (closed on stop); the node's own are closed by the app. */
-  private readonly owned: { redis: RedisClient; wakeups: PartitionWakeups; replicated?: ReplicatedAppender }[] = [];
+  private readonly owned: { redis: RedisClient; wakeups: PartitionWakeups; replicated?: ReplicatedAppend }[] = [];
 
-  /** @param publish `minReplicas`: appends to another standalone deployment wait for its replicas too */
+  /** @param publish `minReplicas`: appends to another deployment (standalone or cluster) wait for its replicas too */
   constructor(
     node: StorageHandle,
     private readonly records: Pick<StorageStore, 'get'>,
@@ -59,8 +59,7 @@ export class StoragePool {
 
   /**
    * The storage with this id, opening it on first use.
-   * @throws BrokerError 503 when the storage record is missing or its deployment cannot be reached;
-   *   422 for a Redis Cluster storage while `publish.minReplicas` ≥ 1 (replica confirmation is standalone only)
+   * @throws BrokerError 503 when the storage record is missing or its deployment cannot be reached
    */
   async open(id: string): Promise<StorageHandle> {
     const known = this.handles.get(id);
@@ -76,9 +75,6 @@ export class StoragePool {
   private async connect(id: string): Promise<StorageHandle> {
     const record = await this.records.get(id);
     if (!record) throw new BrokerError('STORAGE_UNAVAILABLE', `Storage "${id}" is not registered; the timeline using it cannot be read or written`);
-    if (record.redis_configuration.cluster_nodes !== undefined && this.publish.minReplicas > 0) {
-      throw new BrokerError('UNPROCESSABLE', `Storage "${id}" is a Redis Cluster: publish.minReplicas (replica confirmation) works with standalone deployments only`);
-    }
     const handle = await this.handleFor(record).catch((err: unknown) => {
       throw new BrokerError('STORAGE_UNAVAILABLE', `Storage "${id}" is unreachable: ${(err as Error).message}`, { 'Retry-After': '1' });
     });
@@ -95,14 +91,13 @@ export class StoragePool {
       const { redis, scripts, wakeups, replicated } = this.node;
       return { id: record.id, redis, scripts, keys, wakeups, partitions: new PartitionStore(redis, scripts, keys), ...(replicated ? { replicated } : {}) };
     }
-    let redis: RedisClient;
-    let replicated: ReplicatedAppender | undefined;
-    if (seeds !== undefined) {
-      redis = await connectCluster(seeds, this.config, this.logger, `storage-${record.id}`);
-    } else {
-      const standalone = await connectRedis(url ?? '', this.config, this.logger, `storage-${record.id}`);
-      redis = standalone;
-      if (this.publish.minReplicas > 0) replicated = await ReplicatedAppender.open(standalone, keys, this.publish.minReplicas, this.publish.replicaTimeoutMs);
+    const redis: RedisClient = seeds !== undefined ? await connectCluster(seeds, this.config, this.logger, `storage-${record.id}`) : await connectRedis(url ?? '', this.config, this.logger, `storage-${record.id}`);
+    let replicated: ReplicatedAppend | undefined;
+    if (this.publish.minReplicas > 0) {
+      replicated = await openReplicatedAppender(redis, keys, this.publish.minReplicas, this.publish.replicaTimeoutMs).catch((err: unknown) => {
+        redis.disconnect();
+        throw err;
+      });
     }
     const scripts = new Scripts(redis);
     const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis), this.logger);

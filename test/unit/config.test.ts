@@ -36,6 +36,11 @@ describe('configuration', () => {
     expect(config.auth.initialAdmins).toEqual([{ data_type: 'team', value: 'ops' }]);
   });
 
+  it('accepts publish.minReplicas with a Redis Cluster (issue 15 §4) as with redis.url', () => {
+    expect(loadConfig({ BROKER_PUBLISH_MIN_REPLICAS: '1', BROKER_REDIS_CLUSTER_NODES: '["127.0.0.1:7000"]' }).publish.minReplicas).toBe(1);
+    expect(loadConfig({ BROKER_PUBLISH_MIN_REPLICAS: '1', BROKER_REDIS_URL: 'redis://127.0.0.1:6380' }).publish.minReplicas).toBe(1);
+  });
+
   it('derives env names from key paths', () => {
     expect(envNameOf(['redis', 'url'])).toBe('BROKER_REDIS_URL');
     expect(envNameOf(['port'])).toBe('BROKER_PORT');
