@@ -105,7 +105,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, ...(replicated ? { replicated } : {}) }, storages, config.redis, logger, config.publish);
   const logs = new PartitionLogs(storagePool);
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes, logs, async () => (await storages.list()).defaultId);
-  const publisher = new Publisher(cache, pool, logs, redis, config.publish);
+  const publisher = new Publisher(cache, pool, logs, redis, config.publish, config.redis.commandTimeoutMs);
   const cursors = new CursorService(eventTypeStore, logs);
   const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, logs, cache, config.consumption, logger, metrics.stream('low_level'));
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);

@@ -42,7 +42,13 @@ function logConnectionState(client: RedisClient, logger: Logger, name: string): 
 /**
  * Opens the command connection to a standalone Redis (DESIGN.md §1, §4). Commands never wait in an
  * offline queue: while Redis is unreachable they fail at once, and a command that gets no answer fails
- * after `redis.commandTimeoutMs`, so no request hangs. The client reconnects by itself (backoff up to 1 s).
+ * `redis.commandTimeoutMs` after it was issued, so no request hangs and every command has its own
+ * deadline (issue 15 §5.1). ioredis's auto-pipelining is off: it keeps one pipeline in flight per
+ * connection and holds every later command — unsent, its timer not started — until that pipeline is
+ * answered or timed out, so during a Redis stall each wave of commands waited for the one before
+ * (measured: commands issued at 0, 100 and 1,200 ms with a 1 s timeout failed at 1.0, 2.0 and 3.0 s).
+ * {@link coalesceWrites} batches the socket writes of one event-loop turn instead. The client
+ * reconnects by itself (backoff up to 1 s).
  *
  * @param url `redis://…` or `unix:///path/to/socket`
  * @returns a connected client (resolves once Redis answered)
@@ -53,13 +59,14 @@ export async function connectRedis(url: string, config: BrokerConfig['redis'], l
     connectTimeout: config.connectTimeoutMs,
     commandTimeout: config.commandTimeoutMs,
     enableOfflineQueue: false,
-    enableAutoPipelining: true,
+    enableAutoPipelining: false,
     maxRetriesPerRequest: 0,
     lazyConnect: true,
     connectionName: `broker-${name}`,
     retryStrategy: (times) => Math.min(times * 100, 1000),
   };
   const redis = url.startsWith('unix://') ? new Redis({ ...options, path: url.slice('unix://'.length) }) : new Redis(url, options);
+  coalesceWrites(redis);
   logConnectionState(redis, logger, name);
   const deadline = Date.now() + config.connectTimeoutMs * CONNECT_ATTEMPT_FACTOR;
   for (;;) {
@@ -74,6 +81,31 @@ export async function connectRedis(url: string, config: BrokerConfig['redis'], l
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }
+}
+
+/**
+ * Batches the socket writes of one event-loop turn on a standalone connection: the first command sent
+ * in a turn corks the socket and the turn's end (`setImmediate`) uncorks it, so the commands of
+ * concurrent requests leave in one write, as with ioredis's auto-pipelining, but each command is
+ * handed to the socket (and its `commandTimeout` timer starts) when it is issued, and a command never
+ * waits for the answers of earlier ones (issue 15 §5.1). Measured with 16 concurrent script callers on
+ * one connection: about 1.8× the commands per second of uncorked writes, at least auto-pipelining's.
+ */
+export function coalesceWrites(redis: Redis): void {
+  const send = redis.sendCommand.bind(redis);
+  const corked = new WeakSet<object>();
+  redis.sendCommand = (command, stream) => {
+    const socket = redis.stream as Redis['stream'] | undefined;
+    if (socket !== undefined && !corked.has(socket) && socket.writable) {
+      corked.add(socket);
+      socket.cork();
+      setImmediate(() => {
+        corked.delete(socket);
+        socket.uncork();
+      });
+    }
+    return send(command, stream);
+  };
 }
 
 /**

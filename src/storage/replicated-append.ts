@@ -1,6 +1,8 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.js';
-import { appendCall, writeFailure, type PartitionAppend, type PartitionWrite } from './partition-store.js';
+import { settleBy } from './deadline.js';
+import { coalesceWrites } from './redis-connection.js';
+import { appendCall, timedOut, writeFailure, type PartitionAppend, type PartitionWrite } from './partition-store.js';
 import { Scripts } from './scripts.js';
 
 /** Connections reserved for acknowledged writes: a `WAIT` blocks its connection until replicas confirm. */
@@ -43,6 +45,7 @@ export class ReplicatedAppender {
       Array.from({ length: REPLICATED_CONNECTIONS }, async (_, i) => {
         // A WAIT may legitimately take `timeoutMs`; the command timeout must not fire first.
         const lane = redis.duplicate({ connectionName: `broker-replicated-${i}`, commandTimeout: (redis.options.commandTimeout ?? 5000) + timeoutMs, lazyConnect: true });
+        coalesceWrites(lane);
         await lane.connect();
         return { redis: lane, scripts: new Scripts(lane) };
       }),
@@ -54,10 +57,16 @@ export class ReplicatedAppender {
    * Like `PartitionStore.append`, confirmed by `minReplicas` replicas. Never throws.
    * @param keys the key names of the storage written to (another key namespace of the same deployment;
    *   default: the node's own)
-   * @returns per write: ok with its first offset, or failed with a reason (script error, or too few
-   *   replicas: `acknowledged by k of n replicas within t ms`)
+   * @param deadlineAt `performance.now()` ms by which the batch reports (issue 15 §5.1): then every
+   *   write not yet confirmed is `timed out` (its scripts were sent: they may still be written)
+   * @returns per write: ok with its first offset, or failed with a reason (script error, too few
+   *   replicas: `acknowledged by k of n replicas within t ms`, or `timed out`)
    */
-  async append(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys = this.keys): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys = this.keys, deadlineAt?: number): Promise<PartitionWrite[]> {
+    return settleBy(this.appendOnLane(name, timeline, writes, keys), deadlineAt, () => writes.map(timedOut));
+  }
+
+  private async appendOnLane(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys): Promise<PartitionWrite[]> {
     const lane = this.lanes[this.next++ % this.lanes.length] as Lane;
     // Issued in this order on one connection: the scripts, then the WAIT that covers them.
     const scripted = writes.map((w) => {
