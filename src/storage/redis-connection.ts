@@ -89,7 +89,8 @@ export async function connectRedis(url: string, config: BrokerConfig['redis'], l
  * concurrent requests leave in one write, as with ioredis's auto-pipelining, but each command is
  * handed to the socket (and its `commandTimeout` timer starts) when it is issued, and a command never
  * waits for the answers of earlier ones (issue 15 §5.1). Measured with 16 concurrent script callers on
- * one connection: about 1.8× the commands per second of uncorked writes, at least auto-pipelining's.
+ * one connection (`node dist/scripts/probe-redis-stall.js throughput`): at least the calls per second of
+ * auto-pipelining and of uncorked writes.
  */
 export function coalesceWrites(redis: Redis): void {
   const send = redis.sendCommand.bind(redis);
@@ -115,7 +116,9 @@ export function coalesceWrites(redis: Redis): void {
  * the slot map: a MOVED reply updates it and resends the command, ASK is followed, and TRYAGAIN,
  * CLUSTERDOWN and a closed node connection (a master that died) are retried every 100 ms with a slot
  * map refresh, at most 16 redirections per command; after that the command fails (503, or 207 for a
- * partition of a batch). Auto-pipelining groups concurrent commands per node.
+ * partition of a batch). Auto-pipelining groups concurrent commands per node; unlike the standalone
+ * connection (see {@link connectRedis}) it holds a command behind a node's pipeline in flight, so during a
+ * stall a command may be sent late (the publisher's own deadline still bounds the answer).
  *
  * @param nodes seed nodes `host:port`; any reachable one is enough, the rest of the cluster is discovered
  * @returns a client whose slot map is loaded and whose cluster reported `cluster_state:ok`
