@@ -107,7 +107,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, ...(replicated ? { replicated } : {}) }, storages, config.redis, logger, config.publish);
   const logs = new PartitionLogs(storagePool);
   const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes, logs, async () => (await storages.list()).defaultId);
-  const publisher = new Publisher(cache, pool, logs, redis, config.publish, config.caches.mainThreadValidatorEntries);
+  const publisher = new Publisher(cache, pool, logs, redis, config.publish, config.redis.commandTimeoutMs, config.caches.mainThreadValidatorEntries);
   // Nothing outlives what it describes (issue 15 §1): a deleted event type's series go, and validators of
   // schemas no event type uses any more are dropped on the main thread and in every worker thread.
   cache.onDeleted((name) => metrics.forgetEventType(name));

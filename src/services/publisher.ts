@@ -3,6 +3,7 @@ import type { EventType } from '../domain/event-type.js';
 import { BrokerError, errors } from '../errors/catalog.js';
 import type { PartitionAppend, PartitionWrite } from '../storage/partition-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
+import { RedisWaitBudget } from '../storage/deadline.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import { LRUCache } from 'lru-cache';
 import type { BatchItemResponse, PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
@@ -58,10 +59,17 @@ export class Publisher {
     private readonly logs: PartitionLogs,
     private readonly redis: RedisClient,
     private readonly config: BrokerConfig['publish'],
+    /** `redis.commandTimeoutMs`: the time a publish may wait for Redis over all its Redis steps (issue 15 §5.1). */
+    private readonly redisTimeoutMs: number,
     /** Validators kept on the main thread (`caches.mainThreadValidatorEntries`). */
     mainThreadValidatorEntries = 64,
   ) {
     this.validators = new ValidatorCache(mainThreadValidatorEntries, false);
+  }
+
+  /** A new request's Redis budget: `redis.commandTimeoutMs`, plus `publish.replicaTimeoutMs` when replicas must confirm. */
+  private budget(): RedisWaitBudget {
+    return new RedisWaitBudget(this.redisTimeoutMs + (this.config.minReplicas > 0 ? this.config.replicaTimeoutMs : 0));
   }
 
   /**
@@ -95,7 +103,11 @@ export class Publisher {
     // One turn of the event loop first: an event type change another node announced before this request
     // arrived (its notice is already on the subscriber socket) is applied to the cache before it is read.
     await new Promise<void>((resolve) => setImmediate(resolve));
-    const eventType = await this.cache.get(name);
+    // Every request waits for Redis at most its own budget (issue 15 §5.1), whatever other requests wait for.
+    const budget = this.budget();
+    const eventType = await budget.wait(this.cache.get(name), () => {
+      throw notAnsweredInTime(budget);
+    });
     if (!eventType) throw errors.eventTypeNotFound(name);
     context.authorize?.(eventType.record);
     if (this.redis.status !== 'ready') {
@@ -123,7 +135,8 @@ export class Publisher {
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
 
     const appends = result.partitions.map((p): PartitionAppend => ({ partition: String(p.partition), count: p.count, data: p.data, ...(p.compactionKeys ? { compactionKeys: p.compactionKeys } : {}) }));
-    const writes = await this.write(eventType, appends);
+    if (budget.remainingMs <= 0) throw notAnsweredInTime(budget);
+    const writes = await this.write(eventType, appends, budget);
     if (writes.every((w) => !w.ok && w.closed === true)) {
       throw new BrokerError('STORAGE_UNAVAILABLE', `Event type "${name}" is switching timelines; nothing was written, retry shortly`, { 'Retry-After': '1' });
     }
@@ -144,23 +157,24 @@ export class Publisher {
   /**
    * Appends to the active timeline; partitions refused because a timeline switch closed them are
    * written again on the next timeline once this node sees it (polling the registry every 20 ms, at
-   * most `publish.timelineSwitchWaitMs`). Never throws.
+   * most `publish.timelineSwitchWaitMs`). Every Redis step waits within `budget`: a partition not
+   * acknowledged in time is failed `timed out`. Never throws.
    */
-  private async write(eventType: CachedEventType, appends: readonly PartitionAppend[]): Promise<PartitionWrite[]> {
+  private async write(eventType: CachedEventType, appends: readonly PartitionAppend[], budget: RedisWaitBudget): Promise<PartitionWrite[]> {
     const name = eventType.record.name;
-    const writes = await this.logs.append(name, eventType.timelines, appends);
+    const writes = await budget.within((deadlineAt) => this.logs.append(name, eventType.timelines, appends, deadlineAt));
     if (!writes.some((w) => !w.ok && w.closed === true)) return writes;
     const deadline = Date.now() + this.config.timelineSwitchWaitMs;
     let closedOrder = eventType.timelines.active.order;
     while (Date.now() < deadline) {
-      const current = await this.cache.reload(name).catch(() => undefined);
+      const current = await budget.wait(this.cache.reload(name).catch(() => undefined), () => undefined);
       if (current === undefined) break;
       if (current.timelines.active.order === closedOrder) {
         await new Promise((resolve) => setTimeout(resolve, 20));
         continue;
       }
       const retry = appends.filter((_, i) => { const w = writes[i]; return w !== undefined && !w.ok && w.closed === true; });
-      const again = await this.logs.append(name, current.timelines, retry);
+      const again = await budget.within((deadlineAt) => this.logs.append(name, current.timelines, retry, deadlineAt));
       let j = 0;
       writes.forEach((w, i) => {
         if (!w.ok && w.closed === true) writes[i] = again[j++] as PartitionWrite;
@@ -170,6 +184,11 @@ export class Publisher {
     }
     return writes;
   }
+}
+
+/** 503 for a publish whose Redis budget ran out before anything was sent to be written. */
+function notAnsweredInTime(budget: RedisWaitBudget): BrokerError {
+  return new BrokerError('STORAGE_UNAVAILABLE', `Storage is unavailable: Redis did not answer within ${budget.budgetMs} ms; nothing was written`, { 'Retry-After': '1' });
 }
 
 /** The body as bytes that own their whole ArrayBuffer, so they can be transferred to a worker. */

@@ -1,6 +1,7 @@
 import type { PartitionRange } from '../domain/offsets.js';
 import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
 import type { PartitionWakeups } from '../services/consumption/partition-wakeups.js';
+import { settleBy } from './deadline.js';
 import type { PartitionAppend, PartitionSlice, PartitionWrite } from './partition-store.js';
 import type { StorageHandle, StoragePool } from './storage-pool.js';
 
@@ -31,17 +32,20 @@ export class PartitionLogs {
    * storage has a replicated appender (`publish.minReplicas` ≥ 1; DESIGN.md §4). Never throws: a
    * storage that cannot be opened fails every write; a closed timeline (a switch is running) fails
    * with `closed`.
+   * @param deadlineAt `performance.now()` ms by which every write reports (issue 15 §5.1): one not
+   *   acknowledged by then is `timed out` (see `PartitionStore.append`); opening the storage counts too
    */
-  async append(name: string, timelines: TimelineMap, writes: readonly PartitionAppend[]): Promise<PartitionWrite[]> {
+  async append(name: string, timelines: TimelineMap, writes: readonly PartitionAppend[], deadlineAt?: number): Promise<PartitionWrite[]> {
     const active = timelines.active;
-    let handle: StorageHandle;
-    try {
-      handle = await this.storageOf(active);
-    } catch (err) {
-      return writes.map(() => ({ ok: false, reason: (err as Error).message }));
-    }
-    if (handle.replicated !== undefined) return handle.replicated.append(name, active.order, writes, handle.keys);
-    return handle.partitions.append(name, active.order, writes);
+    const opened = this.storageOf(active).then(
+      (handle) => ({ handle }),
+      (err: unknown) => ({ failed: (err as Error).message }),
+    );
+    const storage = await settleBy<{ handle: StorageHandle } | { failed: string }>(opened, deadlineAt, () => ({ failed: 'timed out' }));
+    if ('failed' in storage) return writes.map(() => ({ ok: false, reason: storage.failed }));
+    const { handle } = storage;
+    if (handle.replicated !== undefined) return handle.replicated.append(name, active.order, writes, handle.keys, deadlineAt);
+    return handle.partitions.append(name, active.order, writes, deadlineAt);
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { PartitionRange } from '../domain/offsets.js';
 import type { Keys } from './keys.js';
+import { settleBy } from './deadline.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { ScriptArg, Scripts } from './scripts.js';
 
@@ -32,11 +33,16 @@ export function appendCall(keys: Keys, name: string, timeline: number, write: Pa
  */
 export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string; readonly closed?: true };
 
+/** A write not acknowledged within its deadline: sent, so it may still land (README "Redis stalls and graceful stops"). */
+export function timedOut(): PartitionWrite {
+  return { ok: false, reason: 'timed out' };
+}
+
 /** The failed {@link PartitionWrite} for an append script's error. */
 export function writeFailure(err: unknown): PartitionWrite {
   const message = err instanceof Error ? err.message : String(err);
   if (message.includes('TIMELINE_CLOSED')) return { ok: false, reason: 'the event type is switching timelines', closed: true };
-  return { ok: false, reason: /timed out/i.test(message) ? 'timed out' : `storage error: ${message}` };
+  return /timed out/i.test(message) ? timedOut() : { ok: false, reason: `storage error: ${message}` };
 }
 
 /** Events of one partition with contiguous offsets: `count` JSON texts joined by `\n`, the first at offset `first`. */
@@ -72,30 +78,36 @@ export class PartitionStore {
   }
 
   /**
-   * Appends events to several partitions at once (one script call each, auto-pipelined). Never throws:
-   * each partition reports its own outcome so the caller can answer 207 for partial failures.
+   * Appends events to several partitions at once (one script call each, sent together in one socket
+   * write on a standalone Redis). Never throws: each partition reports its own outcome so the caller
+   * can answer 207 for partial failures.
    * On a Redis Cluster, auto-pipelining groups the calls per node (one pipeline per master, never one
    * across nodes); each partition's script runs atomically in its own slot and fails on its own (a dead
    * master fails only its partitions, after ioredis's retries; README "Redis Cluster").
    * @param writes partition id → (event count, events joined by `\n`, compaction keys for compacted types)
+   * @param deadlineAt `performance.now()` ms by which each partition reports (issue 15 §5.1): a script
+   *   not answered by then is reported `timed out` (it was sent, so it may still be written)
    */
-  async append(name: string, timeline: number, writes: readonly PartitionAppend[]): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: number, writes: readonly PartitionAppend[], deadlineAt?: number): Promise<PartitionWrite[]> {
     return Promise.all(
-      writes.map(async (w): Promise<PartitionWrite> => {
-        try {
-          const call = appendCall(this.keys, name, timeline, w);
-          const first = await this.scripts.run(call.script, call.keys, call.args);
-          return { ok: true, firstOffset: Number(first) };
-        } catch (err) {
-          return writeFailure(err);
-        }
+      writes.map((w): Promise<PartitionWrite> => {
+        const written = (async (): Promise<PartitionWrite> => {
+          try {
+            const call = appendCall(this.keys, name, timeline, w);
+            const first = await this.scripts.run(call.script, call.keys, call.args);
+            return { ok: true, firstOffset: Number(first) };
+          } catch (err) {
+            return writeFailure(err);
+          }
+        })();
+        return settleBy(written, deadlineAt, timedOut);
       }),
     );
   }
 
   /** The available range of each partition (`oldest` first retained offset, `newest` last written or oldest-1). */
   async ranges(name: string, timeline: number, partitions: readonly string[]): Promise<PartitionRange[]> {
-    // One command per partition: auto-pipelining sends them in one round trip per node. An explicit
+    // One command per partition, sent together (one socket write per node). An explicit
     // pipeline would span the slots of every partition, which a cluster refuses.
     const results = await Promise.all(partitions.map((p) => this.redis.hmget(this.keys.partitionMeta(name, timeline, p), 'next', 'oldest'))).catch(storageError);
     return results.map(([next, oldest]) => ({ oldest: Number(oldest ?? 0), newest: Number(next ?? 0) - 1 }));

@@ -1,8 +1,9 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { keySlot } from './key-slot.js';
 import type { Keys } from './keys.js';
-import { appendCall, writeFailure, type PartitionAppend, type PartitionWrite } from './partition-store.js';
-import type { RedisClient } from './redis-connection.js';
+import { settleBy } from './deadline.js';
+import { appendCall, timedOut, writeFailure, type PartitionAppend, type PartitionWrite } from './partition-store.js';
+import { coalesceWrites, type RedisClient } from './redis-connection.js';
 import { Scripts } from './scripts.js';
 
 /** Connections reserved for acknowledged writes (per master on a cluster): a `WAIT` blocks its connection until replicas confirm. */
@@ -28,10 +29,12 @@ export interface ReplicatedAppend {
    * Like `PartitionStore.append`, confirmed by `minReplicas` replicas. Never throws.
    * @param keys the key names of the storage written to (another key namespace of the same deployment;
    *   default: the appender's own)
-   * @returns per write, in order: ok with its first offset, or failed with a reason (script error, or
-   *   too few replicas: `acknowledged by k of n replicas within t ms`)
+   * @param deadlineAt `performance.now()` ms by which the batch reports (issue 15 §5.1): then every
+   *   write not yet confirmed is `timed out` (its scripts were sent: they may still be written)
+   * @returns per write, in order: ok with its first offset, or failed with a reason (script error, too
+   *   few replicas: `acknowledged by k of n replicas within t ms`, or `timed out`)
    */
-  append(name: string, timeline: number, writes: readonly PartitionAppend[], keys?: Keys): Promise<PartitionWrite[]>;
+  append(name: string, timeline: number, writes: readonly PartitionAppend[], keys?: Keys, deadlineAt?: number): Promise<PartitionWrite[]>;
   /** Closes the reserved connections. */
   close(): void;
 }
@@ -109,6 +112,7 @@ export class ReplicatedAppender implements ReplicatedAppend {
       Array.from({ length: REPLICATED_CONNECTIONS }, async (_, i) => {
         // A WAIT may legitimately take `timeoutMs`; the command timeout must not fire first.
         const lane = redis.duplicate({ connectionName: `broker-replicated-${i}`, commandTimeout: (redis.options.commandTimeout ?? 5000) + timeoutMs, lazyConnect: true });
+        coalesceWrites(lane);
         await lane.connect();
         return { redis: lane, scripts: new Scripts(lane) };
       }),
@@ -117,7 +121,11 @@ export class ReplicatedAppender implements ReplicatedAppend {
   }
 
   /** See {@link ReplicatedAppend.append}: one `WAIT` covers the whole batch, so a shortfall fails every write. */
-  async append(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys = this.keys): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys = this.keys, deadlineAt?: number): Promise<PartitionWrite[]> {
+    return settleBy(this.appendOnLane(name, timeline, writes, keys), deadlineAt, () => writes.map(timedOut));
+  }
+
+  private async appendOnLane(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys): Promise<PartitionWrite[]> {
     const lane = this.lanes[this.next++ % this.lanes.length] as Lane;
     const { scripts, shortfall } = await writeAndWait(lane, writes.map((w) => appendCall(keys, name, timeline, w)), this.minReplicas, this.timeoutMs);
     return scripts.map((s): PartitionWrite => {
@@ -219,7 +227,11 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
   }
 
   /** See {@link ReplicatedAppend.append}: one `WAIT` per master written to; a shortfall fails that master's writes only. */
-  async append(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys = this.keys): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys = this.keys, deadlineAt?: number): Promise<PartitionWrite[]> {
+    return settleBy(this.appendRouted(name, timeline, writes, keys), deadlineAt, () => writes.map(timedOut));
+  }
+
+  private async appendRouted(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys): Promise<PartitionWrite[]> {
     const calls = writes.map((w) => appendCall(keys, name, timeline, w));
     const slots = calls.map((call) => keySlot(call.keys[0] as string));
     const results: (PartitionWrite | undefined)[] = writes.map(() => undefined);

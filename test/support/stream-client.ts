@@ -20,6 +20,8 @@ export class StreamClient {
   problem: unknown;
   /** Every batch received so far, in order. */
   readonly received: StreamBatch[] = [];
+  /** When each batch came off the socket (`performance.now()` ms), read as it arrives whatever the consumer awaits. */
+  private readonly arrivals = new WeakMap<StreamBatch, number>();
 
   private constructor() {}
 
@@ -44,6 +46,7 @@ export class StreamClient {
     let rest = '';
     try {
       for await (const chunk of body) {
+        const arrivedAt = performance.now();
         rest += decoder.decode(chunk, { stream: true });
         let newline = rest.indexOf('\n');
         while (newline >= 0) {
@@ -53,6 +56,7 @@ export class StreamClient {
             const batch = JSON.parse(line) as StreamBatch;
             this.lines.push(batch);
             this.received.push(batch);
+            this.arrivals.set(batch, arrivedAt);
           }
           newline = rest.indexOf('\n');
         }
@@ -70,6 +74,17 @@ export class StreamClient {
     const w = this.waiting;
     this.waiting = undefined;
     w?.();
+  }
+
+  /**
+   * When `batch` (one this client returned) came off the socket, in `performance.now()` ms: the time it
+   * reached the client, not when the consumer got round to it.
+   * @throws Error for a batch this client did not receive
+   */
+  arrivedAt(batch: StreamBatch): number {
+    const at = this.arrivals.get(batch);
+    if (at === undefined) throw new Error('not a batch of this stream');
+    return at;
   }
 
   /** True once the server ended the response (or it was closed). */

@@ -399,6 +399,11 @@ class SessionRunner implements StreamPolicy {
   private closing = false;
   private commitsSeen: (() => void) | undefined;
   private finished = false;
+  /**
+   * Settles once the batch loop returned: its last batches were handed to the client's socket, or
+   * dropped (client gone, session lost). The session is never released before (issue 15 §5.2).
+   */
+  private loopEnded: Promise<unknown> = Promise.resolve();
   private readonly leaseMs: number;
   private readonly commitTimeoutMs: number;
   /** The subscription's dead-letter settings (issue 14 §3), from its annotations when the stream opened. */
@@ -474,7 +479,9 @@ class SessionRunner implements StreamPolicy {
     let releaseNow = true;
     try {
       await this.refresh();
-      const end = await this.loop.run(true);
+      const running = this.loop.run(true);
+      this.loopEnded = running.catch(() => undefined);
+      const end = await running;
       releaseNow =
         this.owner.stopping ||
         this.override === END_REASONS.reset ||
@@ -503,18 +510,26 @@ class SessionRunner implements StreamPolicy {
     this.loop?.poke();
   }
 
-  /** Node shutdown: end the stream now and release the session (also one inside its commit window). */
+  /**
+   * Node shutdown: end the stream now and release the session (also one inside its commit window).
+   * Resolves once the loop wrote its last batches (or dropped them); the release follows in `leave`,
+   * never before (issue 15 §5.2).
+   */
   async stop(): Promise<void> {
     this.override ??= NODE_SHUTTING_DOWN;
     this.loop?.poke();
     this.commitsSeen?.();
     await this.refreshing;
+    await this.loopEnded;
   }
 
   // ---- StreamPolicy ----
 
   allowance(): number {
     if (performance.now() > this.leaseUntil) return 0;
+    // The session is gone: its partitions may be another stream's already, so the closing flush drops
+    // what is buffered instead of sending it (issue 15 §5.2).
+    if (this.override === END_REASONS.sessionLost) return 0;
     const byCommits = this.params.maxUncommittedEvents - this.uncommitted();
     const byLimit = this.params.streamLimit === 0 ? Number.POSITIVE_INFINITY : this.params.streamLimit - this.sentInStream;
     return Math.max(0, Math.min(byCommits, byLimit));
@@ -796,6 +811,9 @@ class SessionRunner implements StreamPolicy {
    */
   private async leave(releaseNow: boolean): Promise<void> {
     const { logger } = this.owner.deps;
+    // Partitions move only after this stream's last batch went to its socket or was dropped (issue 15
+    // §5.2): a stopping node must not deliver offsets the partition's next holder already has.
+    await this.loopEnded;
     try {
       if (releaseNow || this.uncommitted() === 0) {
         await this.owner.applyChange(this.subscription, { remove: [this.streamId] });
