@@ -176,7 +176,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
       registers,
     });
     this.lagCollectSeconds = new Gauge({ name: 'broker_subscription_lag_collect_seconds', help: 'Seconds the last scrape took to read the consumer lag from Redis', registers });
-    this.cacheEntries = new Gauge({ name: 'broker_cache_entries', help: 'Entries held by each in-memory cache of the node (event types, their generations, validators on the main thread and per worker thread as last reported, proven-cheap schema keys, tokens), read at scrape', labelNames: ['cache'], registers });
+    this.cacheEntries = new Gauge({ name: 'broker_cache_entries', help: 'Entries held by each in-memory cache of the node (event types, their generations, retired schema keys, validators on the main thread and in the worker threads as they last reported, proven-cheap schema keys), read at scrape', labelNames: ['cache'], registers });
     this.lagCollectErrors = new Counter({ name: 'broker_subscription_lag_collect_errors_total', help: 'Scrapes whose consumer lag could not be read from Redis (the lag gauges are then absent)', registers });
   }
 
