@@ -270,7 +270,7 @@ export class EventStreamLoop {
           const opening = [...this.partitions.values()].find((p) => p.active);
           const cursor = opening === undefined ? this.policy.openingCursor?.() : undefined;
           if (opening) out.push(this.line(opening));
-          else if (cursor !== undefined) out.push(this.frame(cursor, () => cursor));
+          else if (cursor !== undefined) out.push(this.frame(cursor, undefined));
         }
         if (out.length > 0 && !(await this.write(out))) return { kind: 'aborted' };
         if (keepAliveLimitReached) return await this.finish(KEEP_ALIVE_LIMIT_REACHED, closingBatch);
@@ -503,8 +503,7 @@ export class EventStreamLoop {
 
   /** One batch of `p` (see {@link frame}), its cursor pointing at `p.sent`. */
   private line(p: StreamPartition, events?: readonly Buffer[], debug?: string): Buffer {
-    const cursor = this.policy.cursor(p);
-    return this.frame(cursor, () => (this.policy.eventIds === 'stream' ? this.streamCursors() : cursor), events, debug);
+    return this.frame(this.policy.cursor(p), p, events, debug);
   }
 
   /** The JSON array of every partition's cursor as they stand now (the `id:` of `eventIds: 'stream'`). */
@@ -521,9 +520,9 @@ export class EventStreamLoop {
    * one), or the comment `: keep-alive\n\n` for a batch with neither events nor info; the first frame
    * starts with `retry: <SSE_RETRY_MS>`. The events are copied once, as stored (events of an entry are
    * joined by `\n`, which JSON text never contains raw, so each becomes a `,`).
-   * @param id the event id (`event-stream` only; computed only when used)
+   * @param p the batch's partition (absent for an opening batch before the stream holds one)
    */
-  private frame(cursor: string, id: () => string, events?: readonly Buffer[], debug?: string): Buffer {
+  private frame(cursor: string, p: StreamPartition | undefined, events?: readonly Buffer[], debug?: string): Buffer {
     const first = this.first;
     this.first = false;
     const debugText = debug ?? (first ? 'Stream started' : undefined);
@@ -534,7 +533,8 @@ export class EventStreamLoop {
       if (first && this.policy.streamId !== undefined) info += `${info === '' ? '' : ','}"stream_id":${JSON.stringify(this.policy.streamId)}`;
       const retry = first ? `retry: ${SSE_RETRY_MS}\n` : '';
       if (events === undefined && info === '') return Buffer.from(retry + SSE_KEEP_ALIVE);
-      prefix = `${retry}id: ${id()}\ndata: `;
+      const id = p !== undefined && this.policy.eventIds === 'stream' ? this.streamCursors() : cursor;
+      prefix = `${retry}id: ${id}\ndata: `;
       end = '\n\n';
     }
     if (info !== '') info = `,"info":{${info}}`;
