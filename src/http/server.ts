@@ -140,7 +140,7 @@ interface RouteSettings {
 /** Methods whose requests change state: their bodies must be declared as JSON (issue 13 §4). */
 const STATE_CHANGING: ReadonlySet<Method> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /** Request headers a browser may send cross-origin to a listed origin (preflight answer). */
-const CORS_ALLOW_HEADERS = 'Authorization, Content-Type, Content-Encoding, X-Flow-Id, X-Broker-StreamId, X-Broker-Cursors, span-ctx';
+const CORS_ALLOW_HEADERS = 'Authorization, Content-Type, Content-Encoding, X-Flow-Id, X-Broker-StreamId, X-Broker-Cursors, Last-Event-ID, span-ctx';
 /** Answer headers a listed origin's scripts may read. */
 const CORS_EXPOSE_HEADERS = 'X-Flow-Id, X-Broker-StreamId, Location, Warning, Retry-After, span_ctx';
 

@@ -4,6 +4,7 @@ import type { AccessControl } from '../../services/access-control.js';
 import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription } from '../../services/consumption/subscription-streams.js';
 import type { HttpServer } from '../server.js';
+import { negotiateStreamFormat } from '../stream-format.js';
 
 /**
  * Subscription consumption routes (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset,
@@ -19,11 +20,11 @@ export function subscriptionStreamRoutes(http: HttpServer, streams: Subscription
   /** Read access to every event type of the subscription, for `subject`. */
   const readable = (subject: Subject) => (subscription: ResolvedSubscription) => access.requireEventTypesReadable(subject, subscription.eventTypes);
 
-  http.route('GET', '/subscriptions/:id/events', async (ctx) => streams.open(id(ctx.params), ctx.query, undefined, ctx.subject));
+  http.route('GET', '/subscriptions/:id/events', async (ctx) => streams.open(id(ctx.params), ctx.query, undefined, ctx.subject, negotiateStreamFormat(ctx.headers.accept)));
 
   http.route('POST', '/subscriptions/:id/events', async (ctx) => {
     const body = await ctx.body();
-    return streams.open(id(ctx.params), ctx.query, body.byteLength === 0 ? undefined : await ctx.json(), ctx.subject);
+    return streams.open(id(ctx.params), ctx.query, body.byteLength === 0 ? undefined : await ctx.json(), ctx.subject, negotiateStreamFormat(ctx.headers.accept));
   });
 
   http.route('POST', '/subscriptions/:id/cursors', async (ctx) => {

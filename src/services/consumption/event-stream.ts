@@ -7,6 +7,7 @@ import type { PartitionLogs } from '../../storage/partition-logs.js';
 import type { EventSegment } from '../../storage/partition-store.js';
 import { offsetField } from '../../storage/subscription-state-store.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
+import { SSE_KEEP_ALIVE, SSE_RETRY_MS, type StreamFormat } from '../../http/stream-format.js';
 
 /** One partition a stream reads: positions are offsets (last consumed = -1 before the first event). */
 export class StreamPartition {
@@ -77,12 +78,23 @@ export interface StreamPolicy {
   accept?(partition: StreamPartition, event: string): boolean;
   /** Called when the cursor of `partition` moved past skipped events only (`partition.sent` already moved). */
   skipped?(partition: StreamPartition): void;
-  /** An opening keep-alive line (JSON, no newline) for a stream that has no partition to send yet (undefined = none). */
-  opening?(debug: string): string | undefined;
+  /**
+   * The cursor (JSON text) of an opening keep-alive for a stream that has no partition to send yet
+   * (undefined = none): that batch says `Stream started` so the header block goes out at once.
+   */
+  openingCursor?(): string | undefined;
   /** The cursor object of a batch of `partition` (JSON text), pointing at `partition.sent`. */
   cursor(partition: StreamPartition): string;
   /** Whether batches carry `info.debug` (the first and the closing batch). */
   readonly debugInfo: boolean;
+  /**
+   * What the `id:` of an `event-stream` event holds (README "Server-sent events"): `batch` (the
+   * default) — the batch's cursor; `stream` — the JSON array of every partition's cursor after the
+   * batch, which `X-Broker-Cursors` (or `Last-Event-ID`) takes to resume the stream right after it.
+   */
+  readonly eventIds?: 'batch' | 'stream';
+  /** A stream id the first batch of an `event-stream` carries in `info.stream_id` (a page cannot read headers). */
+  readonly streamId?: string;
 }
 
 /** Why a stream ended: a debug message for the closing batch, or the client left / the node stops. */
@@ -156,6 +168,8 @@ export class EventStreamLoop {
     private readonly config: BrokerConfig['consumption'],
     /** Counts the stream while it runs and what it sends (once per write, never per event). */
     private readonly meter: StreamMeter = NO_STREAM_METER,
+    /** How batches are framed: JSON lines, or server-sent events (src/http/stream-format.ts). */
+    private readonly format: StreamFormat = 'json-stream',
   ) {
     this.deadline = now() + params.streamTimeoutSeconds * 1000;
     sink.signal.addEventListener('abort', () => this.poke());
@@ -254,12 +268,9 @@ export class EventStreamLoop {
           // Nothing to send yet: an opening keep-alive lets the header block out now (uWS ends it only
           // with the first chunk, and clients such as fetch wait for it; see HttpServer.sendStream).
           const opening = [...this.partitions.values()].find((p) => p.active);
-          const text = opening === undefined ? this.policy.opening?.('Stream started') : undefined;
+          const cursor = opening === undefined ? this.policy.openingCursor?.() : undefined;
           if (opening) out.push(this.line(opening));
-          else if (text !== undefined) {
-            this.first = false;
-            out.push(Buffer.from(`${text}\n`));
-          }
+          else if (cursor !== undefined) out.push(this.frame(cursor, undefined));
         }
         if (out.length > 0 && !(await this.write(out))) return { kind: 'aborted' };
         if (keepAliveLimitReached) return await this.finish(KEEP_ALIVE_LIMIT_REACHED, closingBatch);
@@ -490,19 +501,47 @@ export class EventStreamLoop {
     this.unmeteredEvents += count - left;
   }
 
-  /**
-   * One batch line as bytes: `{"cursor":…,"events":[…],"info":{"debug":…}}\n`. The events are copied
-   * once, as stored (events of an entry are joined by `\n`, which JSON text never contains raw, so each
-   * becomes a `,`).
-   */
+  /** One batch of `p` (see {@link frame}), its cursor pointing at `p.sent`. */
   private line(p: StreamPartition, events?: readonly Buffer[], debug?: string): Buffer {
-    const debugText = debug ?? (this.first ? 'Stream started' : undefined);
+    return this.frame(this.policy.cursor(p), p, events, debug);
+  }
+
+  /** The JSON array of every partition's cursor as they stand now (the `id:` of `eventIds: 'stream'`). */
+  private streamCursors(): string {
+    const cursors: string[] = [];
+    for (const p of this.partitions.values()) cursors.push(this.policy.cursor(p));
+    return `[${cursors.join(',')}]`;
+  }
+
+  /**
+   * One batch as bytes, framed for the stream's format. `json-stream`: the line
+   * `{"cursor":…,"events":[…],"info":{"debug":…}}\n`. `event-stream`: the same JSON as one event,
+   * `id: <id>\ndata: <JSON>\n\n` (the first batch's `info` also carries `stream_id` when the policy has
+   * one), or the comment `: keep-alive\n\n` for a batch with neither events nor info; the first frame
+   * starts with `retry: <SSE_RETRY_MS>`. The events are copied once, as stored (events of an entry are
+   * joined by `\n`, which JSON text never contains raw, so each becomes a `,`).
+   * @param p the batch's partition (absent for an opening batch before the stream holds one)
+   */
+  private frame(cursor: string, p: StreamPartition | undefined, events?: readonly Buffer[], debug?: string): Buffer {
+    const first = this.first;
     this.first = false;
-    const info = debugText !== undefined && this.policy.debugInfo ? `,"info":{"debug":${JSON.stringify(debugText)}}` : '';
-    const cursor = `{"cursor":${this.policy.cursor(p)}`;
-    if (events === undefined) return Buffer.from(`${cursor}${info}}\n`);
-    const head = `${cursor},"events":[`;
-    const tail = `]${info}}\n`;
+    const debugText = debug ?? (first ? 'Stream started' : undefined);
+    let info = debugText !== undefined && this.policy.debugInfo ? `"debug":${JSON.stringify(debugText)}` : '';
+    let prefix = '';
+    let end = '\n';
+    if (this.format === 'event-stream') {
+      if (first && this.policy.streamId !== undefined) info += `${info === '' ? '' : ','}"stream_id":${JSON.stringify(this.policy.streamId)}`;
+      const retry = first ? `retry: ${SSE_RETRY_MS}\n` : '';
+      if (events === undefined && info === '') return Buffer.from(retry + SSE_KEEP_ALIVE);
+      const id = p !== undefined && this.policy.eventIds === 'stream' ? this.streamCursors() : cursor;
+      prefix = `${retry}id: ${id}\ndata: `;
+      end = '\n\n';
+    }
+    if (info !== '') info = `,"info":{${info}}`;
+    const open = `${prefix}{"cursor":${cursor}`;
+    if (events === undefined) return Buffer.from(`${open}${info}}${end}`);
+    const head = `${open},"events":[`;
+    const tail = `]${info}}${end}`;
     let size = Buffer.byteLength(head) + Buffer.byteLength(tail) + Math.max(0, events.length - 1);
     for (const e of events) size += e.length;
     const line = Buffer.allocUnsafe(size);

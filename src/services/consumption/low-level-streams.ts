@@ -13,9 +13,20 @@ import { CONSUMPTION_BLOCKED, READERS_CHANGED, readersKey, type AccessControl } 
 import type { Settings } from '../settings.js';
 import { EventStreamLoop, type StreamedListener, type StreamPartition, type StreamPolicy, type TimelineSource } from './event-stream.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
+import { negotiateStreamFormat, STREAM_CONTENT_TYPES, type StreamFormat } from '../../http/stream-format.js';
 
 /** The `Warning` header of every low-level stream (spec "Low-level consumption (deprecated)"). */
 export const DEPRECATION_WARNING = '299 - "The low-level API is deprecated and will be removed; use subscriptions"';
+
+/** The request headers a low-level stream reads, as received. */
+export interface LowLevelStreamHeaders {
+  /** `X-Broker-Cursors`. */
+  readonly cursors?: string;
+  /** `Last-Event-ID`: what an `EventSource` sends when it reconnects (the `id:` of the last event it got). */
+  readonly lastEventId?: string;
+  /** `Accept`: `text/event-stream` asks for server-sent events. */
+  readonly accept?: string;
+}
 
 /** Where a low-level stream starts: the last consumed offset per partition. */
 interface Start {
@@ -71,15 +82,21 @@ export class LowLevelStreams {
   }
 
   /**
-   * Checks everything that can fail before the first byte, then answers with the stream.
-   * @param cursorsHeader the raw `X-Broker-Cursors` value, if sent
-   * @throws BrokerError 400 (malformed header or parameter), 403 (not a reader, or blocked), 404 (event
-   *   type), 412 (invalid cursor), 422 (parameter rules), 503 (storage)
+   * Checks everything that can fail before the first byte, then answers with the stream: JSON lines,
+   * or server-sent events when `Accept` asks for `text/event-stream` (README "Server-sent events").
+   * The cursors come from `X-Broker-Cursors`, else `Last-Event-ID` (an `EventSource` reconnecting:
+   * the `id:` of an event is the stream's cursors after it), else the query parameter `cursors` (same
+   * JSON; for clients that cannot send headers); none = every partition from its newest offset.
+   * @param headers the raw header values, if sent
+   * @throws BrokerError 400 (malformed cursors or parameter, or both the header and the `cursors`
+   *   parameter), 403 (not a reader, or blocked), 404 (event type), 412 (invalid cursor), 422
+   *   (parameter rules), 503 (storage)
    */
-  async start(name: string, cursorsHeader: string | undefined, query: URLSearchParams, subject: Subject): Promise<StreamingAnswer> {
+  async start(name: string, headers: LowLevelStreamHeaders, query: URLSearchParams, subject: Subject): Promise<StreamingAnswer> {
     const parsed = parseStreamParameters(query, undefined, 'low-level');
     if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
-    const requested = cursorsHeader === undefined ? undefined : parseCursorsHeader(cursorsHeader);
+    const requested = requestedCursors(headers, query);
+    const format = negotiateStreamFormat(headers.accept);
     const eventType = await this.eventTypes.get(name);
     if (!eventType) throw errors.eventTypeNotFound(name);
     this.access.requireEventType(subject, eventType.record, 'read');
@@ -107,9 +124,9 @@ export class LowLevelStreams {
     }
     return {
       status: 200,
-      contentType: 'application/x-json-stream',
-      headers: { Warning: DEPRECATION_WARNING },
-      stream: (sink) => this.stream(new LowLevelPolicy(subject, name, readersKey(eventType.record), parsed.value.streamLimit, filter), timelines, starts, parsed.value, sink),
+      contentType: STREAM_CONTENT_TYPES[format],
+      headers: format === 'event-stream' ? { Warning: DEPRECATION_WARNING, 'Cache-Control': 'no-cache' } : { Warning: DEPRECATION_WARNING },
+      stream: (sink) => this.stream(new LowLevelPolicy(subject, name, readersKey(eventType.record), parsed.value.streamLimit, filter), timelines, starts, parsed.value, sink, format),
     };
   }
 
@@ -120,8 +137,8 @@ export class LowLevelStreams {
     this.streamedListener = listener;
   }
 
-  private async stream(policy: LowLevelPolicy, timelines: TimelineMap, starts: readonly Start[], params: StreamParameters, sink: StreamSink): Promise<void> {
-    const loop = new EventStreamLoop(params, sink, policy, this.logs, this.timelineSource, this.config, this.meter);
+  private async stream(policy: LowLevelPolicy, timelines: TimelineMap, starts: readonly Start[], params: StreamParameters, sink: StreamSink, format: StreamFormat): Promise<void> {
+    const loop = new EventStreamLoop(params, sink, policy, this.logs, this.timelineSource, this.config, this.meter, format);
     policy.loop = loop;
     for (const start of starts) loop.add(policy.eventType, start.partition, timelines, start.offset);
     this.open.add(policy);
@@ -176,31 +193,53 @@ class LowLevelPolicy implements StreamPolicy {
   /** Low-level batches carry no `info`. */
   readonly debugInfo = false;
 
+  /** An SSE event's id is every partition's cursor after it: `Last-Event-ID` resumes right after it. */
+  readonly eventIds = 'stream';
+
   cursor(p: StreamPartition): string {
     return `{"partition":${JSON.stringify(p.partition)},"offset":"${p.timelines.format(p.partition, p.sent)}"}`;
   }
 }
 
 /**
- * Parses `X-Broker-Cursors`: a non-empty JSON array of `{partition, offset}` with string values, each
- * partition at most once. @throws BrokerError 400 when it is not that
+ * The cursors a low-level stream was asked to start after (README "Server-sent events"):
+ * `X-Broker-Cursors`, else `Last-Event-ID`, else the query parameter `cursors`; undefined when none
+ * is given. An `EventSource` reconnecting sends its URL again (with any `cursors`) and `Last-Event-ID`,
+ * which is newer, so it wins over the parameter.
+ * @throws BrokerError 400 when the one used is malformed, or when both `X-Broker-Cursors` and `cursors` are given
  */
-export function parseCursorsHeader(text: string): { partition: string; offset: string }[] {
+export function requestedCursors(headers: LowLevelStreamHeaders, query: URLSearchParams): { partition: string; offset: string }[] | undefined {
+  const param = query.get('cursors') ?? undefined;
+  if (headers.cursors !== undefined) {
+    if (param !== undefined) throw errors.badRequest('give the cursors either in X-Broker-Cursors or in the query parameter cursors, not both');
+    return parseCursorsHeader(headers.cursors);
+  }
+  if (headers.lastEventId !== undefined && headers.lastEventId !== '') return parseCursorsHeader(headers.lastEventId, 'Last-Event-ID');
+  return param === undefined ? undefined : parseCursorsHeader(param, 'the query parameter cursors');
+}
+
+/**
+ * Parses `X-Broker-Cursors` (or the same JSON from `Last-Event-ID` or the `cursors` parameter): a
+ * non-empty JSON array of `{partition, offset}` with string values, each partition at most once.
+ * @param source how the 400 detail names where the text came from
+ * @throws BrokerError 400 when it is not that
+ */
+export function parseCursorsHeader(text: string, source = 'X-Broker-Cursors'): { partition: string; offset: string }[] {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    throw errors.badRequest('X-Broker-Cursors is not valid JSON');
+    throw errors.badRequest(`${source} is not valid JSON`);
   }
-  if (!Array.isArray(value)) throw errors.badRequest('X-Broker-Cursors must be a JSON array of cursors');
-  if (value.length === 0) throw errors.badRequest('X-Broker-Cursors names no partition; leave the header out to read every partition from its newest offset');
+  if (!Array.isArray(value)) throw errors.badRequest(`${source} must be a JSON array of cursors`);
+  if (value.length === 0) throw errors.badRequest(`${source} names no partition; leave it out to read every partition from its newest offset`);
   const seen = new Set<string>();
   return value.map((item: unknown, i) => {
     const { partition, offset } = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
     if (typeof partition !== 'string' || typeof offset !== 'string') {
-      throw errors.badRequest(`X-Broker-Cursors item ${i} must be an object with string fields partition and offset`);
+      throw errors.badRequest(`${source} item ${i} must be an object with string fields partition and offset`);
     }
-    if (seen.has(partition)) throw errors.badRequest(`X-Broker-Cursors names partition "${partition}" twice`);
+    if (seen.has(partition)) throw errors.badRequest(`${source} names partition "${partition}" twice`);
     seen.add(partition);
     return { partition, offset };
   });

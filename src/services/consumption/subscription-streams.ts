@@ -22,6 +22,7 @@ import { NO_CONSUMPTION_METER, type ConsumptionMeter, type StreamMeter } from '.
 import { deadLetterPolicyOf, deadLetterStart, type DeadLetterPolicy, type PartitionDeadLetterState } from '../../domain/dead-letter.js';
 import type { DeadLetterQueue } from '../dead-letter-queue.js';
 import type { SubscriptionNotice, SubscriptionNotices } from './subscription-notices.js';
+import { STREAM_CONTENT_TYPES, type StreamFormat } from '../../http/stream-format.js';
 
 /** One partition of a subscription with its event type's timelines (issue 6 §3.2). */
 export interface SubscriptionPartition extends PartitionKey {
@@ -200,12 +201,15 @@ export class SubscriptionStreams {
 
   /**
    * Opens a stream: checks parameters, joins the subscription as a new session (rebalancing its
-   * partitions), and answers with the stream (`X-Broker-StreamId` in the headers).
+   * partitions), and answers with the stream (`X-Broker-StreamId` in the headers): JSON lines, or
+   * server-sent events whose first event also carries the stream id in `info.stream_id` (README
+   * "Server-sent events").
+   * @param format the framing the client asked for with `Accept` (`negotiateStreamFormat`)
    * @throws BrokerError 400/422 (parameters, foreign or duplicated partitions), 403 (not a reader of it or
    *   of one of its event types, or blocked), 404, 409 (no free slot, partition requested by another
    *   stream, cursor reset running), 503
    */
-  async open(id: string, query: URLSearchParams, body: unknown, subject: Subject): Promise<StreamingAnswer> {
+  async open(id: string, query: URLSearchParams, body: unknown, subject: Subject, format: StreamFormat = 'json-stream'): Promise<StreamingAnswer> {
     if (this.shuttingDown) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
     const parsed = parseStreamParameters(query, body, 'subscription');
     if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
@@ -230,7 +234,7 @@ export class SubscriptionStreams {
       const info: SessionInfo = { requested: params.partitions, state: 'streaming', node: this.nodeId };
       const joined = await this.applyChange(subscription, { upsert: { id: streamId, info, leaseMs: this.config.subscriptions.leaseTtlMs }, refuseDuringReset: true });
       if (joined === 'reset') throw new BrokerError('CONFLICT', 'Cursors are being reset; try again shortly');
-      runner = new SessionRunner(this, subscription, streamId, params, subject, eventFilters(this.access, subject, subscription.eventTypes));
+      runner = new SessionRunner(this, subscription, streamId, params, subject, eventFilters(this.access, subject, subscription.eventTypes), format);
     } catch (err) {
       unlisten();
       throw err;
@@ -244,8 +248,8 @@ export class SubscriptionStreams {
     };
     return {
       status: 200,
-      contentType: 'application/x-json-stream',
-      headers: { 'X-Broker-StreamId': streamId },
+      contentType: STREAM_CONTENT_TYPES[format],
+      headers: format === 'event-stream' ? { 'X-Broker-StreamId': streamId, 'Cache-Control': 'no-cache' } : { 'X-Broker-StreamId': streamId },
       stream: async (sink) => {
         try {
           await runner.run(sink);
@@ -423,7 +427,10 @@ class SessionRunner implements StreamPolicy {
   readonly partitionCounts: ReadonlyMap<string, number>;
   readonly accept: ((partition: StreamPartition, event: string) => boolean) | undefined;
 
-  /** @param filters per event type name, the per-event authorization test (absent = every event) */
+  /**
+   * @param filters per event type name, the per-event authorization test (absent = every event)
+   * @param format how batches are framed (JSON lines or server-sent events)
+   */
   constructor(
     private readonly owner: SubscriptionStreams,
     private readonly subscription: ResolvedSubscription,
@@ -431,6 +438,7 @@ class SessionRunner implements StreamPolicy {
     private readonly params: StreamParameters,
     readonly subject: Subject,
     filters: ReadonlyMap<string, (event: string) => boolean>,
+    private readonly format: StreamFormat = 'json-stream',
   ) {
     this.eventTypes = subscription.record.event_types;
     this.readers = new Map(subscription.eventTypes.map((e) => [e.name, readersKey(e)]));
@@ -474,7 +482,7 @@ class SessionRunner implements StreamPolicy {
    */
   async run(sink: StreamSink): Promise<void> {
     const { logs, timelineSource, config, meter } = this.owner.deps;
-    this.loop = new EventStreamLoop(this.params, sink, this, logs, timelineSource, config.consumption, meter);
+    this.loop = new EventStreamLoop(this.params, sink, this, logs, timelineSource, config.consumption, meter, this.format);
     this.heartbeat = setInterval(() => void this.beat(), Math.max(100, Math.floor(this.leaseMs / 3)));
     let releaseNow = true;
     try {
@@ -576,13 +584,12 @@ class SessionRunner implements StreamPolicy {
     });
   }
 
-  /** Before this stream holds a partition: a keep-alive on a partition it is about to get (or any), at its committed offset. */
-  opening(debug: string): string | undefined {
+  /** Before this stream holds a partition: the cursor of a partition it is about to get (or any), at its committed offset. */
+  openingCursor(): string | undefined {
     const a = this.assignments.find((x) => x.nextSession === this.streamId) ?? this.assignments[0];
     if (!a) return undefined;
     const field = offsetField(a.eventType, a.partition);
-    const cursor = `{"partition":${JSON.stringify(a.partition)},"offset":"${this.timelinesOf(a.eventType).format(a.partition, this.committed.get(field) ?? this.lastOffsets.get(field) ?? -1)}","event_type":${JSON.stringify(a.eventType)},"cursor_token":"${randomUUID()}"}`;
-    return `{"cursor":${cursor},"info":{"debug":${JSON.stringify(debug)}}}`;
+    return `{"partition":${JSON.stringify(a.partition)},"offset":"${this.timelinesOf(a.eventType).format(a.partition, this.committed.get(field) ?? this.lastOffsets.get(field) ?? -1)}","event_type":${JSON.stringify(a.eventType)},"cursor_token":"${randomUUID()}"}`;
   }
 
   /** Subscription batches say why a stream starts and ends (WIRE.md "Streaming"). */
