@@ -18,7 +18,8 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'cluster', include: ['test/integration/**/*.test.ts'], globalSetup: ['test/support/global-setup.ts'], sequence: { groupOrder: 1 } },
+        // The console's browser test runs once (integration): it tests a client of the HTTP API.
+        test: { name: 'cluster', include: ['test/integration/**/*.test.ts'], exclude: ['test/integration/console.test.ts'], globalSetup: ['test/support/global-setup.ts'], sequence: { groupOrder: 1 } },
       },
     ],
   },

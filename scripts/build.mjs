@@ -8,10 +8,15 @@
 //   wait for it, then look again whether dist/ is still stale (usually not: they do not build again);
 // - tsc writes into `.build-tmp/`, and each file is then renamed into dist/ (a rename replaces a file
 //   atomically), so dist/ only ever holds whole files; a failed tsc leaves dist/ as it was;
-// - stale = some input (a file or directory under src, workers, bench, scripts, or a tsconfig) is newer
-//   than dist/.build-stamp, whose mtime is the time the last successful build started.
+// - stale = some input (a file or directory under src, workers, bench, scripts, ui, a tsconfig, or
+//   package-lock.json: the console's vendored libraries) is newer than dist/.build-stamp, whose mtime is
+//   the time the last successful build started.
+// - the console (issue 18 §1) goes to dist/ui: ui/src compiled by tsc (ui/tsconfig.json) into ui/app,
+//   ui/static copied as is, and the browser builds of its libraries copied from node_modules into
+//   ui/vendor (the page's import map names them): nothing is fetched at run time. dist/ui is replaced
+//   as a whole (two renames), so files removed from ui/ do not linger in it.
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, cpSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import process from 'node:process';
@@ -23,7 +28,18 @@ const dist = path.join(root, 'dist');
 const stamp = path.join(dist, '.build-stamp');
 const lockFile = path.join(root, '.build.lock');
 const staging = path.join(root, '.build-tmp');
-const inputs = ['src', 'workers', 'bench', 'scripts', 'tsconfig.json', 'tsconfig.build.json'];
+const inputs = ['src', 'workers', 'bench', 'scripts', 'ui', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
+/** The console's libraries: the browser ES module builds copied into dist/ui/vendor, with their licenses. */
+const vendored = [
+  ['preact/dist/preact.module.js', 'preact.module.js'],
+  ['preact/hooks/dist/hooks.module.js', 'preact-hooks.module.js'],
+  ['preact/LICENSE', 'preact.LICENSE.txt'],
+  ['htm/dist/htm.module.js', 'htm.module.js'],
+  ['htm/LICENSE', 'htm.LICENSE.txt'],
+  ['uplot/dist/uPlot.esm.js', 'uplot.esm.js'],
+  ['uplot/dist/uPlot.min.css', 'uplot.min.css'],
+  ['uplot/LICENSE', 'uplot.LICENSE.txt'],
+];
 
 /** Newest mtime (ms) of `entry` and, for a directory, of everything below it (skipping bench/.tmp). */
 function newestMtime(entry) {
@@ -106,6 +122,21 @@ function install(from, to) {
   }
 }
 
+/**
+ * Builds the console into `.build-tmp/ui`: ui/src compiled with tsc (ui/tsconfig.json) into `app/`,
+ * ui/static copied, the vendored libraries copied into `vendor/`. @returns 0, or tsc's exit status
+ */
+function buildConsole(tsc) {
+  const out = path.join(staging, 'ui');
+  const result = spawnSync(process.execPath, [tsc, '-p', path.join(root, 'ui', 'tsconfig.json'), '--outDir', path.join(out, 'app')], { cwd: root, stdio: 'inherit' });
+  if (result.status !== 0) return result.status ?? 1;
+  cpSync(path.join(root, 'ui', 'static'), out, { recursive: true });
+  mkdirSync(path.join(out, 'vendor'), { recursive: true });
+  // Direct dependencies: npm installs them at the top of node_modules.
+  for (const [from, to] of vendored) copyFileSync(path.join(root, 'node_modules', from), path.join(out, 'vendor', to));
+  return 0;
+}
+
 async function main() {
   const ifStale = process.argv.includes('--if-stale');
   if (ifStale && !stale()) return 0;
@@ -123,6 +154,19 @@ async function main() {
     process.stderr.write(`build: tsc failed (${result.signal ?? `exit ${String(result.status)}`}); dist/ is unchanged\n`);
     return result.status ?? 1;
   }
+  const console = buildConsole(tsc);
+  if (console !== 0) {
+    rmSync(staging, { recursive: true, force: true });
+    process.stderr.write('build: the console (ui/) did not build; dist/ is unchanged\n');
+    return console;
+  }
+  const ui = path.join(dist, 'ui');
+  const oldUi = path.join(dist, '.ui-old');
+  rmSync(oldUi, { recursive: true, force: true });
+  if (existsSync(ui)) renameSync(ui, oldUi);
+  mkdirSync(dist, { recursive: true });
+  renameSync(path.join(staging, 'ui'), ui);
+  rmSync(oldUi, { recursive: true, force: true });
   install(staging, dist);
   rmSync(staging, { recursive: true, force: true });
   writeFileSync(stamp, `${started.toISOString()}\n`);

@@ -52,6 +52,7 @@ import { timelineRoutes } from './http/routes/timelines.js';
 import { openReplicatedAppender } from './storage/replicated-append.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, type RedisClient } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
+import { consoleRoutes, loadConsoleAssets } from './http/routes/console.js';
 import { SubscriptionStore } from './storage/subscription-store.js';
 import { BrokerMetrics } from './observability/metrics.js';
 import { ConsumerLagReader } from './services/consumption/consumer-lag.js';
@@ -210,6 +211,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   storageRoutes(http, storages, access, (id) => timelines.usersOf(id), audit);
   timelineRoutes(http, timelines, access, audit);
   deletedEventsRoutes(http, new DeletedEvents(cache, compactionStore, redis, compactionStoreOf), access);
+  // The console (issue 18 §1): its files from dist/ui, public; its API calls carry the user's token.
+  consoleRoutes(http, loadConsoleAssets(), access, { eventType: (name) => registry.get(name), subscription: (id) => subscriptionRegistry.get(id) });
 
   return {
     async start() {
