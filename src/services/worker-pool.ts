@@ -1,4 +1,5 @@
 import os from 'node:os';
+import v8 from 'node:v8';
 import { Piscina } from 'piscina';
 import { BrokerError } from '../errors/catalog.js';
 import type { BrokerConfig } from '../config/config-schema.js';
@@ -25,6 +26,11 @@ export class WorkerPool {
   /** @param validatorEntries validators kept per thread (`caches.workerValidatorEntries`) */
   constructor(config: BrokerConfig['publish'], validatorEntries = 256) {
     const threads = config.workerThreads > 0 ? config.workerThreads : os.availableParallelism();
+    // V8 flags are process-wide: the main thread's `--max-semi-space-size=64` (npm start, Dockerfile) would
+    // also size each worker's young generation (and override `resourceLimits`), letting every thread's heap
+    // grow by ~130 MB of semi-spaces it does not need (issue 15 §1.3: the churn benchmark's RSS growth).
+    // The main isolate is sized already; clearing the flag leaves V8's default for the threads created after.
+    v8.setFlagsFromString('--max-semi-space-size=0');
     this.pool = new Piscina({
       filename: new URL('../../workers/publish-worker.js', import.meta.url).href,
       minThreads: threads,
