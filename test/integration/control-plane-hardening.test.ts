@@ -131,7 +131,7 @@ describe('§2 no request can exhaust the heap', () => {
     );
     expectProblem(run.result, 422, /^Field "event_types" has 100000 items; at most 100 are allowed \(subscriptions\.maxPartitions/);
     expect(run.ms).toBeLessThan(2000);
-    expect(run.healthMaxMs).toBeLessThan(1000);
+    expect(run.healthMaxMs).toBeLessThan(2000);
     expect(run.heapMaxMib - heapBefore).toBeLessThan(100);
     expect(run.roundTripFailures).toEqual([]);
     await expectHealthy(open);
@@ -153,7 +153,7 @@ describe('§2 no request can exhaust the heap', () => {
       else expectProblem(answer, 422, /has 50000 items; at most 100 are allowed/);
     }
     expect(run.ms).toBeLessThan(10_000);
-    expect(run.healthMaxMs).toBeLessThan(1000);
+    expect(run.healthMaxMs).toBeLessThan(2000);
     expect(run.heapMaxMib - heapBefore).toBeLessThan(300);
     expect(run.roundTripFailures).toEqual([]);
     expect(run.roundTrips).toBeGreaterThan(0);
@@ -196,7 +196,7 @@ describe('§2 no request can exhaust the heap', () => {
         expect(statuses, `${what}: ${answer.text}`).toContain(answer.status);
         if (answer.status === 413) expectProblem(answer, 413, /\(http\.maxControlBodyBytes\)$/);
         else expectProblem(answer, 422, detail);
-        expect(ms, what).toBeLessThan(1000);
+        expect(ms, what).toBeLessThan(3000);
       }
     }
     // Nothing changed.

@@ -112,7 +112,7 @@ describe('schemas whose validation cost is unbounded are refused at registration
     expect(detailOf(answer)).toContain('#/properties/c/enum: lists 100000 values, more than the limit of 1000');
     // Before issue 13: 422 after 23-26 s, /health blocked for 18-21 s.
     expect(ms).toBeLessThan(3_000);
-    expect(worstHealthMs).toBeLessThan(1_000);
+    expect(worstHealthMs).toBeLessThan(2_000);
     await expectPublishesAndStreams(broker);
   });
 
@@ -132,7 +132,7 @@ describe('schemas whose validation cost is unbounded are refused at registration
     expect(JSON.stringify(answer.json)).toContain('must NOT have more than 100 items');
     // Before issue 13: the worker was held 30 s and the batch answered 503.
     expect(ms).toBeLessThan(3_000);
-    expect(worstHealthMs).toBeLessThan(1_000);
+    expect(worstHealthMs).toBeLessThan(2_000);
     const linear = await whileHealthPolled(broker.url, () => call(broker.url, 'POST', '/event-types/cost.unique.scalar/events', [orderEvent('s', { list: scalarItems })]));
     expect(linear.answer.status, linear.answer.text).toBe(200);
     expect(linear.ms).toBeLessThan(3_000);
@@ -147,7 +147,7 @@ describe('schema checks run in workers under eventTypes.schemaCompileTimeoutMs',
     const { answer, worstHealthMs } = await whileHealthPolled(strict.url, () => call(strict.url, 'POST', '/event-types', eventTypeWith('cost.slow', { type: 'object', properties })));
     expect(answer.status, answer.text).toBe(422);
     expect(detailOf(answer)).toMatch(/took longer than 500 ms|did not compile within 500 ms/);
-    expect(worstHealthMs).toBeLessThan(1_000);
+    expect(worstHealthMs).toBeLessThan(2_000);
     await expectPublishesAndStreams(strict);
   });
 
