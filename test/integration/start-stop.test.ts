@@ -254,7 +254,7 @@ describe('build', () => {
   it('several starts in one checkout build a stale dist/ once, the others wait and do not build again; a fresh dist/ is not rebuilt', async () => {
     // A copy of the checkout's build inputs, so the test never rebuilds the dist/ other tests run.
     const copy = tempDir('broker-build-');
-    for (const entry of ['src', 'workers', 'bench', 'scripts', 'tsconfig.json', 'tsconfig.build.json', 'package.json']) {
+    for (const entry of ['src', 'workers', 'bench', 'scripts', 'ui', 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'package-lock.json']) {
       cpSync(path.join(repoRoot, entry), path.join(copy, entry), { recursive: true, filter: (source) => !source.includes(`${path.sep}.tmp`) });
     }
     symlinkSync(realpathSync(path.join(repoRoot, 'node_modules')), path.join(copy, 'node_modules'));
