@@ -60,7 +60,33 @@ export interface RedisProcess {
  *   which stops the children in order (`npm run cluster`)
  */
 export async function startRedis(options: { appendonly?: boolean; extraArgs?: string[]; dataDir?: string; detached?: boolean } = {}): Promise<RedisProcess> {
-  const port = await freePort();
+  // A port found free can be taken by another process before redis-server binds it (tests run in
+  // parallel): a server that exits at once is started again on another port, a few times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRedisOnce(options);
+    } catch (err) {
+      if (attempt >= 5 || !(err instanceof Error) || !err.message.includes('did not come up (exit code')) throw err;
+    }
+  }
+}
+
+/** A free port for a Redis Cluster node: its cluster bus listens on port + 10000, which must exist and be free too. */
+async function freeClusterPort(): Promise<number> {
+  for (;;) {
+    const port = await freePort();
+    if (port + 10_000 > 65_535) continue;
+    const busFree = await new Promise<boolean>((resolve) => {
+      const server = net.createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port + 10_000, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+    if (busFree) return port;
+  }
+}
+
+async function startRedisOnce(options: { appendonly?: boolean; extraArgs?: string[]; dataDir?: string; detached?: boolean }): Promise<RedisProcess> {
+  const port = options.extraArgs?.includes('--cluster-enabled') === true ? await freeClusterPort() : await freePort();
   const kept = options.dataDir !== undefined;
   const dir = options.dataDir !== undefined ? path.resolve(options.dataDir) : mkdtempSync(path.join(os.tmpdir(), 'broker-redis-'));
   if (kept) mkdirSync(dir, { recursive: true });
