@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Subject } from '../auth/subject.js';
-import { ensureServiceEventType } from './service-event-types.js';
+import { administratorsOnly, ensureServiceEventType } from './service-event-types.js';
 import type { Logger } from '../observability/logger.js';
 import type { EventTypeRegistry } from './event-type-registry.js';
 import type { Publisher } from './publisher.js';
@@ -72,10 +72,7 @@ export class AuditLog {
    * @throws BrokerError 503
    */
   async ensureEventType(registry: EventTypeRegistry): Promise<void> {
-    const admins = this.settings.admins();
-    const readers = [...new Map([...admins.readers, ...admins.writers, ...admins.admins].map((a) => [`${a.data_type}\u0000${a.value}`, a])).values()];
-    const authorization = { admins: admins.admins, readers, writers: admins.admins };
-    await ensureServiceEventType(registry, { ...DEFINITION, authorization });
+    await ensureServiceEventType(registry, { ...DEFINITION, authorization: administratorsOnly(this.settings) });
   }
 
   private readonly listeners: ((entry: AuditEntry) => void)[] = [];

@@ -3,7 +3,7 @@ import { DEAD_LETTER_EVENT_TYPE, deadLetterEvent } from '../domain/dead-letter.j
 import { BrokerError } from '../errors/catalog.js';
 import type { EventTypeRegistry } from './event-type-registry.js';
 import type { Publisher } from './publisher.js';
-import { ensureServiceEventType } from './service-event-types.js';
+import { administratorsOnly, ensureServiceEventType } from './service-event-types.js';
 import type { Settings } from './settings.js';
 
 /** An event a subscription stream skipped in dead-letter search (issue 14 §3.2). */
@@ -68,9 +68,7 @@ export class DeadLetterQueue {
    * @throws BrokerError 503
    */
   async ensureEventType(registry: EventTypeRegistry): Promise<void> {
-    const admins = this.settings.admins();
-    const readers = [...new Map([...admins.readers, ...admins.writers, ...admins.admins].map((a) => [`${a.data_type}\u0000${a.value}`, a])).values()];
-    await ensureServiceEventType(registry, { ...DEFINITION, authorization: { admins: admins.admins, readers, writers: admins.admins } });
+    await ensureServiceEventType(registry, { ...DEFINITION, authorization: administratorsOnly(this.settings) });
   }
 
   /**

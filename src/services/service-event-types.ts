@@ -1,5 +1,7 @@
 import { BrokerError } from '../errors/catalog.js';
+import type { AuthorizationAttribute } from '../domain/event-type.js';
 import type { EventTypeRegistry, RegistryCaller } from './event-type-registry.js';
+import type { Settings } from './settings.js';
 
 /** The registry caller for the service's own event types: an administrator, no authorization rules. */
 const SERVICE_CALLER: RegistryCaller = { isAdmin: true, authorizationProblems: () => [], requireAdmin: () => undefined };
@@ -16,4 +18,14 @@ export async function ensureServiceEventType(registry: EventTypeRegistry, defini
   } catch (err) {
     if (!(err instanceof BrokerError && err.code === 'CONFLICT')) throw err;
   }
+}
+
+/**
+ * The authorization of a service event type only the administrators may touch: their `admins` list
+ * changes it and publishes to it, any admin list (readers, writers, admins; each attribute once) reads it.
+ */
+export function administratorsOnly(settings: Pick<Settings, 'admins'>): { admins: AuthorizationAttribute[]; readers: AuthorizationAttribute[]; writers: AuthorizationAttribute[] } {
+  const lists = settings.admins();
+  const readers = [...new Map([...lists.readers, ...lists.writers, ...lists.admins].map((a) => [`${a.data_type}\u0000${a.value}`, a])).values()];
+  return { admins: [...lists.admins], readers, writers: [...lists.admins] };
 }

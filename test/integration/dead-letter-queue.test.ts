@@ -18,8 +18,9 @@ let nodes: TestBroker[];
 
 beforeAll(async () => {
   const prefix = uniquePrefix();
-  // Two nodes on one deployment; the lease is short so a stream's session moves on quickly.
-  nodes = await Promise.all([0, 1].map(() => startTestBroker({ BROKER_REDIS_KEY_PREFIX: prefix, BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: '3000' })));
+  // Two nodes on one deployment. Streams end by their commit timeout and leave at once; the default lease
+  // (10 s) keeps a heartbeat delayed on a loaded machine from ending a session early (which would not count).
+  nodes = await Promise.all([0, 1].map(() => startTestBroker({ BROKER_REDIS_KEY_PREFIX: prefix })));
 });
 afterAll(async () => {
   const codes = await Promise.all(nodes.map((n) => n.stop()));
