@@ -15,5 +15,13 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
     },
   },
+  {
+    // Every error detail comes from the catalog: call sites pass the template's values (README "Errors").
+    files: ['src/**/*.ts', 'workers/**/*.ts'],
+    ignores: ['src/errors/**'],
+    rules: {
+      'no-restricted-syntax': ['error', { selector: "NewExpression[callee.name='BrokerError']", message: 'Use brokerError(code, values) from src/errors/catalog.ts: the detail is the catalog template.' }],
+    },
+  },
   { files: ['eslint.config.js', 'scripts/build.mjs'], ...tseslint.configs.disableTypeChecked },
 );

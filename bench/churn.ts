@@ -5,21 +5,26 @@
  * time), then per round: the node's RSS and heap used (from its own `/metrics`, after the round), the
  * `/metrics` answer's size and the round's time. Targets, after the first (warm-up) round: RSS within
  * +50 MB of round 1, `/metrics` bytes within 1.5× of round 1, round time within ±20 % of the median.
+ * Per round it also records the main thread's old-space used and heap capacity: a leak shows as a rising
+ * floor of old-space used, V8 sizing its heap as a rising capacity over a flat floor.
+ * `BENCH_CHURN_ROUNDS` (default 10) runs more rounds to see where RSS levels off; the targets still
+ * compare the last round with round 1.
  */
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
 import { post, round, runBounded, startStack, type Recorder, type Scenario } from './harness.js';
 import { createSubscription, openStream, quickMode, request, type StreamLine } from './stream-client.js';
 
-export const ROUNDS = 10;
+export const ROUNDS = Number(process.env.BENCH_CHURN_ROUNDS ?? 10);
 export const ROUND_SIZE = 200;
 const IN_FLIGHT = 4;
 const RSS_GROWTH_LIMIT_MB = 50;
 const METRICS_GROWTH_LIMIT = 1.5;
 const ROUND_TIME_SPREAD = 0.2;
 
-/** One sample of a Prometheus text answer, by name (first series). */
+/** One sample of a Prometheus text answer: the first series of `name`, or the series `name{label="value"}` written as it appears. */
 function sampleOf(text: string, name: string): number {
-  const match = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  const escaped = name.replace(/[{}()[\]\\^$.|?*+]/g, '\\$&');
+  const match = new RegExp(`^${escaped}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
   if (!match?.[1]) throw new Error(`/metrics has no ${name}`);
   return Number(match[1]);
 }
@@ -60,7 +65,7 @@ async function run(recorder: Recorder): Promise<void> {
   try {
     const url = stack.broker.url;
     const random = prng(15);
-    const rows: { rssMb: number; heapMb: number; metricsBytes: number; seconds: number }[] = [];
+    const rows: { rssMb: number; heapMb: number; oldSpaceMb: number; heapTotalMb: number; metricsBytes: number; seconds: number }[] = [];
     for (let r = 0; r < rounds; r++) {
       const started = performance.now();
       await runBounded(size, IN_FLIGHT, (i) => iterate(url, `churn.r${r}.n${i}`, random));
@@ -69,14 +74,18 @@ async function run(recorder: Recorder): Promise<void> {
       const row = {
         rssMb: sampleOf(metrics.text, 'broker_process_resident_memory_bytes') / 1e6,
         heapMb: sampleOf(metrics.text, 'broker_nodejs_heap_size_used_bytes') / 1e6,
+        oldSpaceMb: sampleOf(metrics.text, 'broker_nodejs_heap_space_size_used_bytes{space="old"}') / 1e6,
+        heapTotalMb: sampleOf(metrics.text, 'broker_nodejs_heap_size_total_bytes') / 1e6,
         metricsBytes: Buffer.byteLength(metrics.text),
         seconds,
       };
       rows.push(row);
-      recorder.log(`round ${r + 1}/${rounds} (${size} iterations): ${seconds.toFixed(2)} s, RSS ${row.rssMb.toFixed(1)} MB, heap used ${row.heapMb.toFixed(1)} MB, /metrics ${row.metricsBytes} bytes`);
+      recorder.log(`round ${r + 1}/${rounds} (${size} iterations): ${seconds.toFixed(2)} s, RSS ${row.rssMb.toFixed(1)} MB, heap used ${row.heapMb.toFixed(1)} MB (old space ${row.oldSpaceMb.toFixed(1)}, capacity ${row.heapTotalMb.toFixed(1)}), /metrics ${row.metricsBytes} bytes`);
       recorder.add(`round ${r + 1}: seconds`, round(seconds, 2), 's');
       recorder.add(`round ${r + 1}: RSS`, round(row.rssMb, 1), 'MB');
       recorder.add(`round ${r + 1}: heap used`, round(row.heapMb, 1), 'MB');
+      recorder.add(`round ${r + 1}: old space used`, round(row.oldSpaceMb, 1), 'MB');
+      recorder.add(`round ${r + 1}: heap capacity`, round(row.heapTotalMb, 1), 'MB');
       recorder.add(`round ${r + 1}: /metrics`, row.metricsBytes, 'bytes');
     }
     const first = rows[0];
@@ -89,6 +98,12 @@ async function run(recorder: Recorder): Promise<void> {
     recorder.add('RSS growth after the warm-up round (last - round 1)', round(last.rssMb - first.rssMb, 1), 'MB', { op: '<=', value: RSS_GROWTH_LIMIT_MB });
     recorder.add('/metrics bytes, last round ÷ round 1', round(last.metricsBytes / first.metricsBytes, 3), '×', { op: '<=', value: METRICS_GROWTH_LIMIT });
     recorder.add('round time spread after the warm-up round (max |t - median| ÷ median)', round(spread, 3), '×', { op: '<=', value: ROUND_TIME_SPREAD });
+    const half = rows.slice(0, Math.ceil(rows.length / 2));
+    const secondHalf = rows.slice(Math.ceil(rows.length / 2));
+    if (secondHalf.length > 0) {
+      const floor = (part: typeof rows): number => Math.min(...part.map((r) => r.oldSpaceMb));
+      recorder.add('old space used, lowest sample: second half of the rounds - first half', round(floor(secondHalf) - floor(half), 1), 'MB');
+    }
     recorder.add('iterations', rounds * size, 'iterations');
   } finally {
     await stack.stop(recorder);

@@ -6,6 +6,7 @@
  *
  *   npm run bench                                   # build, then every scenario
  *   node dist/bench/run.js [publish-batches] [github] [single-event] [auth] [memory] [consume] [end-to-end] [commits] [scale-out] [compaction] [compression] [churn] [fan-out]
+ *                        [publish-spread] [catalog-scale] [rebalance] [idle-streams]   # cost curves (issue 17 §4)
  *   BENCH_QUICK=1 node dist/bench/run.js consume    # consumption scenarios: small sizes, to prove they work
  *
  * A missed target never fails the run: it is printed as MISSED. The exit code is 1 only when a
@@ -30,8 +31,12 @@ import { churn } from './churn.js';
 import { compression } from './compression.js';
 import { scaleOut } from './scale-out.js';
 import { fanOut } from './fan-out.js';
+import { publishSpread } from './publish-spread.js';
+import { catalogScale } from './catalog-scale.js';
+import { rebalance } from './rebalance.js';
+import { idleStreams } from './idle-streams.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const README_FILE = path.join(repoRoot, 'bench', 'README.md');
 const START_MARKER = '<!-- results:start -->';

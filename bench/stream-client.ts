@@ -301,3 +301,23 @@ export function percentile(sorted: Float64Array, p: number): number {
   const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[index] ?? Number.NaN;
 }
+
+/** 503 answers met by {@link requestRetrying} (the node's control-plane limiter was full) and sent again. */
+export const overloadRetries = { count: 0 };
+
+/**
+ * A control-plane request (event type and subscription create/update, cursor resets: they run under the
+ * node's limiter, `http.controlConcurrency` at once, `http.controlQueueLength` waiting): an answer 503
+ * (`OVERLOADED`, nothing was done) is sent again after a random 0.2–1 s (the node says `Retry-After: 1`;
+ * spreading the retries keeps them from arriving together), up to 60 times.
+ * @throws Error when the answer's status is not in `expected` (with the start of the answer)
+ */
+export async function requestRetrying(method: string, url: string, body: string | undefined, expected: readonly number[]): Promise<Answer> {
+  for (let attempt = 1; ; attempt++) {
+    const answer = await request(method, url, body);
+    if (expected.includes(answer.status)) return answer;
+    if (answer.status !== 503 || attempt >= 60) throw new Error(`${method} ${url} answered ${answer.status}: ${answer.text.slice(0, 500)}`);
+    overloadRetries.count += 1;
+    await new Promise((resolve) => setTimeout(resolve, 200 + Math.floor(Math.random() * 800)));
+  }
+}

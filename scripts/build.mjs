@@ -15,6 +15,8 @@
 //   ui/static copied as is, and the browser builds of its libraries copied from node_modules into
 //   ui/vendor (the page's import map names them): nothing is fetched at run time. dist/ui is replaced
 //   as a whole (two renames), so files removed from ui/ do not linger in it.
+// - the API reference page's script (the dev dependency redoc's standalone bundle) goes to
+//   dist/docs-assets, served at /docs (src/http/routes/api-docs.ts); none is fetched at run time.
 import { spawnSync } from 'node:child_process';
 import { closeSync, copyFileSync, cpSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -39,6 +41,11 @@ const vendored = [
   ['uplot/dist/uPlot.esm.js', 'uplot.esm.js'],
   ['uplot/dist/uPlot.min.css', 'uplot.min.css'],
   ['uplot/LICENSE', 'uplot.LICENSE.txt'],
+];
+/** The API reference page's script (issue 16 §2.2: Redoc's standalone bundle) and license, copied into dist/docs-assets. */
+const referenceDocs = [
+  ['redoc/bundles/redoc.standalone.js', 'redoc.standalone.js'],
+  ['redoc/LICENSE', 'redoc.LICENSE.txt'],
 ];
 
 /** Newest mtime (ms) of `entry` and, for a directory, of everything below it (skipping bench/.tmp). */
@@ -160,6 +167,8 @@ async function main() {
     process.stderr.write('build: the console (ui/) did not build; dist/ is unchanged\n');
     return console;
   }
+  mkdirSync(path.join(staging, 'docs-assets'), { recursive: true });
+  for (const [from, to] of referenceDocs) copyFileSync(path.join(root, 'node_modules', from), path.join(staging, 'docs-assets', to));
   const ui = path.join(dist, 'ui');
   const oldUi = path.join(dist, '.ui-old');
   rmSync(oldUi, { recursive: true, force: true });

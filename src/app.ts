@@ -53,6 +53,7 @@ import { openReplicatedAppender } from './storage/replicated-append.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, type RedisClient } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
 import { consoleRoutes, loadConsoleAssets } from './http/routes/console.js';
+import { apiDocsRoutes } from './http/routes/api-docs.js';
 import { SubscriptionStore } from './storage/subscription-store.js';
 import { BrokerMetrics } from './observability/metrics.js';
 import { ConsumerLagReader } from './services/consumption/consumer-lag.js';
@@ -81,7 +82,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const cluster = config.redis.clusterNodes.length > 0;
   const url = cluster ? '' : config.redis.url || (embedded = await startEmbeddedRedis(config.embeddedRedis, logger, config.port)).url;
   const redis: RedisClient = cluster ? await connectCluster(config.redis.clusterNodes, config.redis, logger) : await connectRedis(url, config.redis, logger);
-  const subscriber = duplicateForSubscribe(redis);
+  const subscriber = duplicateForSubscribe(redis, logger);
   const keys = createKeys(config.redis.keyPrefix);
   const scripts = new Scripts(redis);
   const eventTypeStore = new EventTypeStore(redis, scripts, keys);
@@ -101,7 +102,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   // first start on; a timeline's partitions live in its storage, opened on first use.
   const storages = new StorageStore(redis, keys);
   await storages.ensureNodeStorage(config.redis.keyPrefix);
-  const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis), logger);
+  const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis, logger), logger);
   // `publish.minReplicas`: appends to the node's deployment (any key namespace) wait for its replicas
   // (on a cluster, the replicas of each master written to).
   const replicated = config.publish.minReplicas > 0 ? await openReplicatedAppender(redis, keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
@@ -152,7 +153,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   );
   // Subscription notices (issue 15 §3): a sharded channel per subscription, subscribed only while this
   // node streams it; its own connection, like the partition wake-ups'.
-  const subscriptionNotices = new SubscriptionNotices(duplicateForShardedSubscribe(redis, 'broker-subscription-notices'), keys, logger, config.redis.commandTimeoutMs);
+  const subscriptionNotices = new SubscriptionNotices(duplicateForShardedSubscribe(redis, logger, 'broker-subscription-notices'), keys, logger, config.redis.commandTimeoutMs);
   subscriptionStreams.start(subscriptionNotices);
   const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics);
   const lag = new ConsumerLagReader(redis, keys, subscriptionStore, cache, logs, subscriptionState);
@@ -213,6 +214,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   deletedEventsRoutes(http, new DeletedEvents(cache, compactionStore, redis, compactionStoreOf), access);
   // The console (issue 18 §1): its files from dist/ui, public; its API calls carry the user's token.
   consoleRoutes(http, loadConsoleAssets(), access, { eventType: (name) => registry.get(name), subscription: (id) => subscriptionRegistry.get(id) });
+  // The API document and reference page (issue 16 §2), public; last: it checks every route above is described.
+  apiDocsRoutes(http);
 
   return {
     async start() {

@@ -28,12 +28,19 @@ export interface PublishSpec {
   readonly compacted?: boolean;
 }
 
+/**
+ * The spec as a publish task carries it to a worker: the effective schema's text only when the worker
+ * lacks its validator (issue 17 §1.3). Without it, a worker that has no validator for `schemaKey`
+ * answers {@link SchemaNeeded} and the pool sends the task again with the text.
+ */
+export type PublishTaskSpec = Omit<PublishSpec, 'effectiveSchema'> & { readonly effectiveSchema?: string };
+
 /** One batch to process. */
 export interface PublishTask {
   readonly kind: 'publish';
   /** The request body (already gunzipped): a JSON array of events, UTF-8. */
   readonly body: Uint8Array;
-  readonly spec: PublishSpec;
+  readonly spec: PublishTaskSpec;
   readonly maxEventBytes: number;
   /** Enrichment inputs: the same for every event of the batch. */
   readonly receivedAt: string;
@@ -111,6 +118,15 @@ export interface PartitionPayload {
   readonly data: Uint8Array;
   /** `metadata.partition_compaction_key` of each event, in order; exactly when the spec is `compacted`. */
   readonly compactionKeys?: string[];
+}
+
+/**
+ * A worker's answer to a {@link PublishTask} sent without the schema text when the worker has no
+ * validator for its schema key: nothing was done, and the body comes back (transferred) for the retry.
+ */
+export interface SchemaNeeded {
+  readonly kind: 'schema-needed';
+  readonly body: Uint8Array;
 }
 
 /** A worker's answer to a {@link PublishTask}: 400, 422 or the payloads to write. */

@@ -7,13 +7,13 @@ import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { guardSchema } from '../src/domain/schema-guard.js';
 import { processBatch, ValidatorCache } from './publish-batch.js';
-import type { CompileResult, ForgetResult, GuardResult, PublishResult, WorkerTask } from './publish-protocol.js';
+import type { CompileResult, ForgetResult, GuardResult, PublishResult, SchemaNeeded, WorkerTask } from './publish-protocol.js';
 
 /** `caches.workerValidatorEntries`, handed over by the pool as worker data. */
 const validatorEntries = (workerData as { validatorEntries?: number } | undefined)?.validatorEntries ?? 256;
 const validators = new ValidatorCache(validatorEntries);
 
-export default function run(task: WorkerTask): PublishResult | GuardResult | CompileResult | ForgetResult | ReturnType<typeof Piscina.move> {
+export default function run(task: WorkerTask): PublishResult | SchemaNeeded | GuardResult | CompileResult | ForgetResult | ReturnType<typeof Piscina.move> {
   if (task.kind === 'forget') {
     validators.forget(task.schemaKeys);
     return { threadId, validators: validators.size };
@@ -23,14 +23,24 @@ export default function run(task: WorkerTask): PublishResult | GuardResult | Com
     const guarded = guardSchema(task.schema, { maxSchemaBytes: task.maxSchemaBytes, costLimits: task.limits });
     return guarded.ok ? { ok: true } : { ok: false, reason: guarded.reason };
   }
+  // The pool sends the schema text only after this thread asked for it (issue 17 §1.3).
+  if (task.spec.category !== 'undefined' && task.spec.effectiveSchema === undefined && !validators.has(task.spec.schemaKey)) {
+    const needed: SchemaNeeded = { kind: 'schema-needed', body: task.body };
+    return move(needed, [task.body.buffer as ArrayBuffer]);
+  }
   const result = processBatch(task, validators);
   if (result.kind !== 'accepted') return result;
+  return move(result, [...result.partitions.map((p) => p.data.buffer as ArrayBuffer), result.itemPartitions.buffer as ArrayBuffer]);
+}
+
+/** Hands `value` back with `buffers` transferred, not copied. */
+function move(value: object, buffers: ArrayBuffer[]): ReturnType<typeof Piscina.move> {
   const transferable = {
     get [Piscina.transferableSymbol]() {
-      return [...result.partitions.map((p) => p.data.buffer), result.itemPartitions.buffer];
+      return buffers;
     },
     get [Piscina.valueSymbol]() {
-      return result;
+      return value;
     },
   };
   // piscina's declared symbol types do not line up with its exported symbols; the shape is its Transferable.

@@ -1,5 +1,5 @@
 import type { AuthConfig } from '../config/config-schema.js';
-import { errors } from '../errors/catalog.js';
+import { brokerError } from '../errors/catalog.js';
 import { UNAUTHENTICATED, type Subject } from './subject.js';
 
 /**
@@ -61,13 +61,13 @@ const MAX_TOKEN_CHARS = 16_384;
  *   names another scheme, or the token is empty, too long or not `b64token` characters
  */
 export function bearerToken(authorization: string | undefined): string {
-  if (authorization === undefined || authorization.trim() === '') throw errors.unauthorized('No bearer token: send the header "Authorization: Bearer <token>".');
+  if (authorization === undefined || authorization.trim() === '') throw brokerError('UNAUTHORIZED', { reason: 'No bearer token: send the header "Authorization: Bearer <token>".' });
   const match = /^\s*(\S+)(?:\s+(.*))?$/.exec(authorization);
   const scheme = match?.[1] ?? '';
-  if (scheme.toLowerCase() !== 'bearer') throw errors.unauthorized('The Authorization scheme must be Bearer.');
+  if (scheme.toLowerCase() !== 'bearer') throw brokerError('UNAUTHORIZED', { reason: 'The Authorization scheme must be Bearer.' });
   const token = (match?.[2] ?? '').trim();
-  if (token === '') throw errors.unauthorized('The Authorization header has the scheme Bearer but no token.');
-  if (token.length > MAX_TOKEN_CHARS) throw errors.unauthorized(`The bearer token is longer than ${MAX_TOKEN_CHARS} characters.`);
-  if (!B64TOKEN.test(token)) throw errors.unauthorized('The bearer token is malformed: it has characters a bearer token cannot have.');
+  if (token === '') throw brokerError('UNAUTHORIZED', { reason: 'The Authorization header has the scheme Bearer but no token.' });
+  if (token.length > MAX_TOKEN_CHARS) throw brokerError('UNAUTHORIZED', { reason: `The bearer token is longer than ${MAX_TOKEN_CHARS} characters.` });
+  if (!B64TOKEN.test(token)) throw brokerError('UNAUTHORIZED', { reason: 'The bearer token is malformed: it has characters a bearer token cannot have.' });
   return token;
 }

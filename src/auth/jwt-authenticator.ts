@@ -1,7 +1,7 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { createRemoteJWKSet, errors as jose, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
 import type { AuthConfig } from '../config/config-schema.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
 import { bearerToken, subjectFromClaims, type Authenticator } from './authenticator.js';
 import { TokenCache } from './token-cache.js';
 import type { Subject } from './subject.js';
@@ -127,7 +127,7 @@ export class JwtAuthenticator implements Authenticator {
     if (cached !== undefined) return cached;
     const payload = await this.verify(token);
     const subject = subjectFromClaims(payload, this.config);
-    if (subject === undefined) throw errors.unauthorized(`The token has no "${this.config.subjectClaim}" claim naming its subject.`);
+    if (subject === undefined) throw brokerError('UNAUTHORIZED', { reason: `The token has no "${this.config.subjectClaim}" claim naming its subject.` });
     const untilExpiry = typeof payload.exp === 'number' ? payload.exp * 1000 - this.now() : Number.POSITIVE_INFINITY;
     this.cache.set(token, subject, Math.min(untilExpiry, this.cacheMaxTtlMs));
     return subject;
@@ -179,14 +179,14 @@ export class JwtAuthenticator implements Authenticator {
   }
 
   private toBrokerError(err: unknown): BrokerError {
-    if (err instanceof KeySourceUnavailable) return new BrokerError('AUTH_UNAVAILABLE', `The JWKS endpoint ${err.message}; the token cannot be verified now, retry.`, { 'Retry-After': '1' });
-    if (err instanceof jose.JWTExpired) return errors.unauthorized('The token has expired.');
-    if (err instanceof jose.JWTClaimValidationFailed) return errors.unauthorized(`The token's claims do not verify: ${err.message}.`);
-    if (err instanceof jose.JWSSignatureVerificationFailed) return errors.unauthorized('The token signature does not verify.');
-    if (err instanceof jose.JWKSNoMatchingKey) return errors.unauthorized('No key of the key set matches the token (its "kid" and "alg").');
-    if (err instanceof jose.JWKSMultipleMatchingKeys) return errors.unauthorized('Several keys of the key set match the token; it needs a "kid".');
-    if (err instanceof jose.JOSEAlgNotAllowed || err instanceof jose.JOSENotSupported) return errors.unauthorized(`The token's signature algorithm is not accepted (accepted: ${(this.verifyOptions.algorithms ?? []).join(', ')}).`);
-    if (err instanceof jose.JOSEError) return errors.unauthorized(`The token is not a valid JWT: ${err.message}.`);
-    return errors.unauthorized('The token is not a valid JWT.');
+    if (err instanceof KeySourceUnavailable) return brokerError('AUTH_UNAVAILABLE', { service: 'JWKS endpoint', failure: err.message, action: 'verified' });
+    if (err instanceof jose.JWTExpired) return brokerError('UNAUTHORIZED', { reason: 'The token has expired.' });
+    if (err instanceof jose.JWTClaimValidationFailed) return brokerError('UNAUTHORIZED', { reason: `The token's claims do not verify: ${err.message}.` });
+    if (err instanceof jose.JWSSignatureVerificationFailed) return brokerError('UNAUTHORIZED', { reason: 'The token signature does not verify.' });
+    if (err instanceof jose.JWKSNoMatchingKey) return brokerError('UNAUTHORIZED', { reason: 'No key of the key set matches the token (its "kid" and "alg").' });
+    if (err instanceof jose.JWKSMultipleMatchingKeys) return brokerError('UNAUTHORIZED', { reason: 'Several keys of the key set match the token; it needs a "kid".' });
+    if (err instanceof jose.JOSEAlgNotAllowed || err instanceof jose.JOSENotSupported) return brokerError('UNAUTHORIZED', { reason: `The token's signature algorithm is not accepted (accepted: ${(this.verifyOptions.algorithms ?? []).join(', ')}).` });
+    if (err instanceof jose.JOSEError) return brokerError('UNAUTHORIZED', { reason: `The token is not a valid JWT: ${err.message}.` });
+    return brokerError('UNAUTHORIZED', { reason: 'The token is not a valid JWT.' });
   }
 }

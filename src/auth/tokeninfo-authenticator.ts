@@ -1,5 +1,5 @@
 import type { AuthConfig } from '../config/config-schema.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
 import { subjectFromClaims, type Authenticator } from './authenticator.js';
 import { bearerToken } from './authenticator.js';
 import { TokenCache } from './token-cache.js';
@@ -84,7 +84,7 @@ export class TokenInfoAuthenticator implements Authenticator {
     const url = this.useRemote() && this.config.tokeninfo.remoteUrl !== '' ? this.config.tokeninfo.remoteUrl : this.config.tokeninfo.url;
     const key = `${url} ${token}`;
     const verdict = this.cache.get(key) ?? (await this.lookupOnce(key, url, token));
-    if ('refused' in verdict) throw errors.unauthorized(verdict.refused);
+    if ('refused' in verdict) throw brokerError('UNAUTHORIZED', { reason: verdict.refused });
     return verdict.subject;
   }
 
@@ -162,6 +162,6 @@ export class TokenInfoAuthenticator implements Authenticator {
   }
 
   private unavailable(what: string): BrokerError {
-    return new BrokerError('AUTH_UNAVAILABLE', `The token-info service ${what}; the token cannot be checked now, retry.`, { 'Retry-After': '1' });
+    return brokerError('AUTH_UNAVAILABLE', { service: 'token-info service', failure: what, action: 'checked' });
   }
 }

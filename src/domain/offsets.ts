@@ -75,6 +75,9 @@ export interface PartitionRange {
   readonly newest: number;
 }
 
+/** The reason a cursor is refused when retention or compaction removed its offset already. */
+export const OFFSET_EXPIRED = 'offset has expired';
+
 /**
  * Resolves a cursor against a partition's range to the last consumed offset, or reports why it is
  * invalid: `BEGIN` is just before the oldest retained event; an offset below `oldest - 1` has expired;
@@ -84,7 +87,7 @@ export function resolveCursor(parsed: ParsedOffset, range: PartitionRange, timel
   if (parsed.kind === 'begin') return { ok: true, offset: range.oldest - 1 };
   const { position } = parsed;
   if (position.timeline !== timeline) return { ok: false, reason: `timeline ${position.timeline} does not exist` };
-  if (position.offset < range.oldest - 1) return { ok: false, reason: 'offset has expired' };
+  if (position.offset < range.oldest - 1) return { ok: false, reason: OFFSET_EXPIRED };
   if (position.offset > range.newest) return { ok: false, reason: 'offset is beyond the newest available offset' };
   return { ok: true, offset: position.offset };
 }

@@ -40,8 +40,11 @@ export interface PartitionAssignment {
   readonly assignmentType: 'auto' | 'direct';
 }
 
-/** Result of {@link validateDirectRequests}: 422 for a bad request body, 409 for a conflict with another stream. */
-export type DirectRequestCheck = { ok: true } | { ok: false; status: 409 | 422; detail: string };
+/**
+ * Result of {@link validateDirectRequests}: 422 for a bad request body, 409 for a conflict with another
+ * stream, whose `taken` is the partition that stream requested directly (the catalog's PARTITION_TAKEN).
+ */
+export type DirectRequestCheck = { ok: true } | { ok: false; status: 422; detail: string } | { ok: false; status: 409; detail: string; taken: PartitionKey };
 
 const keyOf = (eventType: string, partition: string): string => JSON.stringify([eventType, partition]);
 const describe = (p: PartitionKey): string => `event type "${p.eventType}" partition "${p.partition}"`;
@@ -208,7 +211,7 @@ export function validateDirectRequests(partitions: readonly PartitionKey[], sess
     if (s.id === newSession.id) continue;
     for (const r of s.requested) {
       if (requested.has(keyOf(r.eventType, r.partition))) {
-        return { ok: false, status: 409, detail: `Partition already requested directly by another stream: ${describe(r)}` };
+        return { ok: false, status: 409, detail: `Partition already requested directly by another stream: ${describe(r)}`, taken: r };
       }
     }
   }

@@ -1,4 +1,4 @@
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
 
 /**
  * Where a storage keeps its keys: a Redis deployment (`url`, or `cluster_nodes` seeds) or, with
@@ -43,7 +43,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
  *   configuration: exactly one of `url`, `cluster_nodes` or neither, a well-formed `key_prefix`)
  */
 export function parseStorage(body: unknown): Storage {
-  if (!isObject(body)) throw errors.badRequest('the body must be a Storage object');
+  if (!isObject(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a Storage object' });
   const problems: string[] = [];
   const { id, storage_type: type, redis_configuration: configuration } = body;
   if (typeof id !== 'string' || !ID.test(id)) problems.push('id: 1 to 64 characters of letters, digits, ".", "_" and "-"');
@@ -51,7 +51,7 @@ export function parseStorage(body: unknown): Storage {
   for (const key of Object.keys(body)) if (!['id', 'storage_type', 'redis_configuration', 'default'].includes(key)) problems.push(`${key}: unknown field`);
   if (!isObject(configuration)) {
     problems.push('redis_configuration: must be an object with key_prefix and optionally url or cluster_nodes');
-    throw errors.unprocessable(problems.join('\n'));
+    throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
   }
   const { url, cluster_nodes: seeds, key_prefix: prefix } = configuration;
   for (const key of Object.keys(configuration)) if (!['url', 'cluster_nodes', 'key_prefix'].includes(key)) problems.push(`redis_configuration.${key}: unknown field`);
@@ -61,7 +61,7 @@ export function parseStorage(body: unknown): Storage {
   if (seeds !== undefined && (!Array.isArray(seeds) || seeds.length === 0 || seeds.some((s) => typeof s !== 'string' || !SEED.test(s)))) {
     problems.push('redis_configuration.cluster_nodes: a non-empty array of "host:port"');
   }
-  if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
+  if (problems.length > 0) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
   const redis: RedisConfiguration = {
     key_prefix: prefix as string,
     ...(typeof url === 'string' ? { url } : {}),
@@ -79,5 +79,5 @@ export function storageView(storage: Storage, defaultId: string): StorageView {
 
 /** @throws BrokerError 404 */
 export function storageNotFound(id: string): BrokerError {
-  return new BrokerError('NOT_FOUND', `Storage "${id}" does not exist.`);
+  return brokerError('STORAGE_NOT_FOUND', { id });
 }

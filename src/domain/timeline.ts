@@ -1,4 +1,4 @@
-import { formatOffset, MAX_OFFSET, type ParsedOffset, type PartitionRange } from './offsets.js';
+import { formatOffset, MAX_OFFSET, OFFSET_EXPIRED, type ParsedOffset, type PartitionRange } from './offsets.js';
 import { NODE_STORAGE_ID } from './storage.js';
 
 /**
@@ -152,7 +152,7 @@ export class TimelineMap {
     if (offset > MAX_OFFSET) return { ok: false, reason: 'offset is beyond the newest available offset' };
     const last = t.lastOffsets?.[p];
     if (last !== undefined && offset > last) return { ok: false, reason: `offset is beyond the end of timeline ${order}` };
-    if (offset < range.oldest - 1) return { ok: false, reason: 'offset has expired' };
+    if (offset < range.oldest - 1) return { ok: false, reason: OFFSET_EXPIRED };
     if (offset > range.newest) return { ok: false, reason: 'offset is beyond the newest available offset' };
     return { ok: true, offset };
   }

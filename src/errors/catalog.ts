@@ -1,33 +1,143 @@
 import { STATUS_CODES } from 'node:http';
 
 /**
- * The one catalog of errors the broker answers with. Each code has an HTTP status and a meaning; the
- * problem's `title` is the status's reason phrase (WIRE.md "Conventions"), `detail` is per occurrence.
- * `test/unit/errors.test.ts` keeps this table and the README's error table in step.
+ * One entry of the error catalog.
+ * - `status`: the HTTP status the failure is answered with.
+ * - `template`: the problem's `detail`; `{name}` placeholders are filled from the call site's values.
+ * - `headers`: response headers sent with the problem; their values may hold placeholders too.
+ * - `meaning`: when the failure happens (the README's error table repeats it, kept in step by a test).
+ */
+export interface CatalogEntry {
+  readonly status: number;
+  readonly template: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly meaning: string;
+}
+
+const RETRY_1S = { 'Retry-After': '1' } as const;
+
+/**
+ * The one catalog of errors the broker answers with (STYLE.md habit 7): one code per failure situation.
+ * A problem's `type` is `/problems/<code in lower-case kebab>` ({@link problemType}), its `title` the
+ * status's reason phrase (WIRE.md "Conventions"), its `detail` the filled template. The templates of
+ * texts that tests or WIRE.md pin are byte-identical to what the broker answered before the codes were
+ * split. `test/unit/errors.test.ts` keeps this table and the README's error table in step.
+ *
+ * `BAD_REQUEST` (400) and `UNPROCESSABLE` (422) stay generic on purpose: they are a request breaking
+ * its shape or a field rule, and `detail` names the field(s), one line each.
  */
 export const errorCatalog = {
-  BAD_REQUEST: { status: 400, meaning: 'The request is malformed: not JSON, not valid UTF-8, nested deeper than 512 levels, a `__proto__` or `constructor.prototype` key in a control-plane body, wrong JSON shape, bad enum value, bad query parameter or header.' },
-  BAD_GZIP: { status: 400, meaning: 'A `Content-Encoding: gzip` body that does not inflate.' },
-  BAD_ZSTD: { status: 400, meaning: 'A `Content-Encoding: zstd` body that does not decode: corrupt, truncated, or a frame asking for a window above 8 MiB (the RFC 9659 limit).' },
-  UNAUTHORIZED: { status: 401, meaning: 'No bearer token, or one that does not verify (signature, expiry, issuer, audience) or that the token-info service calls inactive. Only `/health` needs none.' },
-  FORBIDDEN: { status: 403, meaning: 'The subject may not do this: not in the authorization list of the event type, subscription or admin settings; a blocked producer or consumer; a feature toggle that disables the operation.' },
-  NOT_FOUND: { status: 404, meaning: 'No such route, event type, partition, schema version or subscription, or no stored schema version equal to the one sent (`POST /event-types/{name}/schemas?fetch=true`).' },
-  METHOD_NOT_ALLOWED: { status: 405, meaning: 'The route exists but not for this method.' },
-  CONFLICT: { status: 409, meaning: 'The resource exists already (event type name) or is being changed; no free streaming slot; a requested partition is taken; a cursor reset runs.' },
-  PRECONDITION_FAILED: { status: 412, meaning: 'A low-level stream was asked to start from an invalid cursor: unknown partition, malformed, expired or beyond the newest offset.' },
-  PAYLOAD_TOO_LARGE: { status: 413, meaning: 'The body is larger than its limit: `http.maxBodyBytes` for publishing and deleted events (inflated, gzip or zstd: `http.maxInflatedBodyBytes`), `http.maxControlBodyBytes` for every other request, as sent and inflated; a zstd frame declaring a larger content size is refused before decoding.' },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: 'A `Content-Encoding` other than zstd, gzip or identity; or a POST, PUT, PATCH or DELETE whose body is not declared as JSON (`Content-Type` other than `application/json` or a `+json` type, a charset other than UTF-8, or a body without `Content-Type`); nothing was done.' },
-  UNPROCESSABLE: { status: 422, meaning: 'The body (or a query parameter such as `cursors`) parses but breaks a rule: a field, a schema, a strategy, a cursor, a cursor shifted before the oldest or after the newest available offset.' },
-  INTERNAL: { status: 500, meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
-  STORAGE_UNAVAILABLE: { status: 503, meaning: 'Redis cannot be reached, did not answer within `redis.commandTimeoutMs`, or a Redis Cluster is still failing over (MOVED/ASK/TRYAGAIN/CLUSTERDOWN left after the client retries). A publish answered 503 wrote nothing.' },
-  SHUTTING_DOWN: { status: 503, meaning: 'The node is draining on SIGTERM; retry on another node.' },
-  READ_ONLY: { status: 503, meaning: 'The feature `disable_db_write_operations` is on: event types, subscriptions, cursor resets and settings other than features cannot change; publishing and commits go on.' },
-  AUTH_UNAVAILABLE: { status: 503, meaning: 'The token-info service (mode `tokeninfo`) or the JWKS endpoint (mode `jwt`) cannot be reached or answers an error; nothing was done; retry.' },
-  BUSY: { status: 503, meaning: 'The batch was not processed within `publish.workerTaskTimeoutMs`; nothing was written; retry.' },
-  OVERLOADED: { status: 503, meaning: 'This node already runs `http.controlConcurrency` control-plane requests whose work grows with their size and has `http.controlQueueLength` more waiting; nothing was done; retry after `Retry-After` seconds.' },
-} as const satisfies Record<string, { status: number; meaning: string }>;
+  // 400
+  BAD_REQUEST: { status: 400, template: '{reason}', meaning: 'The request is malformed: not JSON, not valid UTF-8, nested deeper than 512 levels, a `__proto__` or `constructor.prototype` key in a control-plane body, wrong JSON shape, bad enum value, bad query parameter or header; or the client left while its request waited for a control-plane slot. `detail` names what is wrong.' },
+  BAD_PATH_PARAMETER: { status: 400, template: 'path parameter "{value}" is not valid URL encoding', meaning: 'A path parameter is not valid percent-encoding.' },
+  BAD_GZIP: { status: 400, template: 'the gzip body cannot be inflated: {reason}', meaning: 'A `Content-Encoding: gzip` body that does not inflate.' },
+  BAD_ZSTD: { status: 400, template: 'the zstd body cannot be decoded: {reason}', meaning: 'A `Content-Encoding: zstd` body that does not decode: corrupt, truncated, or a frame asking for a window above 8 MiB (the RFC 9659 limit).' },
+  INCOMPLETE_BODY: { status: 400, template: 'the connection closed before the chunked body was complete', meaning: 'The connection closed while a chunked request body was still arriving.' },
+  UNKNOWN_FEATURE: { status: 400, template: 'Feature "{feature}" is unknown; known: {known}', meaning: '`PUT /settings/features` names a feature the broker does not know.' },
+  BAD_PAGING_TOKEN: { status: 400, template: 'token is not a paging token of this listing; take it from the next or prev link, or use token=new', meaning: 'The `token` query parameter of `GET /subscriptions` is not one this listing handed out.' },
+  // 401
+  UNAUTHORIZED: { status: 401, template: '{reason}', headers: { 'WWW-Authenticate': 'Bearer' }, meaning: 'No bearer token, or one that does not verify (signature, expiry, issuer, audience) or that the token-info service calls inactive. Only `/health`, `/openapi.json`, `/docs` and the console\'s files under `/ui` need none.' },
+  // 403
+  ACCESS_DENIED: { status: 403, template: 'Access on {operation} {resource} denied', meaning: 'The subject is not in the authorization list (admins, readers or writers) of the event type, subscription or admin settings.' },
+  PRODUCER_BLOCKED: { status: 403, template: 'Application or event type is blocked', meaning: 'The producing application or the event type is on the blacklist (`PRODUCER_APP`, `PRODUCER_ET`).' },
+  CONSUMPTION_BLOCKED: { status: 403, template: 'Consumption is blocked', meaning: 'The consuming application or one of the event types is on the blacklist (`CONSUMER_APP`, `CONSUMER_ET`).' },
+  FEATURE_DISABLED: { status: 403, template: '{operation} is disabled (feature {feature})', meaning: 'A feature toggle disables the operation: `disable_event_type_creation`, `disable_event_type_deletion`, `disable_subscription_creation`, or `repartitioning` being off.' },
+  ORIGIN_NOT_ALLOWED: { status: 403, template: 'Origin {origin} is not allowed (http.corsAllowedOrigins)', meaning: 'A browser request from an origin that `http.corsAllowedOrigins` does not list.' },
+  // 404
+  ROUTE_NOT_FOUND: { status: 404, template: 'no route for {method} {path}', meaning: 'No route has this path.' },
+  EVENT_TYPE_NOT_FOUND: { status: 404, template: 'EventType "{name}" does not exist.', meaning: 'No event type has this name.' },
+  SCHEMA_VERSION_NOT_FOUND: { status: 404, template: 'schema version "{version}" of EventType "{name}" does not exist.', meaning: 'The event type has no schema version with this number.' },
+  MATCHING_SCHEMA_NOT_FOUND: { status: 404, template: 'no schema version of EventType "{name}" equals the schema sent', meaning: '`POST /event-types/{name}/schemas?fetch=true`: no stored schema version equals the one sent.' },
+  PARTITION_NOT_FOUND: { status: 404, template: 'partition not found', meaning: 'The event type has no partition with this id.' },
+  SUBSCRIPTION_NOT_FOUND: { status: 404, template: 'Subscription with id "{id}" does not exist.', meaning: 'No subscription has this id.' },
+  STORAGE_NOT_FOUND: { status: 404, template: 'Storage "{id}" does not exist.', meaning: 'No storage has this id.' },
+  AVRO_SCHEMA_NOT_FOUND: { status: 404, template: 'Avro schema "{name}" does not exist.', meaning: 'No Avro schema of the broker\'s own envelope has this name.' },
+  AVRO_SCHEMA_VERSION_NOT_FOUND: { status: 404, template: 'Version "{version}" of the Avro schema "{name}" does not exist.', meaning: 'The Avro schema has no version with this number.' },
+  CONSOLE_NOT_BUILT: { status: 404, template: 'The console is not built into this node (npm run build builds dist/ui)', meaning: 'The web console was asked for but this node was started without a built console.' },
+  CONSOLE_ASSET_NOT_FOUND: { status: 404, template: 'no console asset {path}', meaning: 'The web console has no file at this path.' },
+  API_REFERENCE_NOT_BUILT: { status: 404, template: 'The API reference page is not built into this node (npm run build copies it into dist/docs-assets); /openapi.json is served', meaning: '`/docs` was asked for but this node was started without the reference page\'s files; `/openapi.json` is served anyway.' },
+  API_REFERENCE_ASSET_NOT_FOUND: { status: 404, template: 'no API reference file {path}', meaning: 'The API reference page has no file at this path.' },
+  // 405
+  METHOD_NOT_ALLOWED: { status: 405, template: '{method} is not supported on {path}', headers: { Allow: '{allowed}' }, meaning: 'The route exists but not for this method; `Allow` lists the methods it has.' },
+  // 409
+  EVENT_TYPE_EXISTS: { status: 409, template: 'EventType "{name}" already exists.', meaning: 'An event type with this name exists already.' },
+  EVENT_TYPE_CHANGED_CONCURRENTLY: { status: 409, template: 'EventType "{name}" was changed concurrently; retry', meaning: 'Another request changed the event type between reading and writing it; retry.' },
+  EVENT_TYPE_HAS_SUBSCRIPTIONS: { status: 409, template: 'EventType "{name}" has {count} subscription(s) ({ids}); delete them first, or enable the feature delete_event_type_with_subscriptions', meaning: 'The event type to delete is read by subscriptions and `delete_event_type_with_subscriptions` is off.' },
+  SUBSCRIPTION_CHANGED_CONCURRENTLY: { status: 409, template: 'A subscription with the same key was changed concurrently; retry', meaning: 'Another request created or deleted a subscription with the same key meanwhile; retry.' },
+  NO_FREE_SLOT: { status: 409, template: 'No free slots for streaming available', meaning: 'Every partition of the subscription is streamed already: a new stream would get none.' },
+  PARTITION_TAKEN: { status: 409, template: 'Partition already requested directly by another stream: event type "{eventType}" partition "{partition}"', meaning: 'A stream asked for a partition directly that another stream requested directly.' },
+  CURSOR_RESET_RUNNING: { status: 409, template: 'Cursors are being reset; try again shortly', meaning: 'A stream of the subscription was opened while a cursor reset runs.' },
+  CURSOR_RESET_ALREADY_RUNNING: { status: 409, template: 'Cursors of this subscription are being reset already', meaning: 'A cursor reset was asked for while another one runs.' },
+  SKIPPED_EVENT_NOT_COMMITTED: { status: 409, template: 'the skipped event at {offset} could not be committed ({outcome})', meaning: 'A dead-lettered event could not be committed past: the stream lost the partition meanwhile.' },
+  TIMELINE_SWITCH_CONFLICT: { status: 409, template: 'The timelines or partitions of event type "{name}" changed during the switch; create the timeline again (publishing stays blocked until a switch completes)', meaning: 'The event type\'s timelines or partitions changed while a timeline switch ran; create the timeline again.' },
+  STORAGE_EXISTS: { status: 409, template: 'Storage "{id}" already exists.', meaning: 'A storage with this id exists already.' },
+  STORAGE_RUNS_NODES: { status: 409, template: 'Storage "{id}" cannot be deleted: it is the storage the broker nodes run on.', meaning: 'The storage to delete is the Redis the broker nodes keep their own state in.' },
+  STORAGE_IS_DEFAULT: { status: 409, template: 'Storage "{id}" cannot be deleted: it is the default storage.', meaning: 'The storage to delete is the default storage for new event types.' },
+  STORAGE_IN_USE: { status: 409, template: 'Storage "{id}" cannot be deleted: timelines of event types {eventTypes} use it.', meaning: 'Timelines of event types still keep their events in the storage to delete.' },
+  // 412
+  INVALID_START_CURSOR: { status: 412, template: 'invalid cursor {cursor}: {reason}', meaning: 'A low-level stream was asked to start from an invalid cursor: unknown partition, malformed offset, or beyond the newest offset.' },
+  CURSOR_EXPIRED: { status: 412, template: 'invalid cursor {cursor}: offset has expired', meaning: 'A low-level stream was asked to start from an offset that retention or compaction removed already.' },
+  // 413
+  BODY_TOO_LARGE: { status: 413, template: '{what} than the limit of {limit} bytes ({key})', meaning: 'The body is larger than its limit: `http.maxBodyBytes` for publishing and deleted events, `http.maxControlBodyBytes` for every other request.' },
+  INFLATED_BODY_TOO_LARGE: { status: 413, template: 'the {coding} body inflates to more than {limit} bytes ({key})', meaning: 'A gzip or zstd body inflates beyond its limit (`http.maxInflatedBodyBytes` for publishing and deleted events, `http.maxControlBodyBytes` otherwise); a zstd frame declaring a larger content size is refused before decoding.' },
+  // 415
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, template: '{reason}', meaning: 'A POST, PUT, PATCH or DELETE whose body is not declared as JSON (`Content-Type` other than `application/json` or a `+json` type, a charset other than UTF-8, or a body without `Content-Type`); nothing was done.' },
+  UNSUPPORTED_CONTENT_ENCODING: { status: 415, template: 'Content-Encoding "{encoding}" is not supported; use zstd, gzip or none', meaning: 'A `Content-Encoding` other than zstd, gzip or identity; nothing was done.' },
+  // 422
+  UNPROCESSABLE: { status: 422, template: '{reason}', meaning: 'The body (or a query parameter such as `cursors`) parses but breaks a field rule; `detail` lists one line per field.' },
+  INVALID_SCHEMA: { status: 422, template: 'invalid schema: {reason}', meaning: 'The event type\'s JSON Schema is not valid JSON Schema draft 04, is too costly, or contradicts the event type\'s fields.' },
+  INCOMPATIBLE_SCHEMA: { status: 422, template: 'the schema change is not allowed under compatibility mode {mode}:\n{reasons}', meaning: 'The new schema breaks the event type\'s `compatibility_mode`; one line per reason.' },
+  INVALID_CURSOR: { status: 422, template: 'invalid cursor {cursor}: {reason}', meaning: 'A cursor of the cursor tools names an unknown partition, is malformed, or lies before the oldest or after the newest available offset.' },
+  INVALID_SHIFT: { status: 422, template: 'invalid shift of cursor {cursor}: {reason}', meaning: 'A cursor shifted before the oldest or after the newest available offset.' },
+  INVALID_COMMIT_CURSOR: { status: 422, template: 'cursor {index}: offset "{offset}" is {reason}', meaning: 'A cursor to commit or reset has a malformed offset or one that does not exist in the partition.' },
+  PARTITION_NOT_IN_SUBSCRIPTION: { status: 422, template: 'cursor {index}: event type "{eventType}" partition "{partition}" is not part of the subscription', meaning: 'A cursor to commit or reset names a partition that the subscription does not read.' },
+  SESSION_NOT_FOUND: { status: 422, template: 'Session with stream id {streamId} not found', meaning: 'A commit names a stream that is closed or whose lease expired.' },
+  PARTITION_NOT_ASSIGNED: { status: 422, template: 'Cursor of event type "{eventType}" partition "{partition}" is not assigned to stream {streamId}', meaning: 'A commit names a partition that the stream does not hold (any more).' },
+  EVENT_TYPE_NOT_COMPACTED: { status: 422, template: 'Events can only be deleted from event types with cleanup_policy "compact" or "compact_and_delete"', meaning: '`POST /event-types/{name}/deleted-events` on an event type with `cleanup_policy` `delete`.' },
+  UNKNOWN_EVENT_TYPES: { status: 422, template: 'Field "event_types" names event types that do not exist: {names}', meaning: 'A new subscription names event types that do not exist.' },
+  TOO_MANY_PARTITIONS: { status: 422, template: 'The subscription would have {count} partitions over its event types; at most {limit} are allowed', meaning: 'A new subscription would read more partitions than `subscriptions.maxPartitions`.' },
+  UNKNOWN_STORAGE: { status: 422, template: 'storage_id: storage "{id}" does not exist', meaning: 'A new timeline names a storage that does not exist.' },
+  TOO_MANY_TIMELINES: { status: 422, template: 'event type "{name}" has reached the most timelines an offset can name ({limit})', meaning: 'The event type has as many timelines as an offset can name.' },
+  STORAGE_PREFIX_TAKEN: { status: 422, template: 'redis_configuration: storage "{id}" already writes keys with prefix "{prefix}" on that deployment', meaning: 'A new storage would share a Redis deployment and key prefix with an existing one.' },
+  STORAGE_NOT_ANSWERING: { status: 422, template: 'redis_configuration: the deployment does not answer: {reason}', meaning: 'A new storage\'s Redis deployment cannot be reached.' },
+  // 500
+  INTERNAL: { status: 500, template: 'An internal error occurred; trace id {traceId}', meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
+  // 503
+  STORAGE_UNAVAILABLE: { status: 503, template: 'Storage is unavailable: {reason}', headers: RETRY_1S, meaning: 'Redis cannot be reached, did not answer within `redis.commandTimeoutMs`, or a Redis Cluster is still failing over (MOVED/ASK/TRYAGAIN/CLUSTERDOWN left after the client retries). A publish answered 503 wrote nothing.' },
+  STORAGE_UNREACHABLE: { status: 503, template: 'Storage "{id}" is unreachable: {reason}', headers: RETRY_1S, meaning: 'The storage (Redis deployment) of a timeline cannot be reached.' },
+  STORAGE_NOT_REGISTERED: { status: 503, template: 'Storage "{id}" is not registered; the timeline using it cannot be read or written', meaning: 'A timeline names a storage that is not registered (a bug or a storage removed by hand).' },
+  TIMELINE_SWITCHING: { status: 503, template: 'Event type "{name}" is switching timelines; nothing was written, retry shortly', headers: RETRY_1S, meaning: 'A publish arrived while the event type switches to a new timeline; nothing was written; retry.' },
+  ASSIGNMENT_CONTENDED: { status: 503, template: 'The subscription assignment kept changing; try again', headers: RETRY_1S, meaning: 'The subscription\'s partition assignment kept changing under a stream being opened; retry.' },
+  DEAD_LETTER_NOT_STORED: { status: 503, template: 'the dead-letter event was not stored ({outcome})', meaning: 'An event to skip could not be written to the dead-letter queue; the stream stays on it.' },
+  SHUTTING_DOWN: { status: 503, template: 'The node is shutting down', headers: RETRY_1S, meaning: 'The node is draining on SIGTERM; retry on another node.' },
+  READ_ONLY: { status: 503, template: 'Database is in read-only mode (feature disable_db_write_operations); try again later', headers: { 'Retry-After': '60' }, meaning: 'The feature `disable_db_write_operations` is on: event types, subscriptions, cursor resets and settings other than features cannot change; publishing and commits go on.' },
+  AUTH_UNAVAILABLE: { status: 503, template: 'The {service} {failure}; the token cannot be {action} now, retry.', headers: RETRY_1S, meaning: 'The token-info service (mode `tokeninfo`) or the JWKS endpoint (mode `jwt`) cannot be reached or answers an error; nothing was done; retry.' },
+  BUSY: { status: 503, template: '{reason}', headers: RETRY_1S, meaning: 'The batch was not processed within `publish.workerTaskTimeoutMs`; nothing was written; retry.' },
+  OVERLOADED: { status: 503, template: 'This node is busy with {active} large control-plane requests and {waiting} waiting (http.controlConcurrency {concurrency}, http.controlQueueLength {queueLength}); nothing was done, retry shortly', headers: RETRY_1S, meaning: 'This node already runs `http.controlConcurrency` control-plane requests whose work grows with their size and has `http.controlQueueLength` more waiting; nothing was done; retry after `Retry-After` seconds.' },
+} as const satisfies Record<string, CatalogEntry>;
 
+/** A code of the catalog (upper snake case, stable: clients may program against it). */
 export type ErrorCode = keyof typeof errorCatalog;
+
+/** The `{name}` placeholders of a template, as a union of names. */
+type Placeholders<T extends string> = T extends `${string}{${infer Name}}${infer Rest}` ? Name | Placeholders<Rest> : never;
+
+type HeaderTemplates<C extends ErrorCode> = (typeof errorCatalog)[C] extends { readonly headers: infer H } ? H[keyof H] & string : never;
+
+/** The values a code's template and header templates need: one per placeholder (strings or numbers). */
+export type ErrorParams<C extends ErrorCode> = { readonly [Name in Placeholders<(typeof errorCatalog)[C]['template'] | HeaderTemplates<C>>]: string | number };
+
+/** `brokerError`'s arguments after the code: none for a template without placeholders, else its values. */
+export type ErrorArgs<C extends ErrorCode> = [Placeholders<(typeof errorCatalog)[C]['template'] | HeaderTemplates<C>>] extends [never] ? [] : [params: ErrorParams<C>];
+
+/**
+ * A code's problem `type`: the relative URI `/problems/<code in lower-case kebab>`, e.g.
+ * `EVENT_TYPE_NOT_FOUND` → `/problems/event-type-not-found` (RFC 7807 §3.1: resolved against the
+ * request's URI).
+ */
+export function problemType(code: ErrorCode): string {
+  return `/problems/${code.toLowerCase().replaceAll('_', '-')}`;
+}
 
 /** The HTTP reason phrase of a status, used as a problem's `title`. */
 export function reasonPhrase(status: number): string {
@@ -35,15 +145,32 @@ export function reasonPhrase(status: number): string {
   return STATUS_CODES[status] ?? 'Error';
 }
 
+/** Fills `{name}` placeholders from `params`. @throws Error when a placeholder has no value (a bug) */
+function fill(template: string, params: Readonly<Record<string, string | number>>): string {
+  return template.replace(/\{(\w+)\}/g, (_, name: string) => {
+    const value = params[name];
+    if (value === undefined) throw new Error(`error template "${template}" needs a value for {${name}}`);
+    return String(value);
+  });
+}
+
 /**
- * An expected failure, answered as an RFC 7807 problem by the HTTP layer.
- * @param code catalog code; decides the status
- * @param detail human-readable, safe to show to the client
+ * A code's template filled with `values`: the `detail` its error would carry, for texts that are sent
+ * in other places than a problem (e.g. the `error` of a schema compatibility check).
+ */
+export function errorDetail<C extends ErrorCode>(code: C, ...args: ErrorArgs<C>): string {
+  return fill(errorCatalog[code].template, args[0] ?? {});
+}
+
+/**
+ * An expected failure, answered as an RFC 7807 problem by the HTTP layer. Made by {@link brokerError}
+ * (lint forbids `new BrokerError` outside `src/errors/`), so every detail comes from the catalog.
  */
 export class BrokerError extends Error {
   override readonly name = 'BrokerError';
   readonly status: number;
 
+  /** @internal use {@link brokerError} */
   constructor(
     readonly code: ErrorCode,
     readonly detail: string,
@@ -52,21 +179,30 @@ export class BrokerError extends Error {
     super(detail);
     this.status = errorCatalog[code].status;
   }
+
+  /** The problem `type` URI of this error's code. */
+  get type(): string {
+    return problemType(this.code);
+  }
 }
 
-/** An RFC 7807 problem body as the broker sends it (`type` omitted = `about:blank`). */
+/**
+ * The error of a catalog code, its detail and headers filled from `params` (typed per code: the
+ * template's placeholders). E.g. `brokerError('EVENT_TYPE_NOT_FOUND', { name })`.
+ */
+export function brokerError<C extends ErrorCode>(code: C, ...args: ErrorArgs<C>): BrokerError {
+  const entry: CatalogEntry = errorCatalog[code];
+  const params: Readonly<Record<string, string | number>> = args[0] ?? {};
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(entry.headers ?? {})) headers[name] = fill(value, params);
+  return new BrokerError(code, fill(entry.template, params), headers);
+}
+
+/** An RFC 7807 problem body as the broker sends it; `type` is {@link problemType} of the code. */
 export interface Problem {
   readonly title: string;
   readonly status: number;
   readonly detail: string;
+  /** Last, so bodies still begin `{"title":` as before `type` was added. */
+  readonly type: string;
 }
-
-/** Shorthands for the most common errors. */
-export const errors = {
-  eventTypeNotFound: (name: string) => new BrokerError('NOT_FOUND', `EventType "${name}" does not exist.`),
-  unprocessable: (detail: string) => new BrokerError('UNPROCESSABLE', detail),
-  badRequest: (detail: string) => new BrokerError('BAD_REQUEST', detail),
-  /** WIRE.md "Settings": `Access on WRITE event-type:orders denied`. */
-  accessDenied: (operation: 'ADMIN' | 'READ' | 'WRITE', resource: string) => new BrokerError('FORBIDDEN', `Access on ${operation} ${resource} denied`),
-  unauthorized: (detail: string) => new BrokerError('UNAUTHORIZED', detail, { 'WWW-Authenticate': 'Bearer' }),
-};

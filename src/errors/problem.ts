@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { BrokerError, reasonPhrase, type Problem } from './catalog.js';
+import { BrokerError, brokerError, reasonPhrase, type Problem } from './catalog.js';
 
 /** What the HTTP layer needs to answer a failure: status, problem body, extra headers, and whether it is a bug. */
 export interface ProblemAnswer {
@@ -11,18 +11,16 @@ export interface ProblemAnswer {
 }
 
 /**
- * Maps any thrown value to the problem the client gets. {@link BrokerError}s keep their status and
- * detail; anything else is a 500 whose detail is an opaque trace id (WIRE.md "Conventions").
+ * Maps any thrown value to the problem the client gets. {@link BrokerError}s keep their status, detail
+ * and headers and add their code's `type`; anything else is the catalog's `INTERNAL` (500) whose detail
+ * is an opaque trace id (WIRE.md "Conventions").
  */
 export function toProblem(err: unknown): ProblemAnswer {
-  if (err instanceof BrokerError) {
-    return { status: err.status, problem: { title: reasonPhrase(err.status), status: err.status, detail: err.detail }, headers: err.headers };
-  }
+  if (err instanceof BrokerError) return answer(err);
   const traceId = randomUUID();
-  return {
-    status: 500,
-    problem: { title: reasonPhrase(500), status: 500, detail: `An internal error occurred; trace id ${traceId}` },
-    headers: {},
-    traceId,
-  };
+  return { ...answer(brokerError('INTERNAL', { traceId })), traceId };
+}
+
+function answer(err: BrokerError): ProblemAnswer {
+  return { status: err.status, problem: { title: reasonPhrase(err.status), status: err.status, detail: err.detail, type: err.type }, headers: err.headers };
 }

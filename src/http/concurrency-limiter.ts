@@ -1,4 +1,4 @@
-import { BrokerError } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
 
 /**
  * A counting semaphore with a bounded FIFO queue, per node (issue 13 §2.3): at most `concurrency`
@@ -56,11 +56,7 @@ export class ConcurrencyLimiter {
         this.waiting.push(take);
       });
     } else {
-      throw new BrokerError(
-        'OVERLOADED',
-        `This node is busy with ${this.active} large control-plane requests and ${this.waiting.length} waiting (http.controlConcurrency ${this.concurrency}, http.controlQueueLength ${this.queueLength}); nothing was done, retry shortly`,
-        { 'Retry-After': '1' },
-      );
+      throw brokerError('OVERLOADED', { active: this.active, waiting: this.waiting.length, concurrency: this.concurrency, queueLength: this.queueLength });
     }
     let released = false;
     return () => {
@@ -86,5 +82,5 @@ export class ConcurrencyLimiter {
 
 /** The rejection of a waiter whose request is gone. */
 function gone(): BrokerError {
-  return new BrokerError('BAD_REQUEST', 'the client left while its request waited for a control-plane slot');
+  return brokerError('BAD_REQUEST', { reason: 'the client left while its request waited for a control-plane slot' });
 }

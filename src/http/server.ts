@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import HyperExpress from 'hyper-express';
 import type { Logger } from '../observability/logger.js';
-import { BrokerError } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
 import { toProblem } from '../errors/problem.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { UNAUTHENTICATED, type Subject } from '../auth/subject.js';
@@ -155,7 +155,7 @@ const GZIP_THRESHOLD_BYTES = 1024;
  */
 export class HttpServer {
   private readonly app: HyperExpress.Server;
-  private readonly routes: { pattern: RegExp; method: Method }[] = [];
+  private readonly routes: { pattern: RegExp; method: Method; path: string }[] = [];
   private accepting = true;
   /** The node's limiter of control-plane work that grows with request size (issue 13 §2.3); also for handlers that limit only part of their work. */
   readonly controlLimiter: ConcurrencyLimiter;
@@ -198,9 +198,9 @@ export class HttpServer {
       const methods = this.routes.filter((r) => r.pattern.test(req.path)).map((r) => r.method);
       const flowId = this.flowIdOf(req.headers);
       if (methods.length > 0) {
-        this.sendProblem(res, flowId, new BrokerError('METHOD_NOT_ALLOWED', `${req.method} is not supported on ${req.path}`, { Allow: methods.join(', ') }));
+        this.sendProblem(res, flowId, brokerError('METHOD_NOT_ALLOWED', { method: req.method, path: req.path, allowed: methods.join(', ') }));
       } else {
-        this.sendProblem(res, flowId, new BrokerError('NOT_FOUND', `no route for ${req.method} ${req.path}`));
+        this.sendProblem(res, flowId, brokerError('ROUTE_NOT_FOUND', { method: req.method, path: req.path }));
       }
     });
     this.app.set_error_handler((req, res, err) => {
@@ -210,7 +210,7 @@ export class HttpServer {
 
   /** Registers a route; `path` uses `:param` segments. Parameters arrive URL-decoded. */
   route(method: Method, path: string, handler: Handler, options: RouteOptions = {}): void {
-    this.routes.push({ method, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
+    this.routes.push({ method, path, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
     const register = method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
     const settings: RouteSettings = {
       isPublic: options.public === true,
@@ -219,6 +219,11 @@ export class HttpServer {
       record: this.metrics?.route(method, path),
     };
     this.app[register](path, (req, res) => this.handle(method, req, res, handler, settings));
+  }
+
+  /** Every route registered so far, as given to {@link route} (the API document must describe each; issue 16 §2.1). */
+  registeredRoutes(): readonly { readonly method: Method; readonly path: string }[] {
+    return this.routes.map(({ method, path }) => ({ method, path }));
   }
 
   private answeredListener: ((entry: AccessLogEntry) => void) | undefined;
@@ -277,11 +282,11 @@ export class HttpServer {
     let release: (() => void) | undefined;
     const cors = this.corsHeaders(req.headers.origin);
     try {
-      if (!this.accepting) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
+      if (!this.accepting) throw brokerError('SHUTTING_DOWN');
       this.refuseDeclaredOversize(req, limit);
       if (STATE_CHANGING.has(method)) {
         const problem = bodyMediaTypeProblem(req.headers);
-        if (problem !== undefined) throw new BrokerError('UNSUPPORTED_MEDIA_TYPE', problem);
+        if (problem !== undefined) throw brokerError('UNSUPPORTED_MEDIA_TYPE', { reason: problem });
       }
       const subject = isPublic ? UNAUTHENTICATED : await this.authenticator.authenticate(req.headers.authorization);
       subjectId = subject.id;
@@ -359,14 +364,14 @@ export class HttpServer {
     const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
     if (encoding === 'identity' || raw.byteLength === 0) return raw;
     if (encoding === 'zstd') return inflateZstd(raw, limit);
-    if (encoding !== 'gzip') throw new BrokerError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding "${encoding}" is not supported; use zstd, gzip or none`);
+    if (encoding !== 'gzip') throw brokerError('UNSUPPORTED_CONTENT_ENCODING', { encoding });
     try {
       return await gunzip(raw, { maxOutputLength: limit.inflated });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-        throw new BrokerError('PAYLOAD_TOO_LARGE', `the gzip body inflates to more than ${limit.inflated} bytes (${limit.inflatedKey})`);
+        throw brokerError('INFLATED_BODY_TOO_LARGE', { coding: 'gzip', limit: limit.inflated, key: limit.inflatedKey });
       }
-      throw new BrokerError('BAD_GZIP', `the gzip body cannot be inflated: ${(err as Error).message}`);
+      throw brokerError('BAD_GZIP', { reason: (err as Error).message });
     }
   }
 
@@ -416,7 +421,7 @@ export class HttpServer {
           },
           final: (done) => {
             // The stream also ends when the client goes away mid-body: a cut-off body is never used.
-            if (!req.received) reject(new BrokerError('BAD_REQUEST', 'the connection closed before the chunked body was complete'));
+            if (!req.received) reject(brokerError('INCOMPLETE_BODY'));
             else if (!refused) resolve(Buffer.concat(chunks, size));
             done();
           },
@@ -442,7 +447,7 @@ export class HttpServer {
     const flowId = this.flowIdOf(req.headers);
     const cors = this.corsHeaders(req.headers.origin);
     if (cors === undefined) {
-      this.sendProblem(res, flowId, new BrokerError('FORBIDDEN', `Origin ${JSON.stringify(req.headers.origin ?? '')} is not allowed (http.corsAllowedOrigins)`));
+      this.sendProblem(res, flowId, brokerError('ORIGIN_NOT_ALLOWED', { origin: JSON.stringify(req.headers.origin ?? '') }));
       return;
     }
     res.status(204);
@@ -691,19 +696,19 @@ function endWithoutBody(res: HyperExpress.Response): void {
 function inflateZstd(raw: Buffer, limit: BodyLimit): Buffer {
   const inflated = inflateZstdBody(raw, limit.inflated);
   if (inflated.ok) return inflated.body;
-  if (inflated.failure.kind === 'too-large') throw new BrokerError('PAYLOAD_TOO_LARGE', `the zstd body inflates to more than ${limit.inflated} bytes (${limit.inflatedKey})`);
-  throw new BrokerError('BAD_ZSTD', `the zstd body cannot be decoded: ${inflated.failure.reason}`);
+  if (inflated.failure.kind === 'too-large') throw brokerError('INFLATED_BODY_TOO_LARGE', { coding: 'zstd', limit: limit.inflated, key: limit.inflatedKey });
+  throw brokerError('BAD_ZSTD', { reason: inflated.failure.reason });
 }
 
 function tooLarge(what: string, limit: BodyLimit): BrokerError {
-  return new BrokerError('PAYLOAD_TOO_LARGE', `${what} than the limit of ${limit.sent} bytes (${limit.sentKey})`);
+  return brokerError('BODY_TOO_LARGE', { what, limit: limit.sent, key: limit.sentKey });
 }
 
 function safeDecode(value: string): string {
   try {
     return decodeURIComponent(value);
   } catch {
-    throw new BrokerError('BAD_REQUEST', `path parameter "${value}" is not valid URL encoding`);
+    throw brokerError('BAD_PATH_PARAMETER', { value });
   }
 }
 
@@ -715,6 +720,6 @@ function safeDecode(value: string): string {
  */
 export function parseJson(body: Buffer): unknown {
   const parsed = parseUntrustedJson(body, { refusePrototypeKeys: true });
-  if (!parsed.ok) throw new BrokerError('BAD_REQUEST', parsed.reason);
+  if (!parsed.ok) throw brokerError('BAD_REQUEST', { reason: parsed.reason });
   return parsed.value;
 }

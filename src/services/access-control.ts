@@ -3,7 +3,7 @@ import type { Subject } from '../auth/subject.js';
 import { eventOwner } from '../domain/event-owner.js';
 import type { AuthorizationAttribute, EventType } from '../domain/event-type.js';
 import type { Subscription } from '../domain/subscription.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError, errorCatalog } from '../errors/catalog.js';
 import type { AdminAuthorization } from '../storage/settings-store.js';
 import type { Feature, Settings } from './settings.js';
 
@@ -13,9 +13,9 @@ export type EventTypeOperation = 'admin' | 'read' | 'write';
 export type SettingsOperation = 'admin' | 'read' | 'write';
 
 /** The detail of 403s for blocked producers (WIRE.md "Publishing"). */
-export const PRODUCER_BLOCKED = 'Application or event type is blocked';
+export const PRODUCER_BLOCKED = errorCatalog.PRODUCER_BLOCKED.template;
 /** The closing batch's reason, and the 403 detail, for blocked consumers (WIRE.md "Streaming"). */
-export const CONSUMPTION_BLOCKED = 'Consumption is blocked';
+export const CONSUMPTION_BLOCKED = errorCatalog.CONSUMPTION_BLOCKED.template;
 /** Why a stream ends when the readers of one of its event types changed (spec "Authentication" 9). */
 export const READERS_CHANGED = 'The readers of an event type of this stream changed; reconnect';
 
@@ -52,7 +52,7 @@ export class AccessControl {
     const admins = this.settings.admins();
     const lists: (keyof AdminAuthorization)[] = operation === 'admin' ? ['admins'] : operation === 'write' ? ['writers', 'admins'] : ['readers', 'writers', 'admins'];
     if (!lists.some((list) => this.holdsAny(subject, admins[list]))) {
-      throw errors.accessDenied(operation === 'read' ? 'READ' : operation === 'write' ? 'WRITE' : 'ADMIN', 'settings');
+      throw brokerError('ACCESS_DENIED', { operation: operation === 'read' ? 'READ' : operation === 'write' ? 'WRITE' : 'ADMIN', resource: 'settings' });
     }
   }
 
@@ -66,7 +66,7 @@ export class AccessControl {
 
   /** @throws BrokerError 403 `Access on WRITE event-type:<name> denied` */
   requireEventType(subject: Subject, eventType: Pick<EventType, 'name' | 'authorization'>, operation: EventTypeOperation): void {
-    if (!this.mayAccessEventType(subject, eventType, operation)) throw errors.accessDenied(upper(operation), `event-type:${eventType.name}`);
+    if (!this.mayAccessEventType(subject, eventType, operation)) throw brokerError('ACCESS_DENIED', { operation: upper(operation), resource: `event-type:${eventType.name}` });
   }
 
   maySubscription(subject: Subject, subscription: Pick<Subscription, 'authorization'>, operation: 'admin' | 'read'): boolean {
@@ -78,7 +78,7 @@ export class AccessControl {
 
   /** @throws BrokerError 403 `Access on READ subscription:<id> denied` */
   requireSubscription(subject: Subject, subscription: Pick<Subscription, 'id' | 'authorization'>, operation: 'admin' | 'read'): void {
-    if (!this.maySubscription(subject, subscription, operation)) throw errors.accessDenied(upper(operation), `subscription:${subscription.id}`);
+    if (!this.maySubscription(subject, subscription, operation)) throw brokerError('ACCESS_DENIED', { operation: upper(operation), resource: `subscription:${subscription.id}` });
   }
 
   /**
@@ -98,7 +98,7 @@ export class AccessControl {
   requireSubscriptionConsumer(subject: Subject, subscription: Pick<Subscription, 'id' | 'authorization'>, eventTypes: readonly Pick<EventType, 'name' | 'authorization'>[]): void {
     this.requireSubscription(subject, subscription, 'read');
     this.requireEventTypesReadable(subject, eventTypes);
-    if (this.consumptionBlocked(subject, eventTypes.map((e) => e.name))) throw new BrokerError('FORBIDDEN', CONSUMPTION_BLOCKED);
+    if (this.consumptionBlocked(subject, eventTypes.map((e) => e.name))) throw brokerError('CONSUMPTION_BLOCKED');
   }
 
   /** True when the blacklist blocks `subject` from consuming, or blocks consumption of one of `eventTypes`. */
@@ -108,7 +108,7 @@ export class AccessControl {
 
   /** @throws BrokerError 403 `Application or event type is blocked` when the blacklist blocks this publication */
   requireProducerNotBlocked(subject: Subject, eventType: string): void {
-    if (this.settings.isBlocked('PRODUCER_APP', subject.id) || this.settings.isBlocked('PRODUCER_ET', eventType)) throw new BrokerError('FORBIDDEN', PRODUCER_BLOCKED);
+    if (this.settings.isBlocked('PRODUCER_APP', subject.id) || this.settings.isBlocked('PRODUCER_ET', eventType)) throw brokerError('PRODUCER_BLOCKED');
   }
 
   /**
@@ -134,15 +134,18 @@ export class AccessControl {
     };
   }
 
-  /** @throws BrokerError 403 when `feature` is on (it disables the operation) */
-  requireFeatureOff(feature: Feature, detail: string): void {
-    if (this.settings.enabled(feature)) throw new BrokerError('FORBIDDEN', detail);
+  /**
+   * @param operation what the feature disables, as the start of a sentence (`Event type creation`)
+   * @throws BrokerError FEATURE_DISABLED (403) when `feature` is on (it disables the operation)
+   */
+  requireFeatureOff(feature: Feature, operation: string): void {
+    if (this.settings.enabled(feature)) throw brokerError('FEATURE_DISABLED', { operation, feature });
   }
 
   /** @throws BrokerError READ_ONLY (503) while `disable_db_write_operations` is on */
   requireWritable(): void {
     if (this.settings.enabled('disable_db_write_operations')) {
-      throw new BrokerError('READ_ONLY', 'Database is in read-only mode (feature disable_db_write_operations); try again later', { 'Retry-After': '60' });
+      throw brokerError('READ_ONLY');
     }
   }
 

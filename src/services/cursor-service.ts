@@ -1,7 +1,7 @@
 import { partitionIds } from '../domain/event-type.js';
 import { cursorCountProblem, parseOffset, shiftOffset, type PartitionRange } from '../domain/offsets.js';
 import type { TimelineMap } from '../domain/timeline.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError } from '../errors/catalog.js';
 import { parseUntrustedJson } from '../http/json-limits.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
@@ -67,7 +67,7 @@ export class CursorService {
   async get(name: string, partition: string, consumedOffset?: string): Promise<PartitionRecord> {
     const eventType = await this.load(name);
     if (consumedOffset !== undefined) return this.lagOf({ partition, offset: consumedOffset }, await this.rangesOf(eventType), eventType);
-    if (!partitionIds(eventType.topology).includes(partition)) throw new BrokerError('NOT_FOUND', 'partition not found');
+    if (!partitionIds(eventType.topology).includes(partition)) throw brokerError('PARTITION_NOT_FOUND');
     const [range] = await this.partitions.ranges(name, eventType.timelines, [partition]);
     return record(partition, range as PartitionRange, eventType.timelines);
   }
@@ -77,11 +77,11 @@ export class CursorService {
    * @throws BrokerError 400 when the body is not an array of pairs, 422 for an invalid or expired cursor
    */
   async distances(name: string, body: unknown): Promise<{ initial_cursor: Cursor; final_cursor: Cursor; distance: number }[]> {
-    if (!Array.isArray(body)) throw errors.badRequest('the body must be a JSON array of {initial_cursor, final_cursor}');
+    if (!Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of {initial_cursor, final_cursor}' });
     const tooMany = cursorCountProblem(body.length, 'the body');
-    if (tooMany !== undefined) throw errors.unprocessable(tooMany);
+    if (tooMany !== undefined) throw brokerError('UNPROCESSABLE', { reason: tooMany });
     const queries = body.map((q: unknown, i) => {
-      if (typeof q !== 'object' || q === null) throw errors.unprocessable(`item ${i} must be an object with initial_cursor and final_cursor`);
+      if (typeof q !== 'object' || q === null) throw brokerError('UNPROCESSABLE', { reason: `item ${i} must be an object with initial_cursor and final_cursor` });
       const { initial_cursor: initial, final_cursor: final } = q as Record<string, unknown>;
       return { initial: asCursor(initial, `item ${i} initial_cursor`), final: asCursor(final, `item ${i} final_cursor`) };
     });
@@ -99,9 +99,9 @@ export class CursorService {
    * @throws BrokerError 400 when the body is not an array, 422 for an invalid or expired cursor
    */
   async lag(name: string, body: unknown): Promise<PartitionRecord[]> {
-    if (!Array.isArray(body)) throw errors.badRequest('the body must be a JSON array of cursors');
+    if (!Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of cursors' });
     const tooMany = cursorCountProblem(body.length, 'the body');
-    if (tooMany !== undefined) throw errors.unprocessable(tooMany);
+    if (tooMany !== undefined) throw brokerError('UNPROCESSABLE', { reason: tooMany });
     const cursors = body.map((c: unknown, i) => asCursor(c, `cursor ${i}`));
     const eventType = await this.load(name);
     const ranges = await this.rangesOf(eventType);
@@ -118,9 +118,9 @@ export class CursorService {
    *   after the newest one
    */
   async shift(name: string, body: unknown): Promise<Cursor[]> {
-    if (!Array.isArray(body)) throw errors.badRequest('the body must be a JSON array of {partition, offset, shift}');
+    if (!Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of {partition, offset, shift}' });
     const tooMany = cursorCountProblem(body.length, 'the body');
-    if (tooMany !== undefined) throw errors.unprocessable(tooMany);
+    if (tooMany !== undefined) throw brokerError('UNPROCESSABLE', { reason: tooMany });
     const items = body.map((c: unknown, i): ShiftedCursor => ({ ...asCursor(c, `cursor ${i}`), shift: asShift(c, `cursor ${i}`) }));
     const eventType = await this.load(name);
     const ranges = await this.rangesOf(eventType);
@@ -128,7 +128,7 @@ export class CursorService {
       const cursor = { partition, offset: text };
       const { offset, range } = resolve(cursor, ranges, eventType);
       const moved = shiftOffset(offset, shift, range);
-      if (!moved.ok) throw errors.unprocessable(`invalid shift of cursor ${JSON.stringify(cursor)}: ${moved.reason}`);
+      if (!moved.ok) throw brokerError('INVALID_SHIFT', { cursor: JSON.stringify(cursor), reason: moved.reason });
       return { partition: cursor.partition, offset: eventType.timelines.format(cursor.partition, moved.offset) };
     });
   }
@@ -141,7 +141,7 @@ export class CursorService {
 
   private async load(name: string): Promise<StoredEventType> {
     const eventType = await this.eventTypes.get(name);
-    if (!eventType) throw errors.eventTypeNotFound(name);
+    if (!eventType) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     return eventType;
   }
 
@@ -157,9 +157,9 @@ function record(partition: string, range: PartitionRange, timelines: TimelineMap
 }
 
 function asCursor(value: unknown, where: string): Cursor {
-  if (typeof value !== 'object' || value === null) throw errors.unprocessable(`${where} must be an object with partition and offset`);
+  if (typeof value !== 'object' || value === null) throw brokerError('UNPROCESSABLE', { reason: `${where} must be an object with partition and offset` });
   const { partition, offset } = value as Record<string, unknown>;
-  if (typeof partition !== 'string' || typeof offset !== 'string') throw errors.unprocessable(`${where} must have string fields partition and offset`);
+  if (typeof partition !== 'string' || typeof offset !== 'string') throw brokerError('UNPROCESSABLE', { reason: `${where} must have string fields partition and offset` });
   return { partition, offset };
 }
 
@@ -167,7 +167,7 @@ function asCursor(value: unknown, where: string): Cursor {
 function asShift(value: unknown, where: string): number {
   const shift = (value as Record<string, unknown>).shift;
   if (shift === undefined) return 0;
-  if (typeof shift !== 'number' || !Number.isSafeInteger(shift)) throw errors.unprocessable(`${where} must have an integer field shift`);
+  if (typeof shift !== 'number' || !Number.isSafeInteger(shift)) throw brokerError('UNPROCESSABLE', { reason: `${where} must have an integer field shift` });
   return shift;
 }
 
@@ -178,12 +178,12 @@ function asShift(value: unknown, where: string): number {
  */
 function parseCursorList(text: string): Cursor[] {
   const parsed = parseUntrustedJson(Buffer.from(text), { maxDepth: 3 });
-  if (!parsed.ok) throw errors.unprocessable(`malformed cursors: ${parsed.reason}`);
-  if (!Array.isArray(parsed.value)) throw errors.unprocessable('malformed cursors: cursors must be a JSON array of {partition, offset}');
+  if (!parsed.ok) throw brokerError('UNPROCESSABLE', { reason: `malformed cursors: ${parsed.reason}` });
+  if (!Array.isArray(parsed.value)) throw brokerError('UNPROCESSABLE', { reason: 'malformed cursors: cursors must be a JSON array of {partition, offset}' });
   const cursors = parsed.value.map((c: unknown, i) => asCursor(c, `cursor ${i}`));
   const seen = new Set<string>();
   for (const cursor of cursors) {
-    if (seen.has(cursor.partition)) throw errors.unprocessable(`duplicate partition ids provided in cursors: "${cursor.partition}"`);
+    if (seen.has(cursor.partition)) throw brokerError('UNPROCESSABLE', { reason: `duplicate partition ids provided in cursors: "${cursor.partition}"` });
     seen.add(cursor.partition);
   }
   return cursors;
@@ -195,10 +195,10 @@ function parseCursorList(text: string): Cursor[] {
  */
 function resolve(cursor: Cursor, ranges: ReadonlyMap<string, PartitionRange>, eventType: StoredEventType): { offset: number; range: PartitionRange } {
   const range = ranges.get(cursor.partition);
-  if (!range) throw errors.unprocessable(`invalid cursor ${JSON.stringify(cursor)}: partition not found`);
+  if (!range) throw brokerError('INVALID_CURSOR', { cursor: JSON.stringify(cursor), reason: 'partition not found' });
   const parsed = parseOffset(cursor.offset);
-  if (!parsed) throw errors.unprocessable(`invalid cursor ${JSON.stringify(cursor)}: malformed offset`);
+  if (!parsed) throw brokerError('INVALID_CURSOR', { cursor: JSON.stringify(cursor), reason: 'malformed offset' });
   const resolved = eventType.timelines.resolve(parsed, cursor.partition, range);
-  if (!resolved.ok) throw errors.unprocessable(`invalid cursor ${JSON.stringify(cursor)}: ${resolved.reason}`);
+  if (!resolved.ok) throw brokerError('INVALID_CURSOR', { cursor: JSON.stringify(cursor), reason: resolved.reason });
   return { offset: resolved.offset, range };
 }

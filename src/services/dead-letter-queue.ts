@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DEAD_LETTER_EVENT_TYPE, deadLetterEvent } from '../domain/dead-letter.js';
-import { BrokerError } from '../errors/catalog.js';
+import { brokerError } from '../errors/catalog.js';
 import type { EventTypeRegistry } from './event-type-registry.js';
 import type { Publisher } from './publisher.js';
 import { administratorsOnly, ensureServiceEventType } from './service-event-types.js';
@@ -89,7 +89,7 @@ export class DeadLetterQueue {
     const outcome = await this.publisher.publish(DEAD_LETTER_EVENT_TYPE, Buffer.from(JSON.stringify([body])), { publishedBy: 'broker', flowId: randomUUID() });
     if (outcome.status !== 200) {
       const detail = 'items' in outcome ? outcome.items.map((i) => i.detail).filter((d) => d !== '').join('; ') : '';
-      throw new BrokerError('STORAGE_UNAVAILABLE', `the dead-letter event was not stored (${outcome.status}${detail ? `: ${detail}` : ''})`);
+      throw brokerError('DEAD_LETTER_NOT_STORED', { outcome: `${outcome.status}${detail ? `: ${detail}` : ''}` });
     }
   }
 }

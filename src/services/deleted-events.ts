@@ -1,6 +1,6 @@
 import { planTombstones } from '../domain/deleted-events.js';
 import type { EventType } from '../domain/event-type.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError, errorCatalog } from '../errors/catalog.js';
 import { parseUntrustedJson } from '../http/json-limits.js';
 import type { StoredTimeline } from '../domain/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
@@ -12,7 +12,7 @@ import type { EventTypeCache } from './event-type-cache.js';
 export type DeleteOutcome = { readonly status: 200 } | { readonly status: 422 | 207; readonly items: BatchItemResponse[] };
 
 /** 422 detail for an event type with cleanup_policy `delete` (WIRE.md gives no wording; ours). */
-export const NOT_COMPACTED_DETAIL = 'Events can only be deleted from event types with cleanup_policy "compact" or "compact_and_delete"';
+export const NOT_COMPACTED_DETAIL = errorCatalog.EVENT_TYPE_NOT_COMPACTED.template;
 
 /**
  * `POST /event-types/{name}/deleted-events` (spec "Event type registry"; issue 6): tombstones for
@@ -39,17 +39,17 @@ export class DeletedEvents {
    */
   async delete(name: string, body: Buffer, authorize: (eventType: EventType) => void): Promise<DeleteOutcome> {
     const parsed = parseUntrustedJson(body);
-    if (!parsed.ok) throw errors.badRequest(parsed.reason);
+    if (!parsed.ok) throw brokerError('BAD_REQUEST', { reason: parsed.reason });
     const eventType = await this.cache.get(name);
-    if (!eventType) throw errors.eventTypeNotFound(name);
+    if (!eventType) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     authorize(eventType.record);
-    if (eventType.record.cleanup_policy === 'delete') throw errors.unprocessable(NOT_COMPACTED_DETAIL);
+    if (eventType.record.cleanup_policy === 'delete') throw brokerError('EVENT_TYPE_NOT_COMPACTED');
     const plan = planTombstones(parsed.value, eventType.publishSpec);
-    if (plan.kind === 'malformed') throw errors.badRequest(plan.detail);
+    if (plan.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: plan.detail });
     if (plan.kind === 'rejected') return { status: 422, items: plan.items };
     if (plan.partitions.size === 0) return { status: 200 };
     if (this.redis.status !== 'ready') {
-      throw new BrokerError('STORAGE_UNAVAILABLE', 'Storage is unavailable: not connected to Redis; nothing was written', { 'Retry-After': '1' });
+      throw brokerError('STORAGE_UNAVAILABLE', { reason: 'not connected to Redis; nothing was written' });
     }
     const active = eventType.timelines.active;
     const data = await this.dataStoreOf(active);

@@ -5,7 +5,8 @@ import { checkFieldsAgainstSchema, checkUpdate, isSupportedSchemaType, parseEven
 import type { JsonObject } from '../domain/json-schema-walk.js';
 import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
 import { schemaCostLimitsOf } from '../domain/schema-cost.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError, BrokerError, errorDetail } from '../errors/catalog.js';
+import { scriptError } from '../storage/script-failures.js';
 import { parseUntrustedJson } from '../http/json-limits.js';
 import { randomUUID } from 'node:crypto';
 import type { StoredTimeline } from '../domain/timeline.js';
@@ -73,14 +74,14 @@ export class EventTypeRegistry {
   async create(body: unknown, caller: RegistryCaller): Promise<EventType> {
     const input = this.parse(body, caller.isAdmin);
     const authorizationProblems = caller.authorizationProblems(input, true);
-    if (authorizationProblems.length > 0) throw errors.unprocessable(authorizationProblems.join('\n'));
+    if (authorizationProblems.length > 0) throw brokerError('UNPROCESSABLE', { reason: authorizationProblems.join('\n') });
     const submitted = await this.guard(input.schema.schema, input);
     await this.checkSchema(submitted, input);
     const now = new Date().toISOString();
     const record = toRecord(input, { type: 'json_schema', schema: input.schema.schema, version: FIRST_VERSION, created_at: now }, now, now);
     const topology: EventTypeTopology = { partitionCount: partitionCountOf(input, this.config), timeline: 1 };
     const first: StoredTimeline = { id: randomUUID(), order: 1, storageId: await this.defaultStorage(), createdAt: now, switchedAt: now, firstOffsets: [] };
-    if (!(await this.store.create(record, topology, [first]))) throw new BrokerError('CONFLICT', `EventType "${input.name}" already exists.`);
+    if (!(await this.store.create(record, topology, [first]))) throw scriptError('createEventType', 'ALREADY_EXISTS', { name: input.name });
     await this.cache.announce(record.name);
     return record;
   }
@@ -106,7 +107,7 @@ export class EventTypeRegistry {
    * @throws BrokerError 404, 403, 400 (body not an object), 422 (schema, incompatible change), 409 (concurrent update), 503
    */
   async addSchema(name: string, body: unknown, caller: RegistryCaller): Promise<SchemaAddition> {
-    if (!isObject(body)) throw errors.badRequest('the body must be a JSON object {"type": "json_schema", "schema": "<JSON Schema as text>"}');
+    if (!isObject(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON object {"type": "json_schema", "schema": "<JSON Schema as text>"}' });
     return this.change(name, (previous) => ({ ...previous, schema: body }), caller, true);
   }
 
@@ -121,11 +122,11 @@ export class EventTypeRegistry {
    */
   async checkCompatibility(name: string, version: string, body: unknown): Promise<CompatibilityCheck> {
     const existing = await this.store.get(name);
-    if (!existing) throw errors.eventTypeNotFound(name);
+    if (!existing) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     const against = version === 'latest' ? existing.record.schema : await this.store.schema(name, version);
     if (!against) throw schemaVersionNotFound(name, version);
-    if (!isObject(body)) throw errors.badRequest('the body must be a JSON object {"schema": "<JSON Schema as text>"}');
-    if (typeof body.schema !== 'string') throw errors.unprocessable('Field "schema" must be a string: the JSON Schema as text');
+    if (!isObject(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON object {"schema": "<JSON Schema as text>"}' });
+    if (typeof body.schema !== 'string') throw brokerError('UNPROCESSABLE', { reason: 'Field "schema" must be a string: the JSON Schema as text' });
     // Retention bounds and other rules are not the check's concern: the stored event type passed them.
     const input = this.parse({ ...existing.record, schema: { type: existing.record.schema.type, schema: body.schema } }, true);
     const submitted = await this.guard(input.schema.schema, input);
@@ -143,13 +144,13 @@ export class EventTypeRegistry {
    *   `schema`, unsupported `type`, `schema` not JSON)
    */
   async findSchema(name: string, body: unknown): Promise<EventTypeSchema> {
-    if (!isObject(body)) throw errors.badRequest('the body must be a JSON object {"type": "json_schema", "schema": "<JSON Schema as text>"}');
-    if (typeof body.schema !== 'string') throw errors.unprocessable('Field "schema" must be a string: the JSON Schema as text');
-    if (typeof body.type !== 'string' || !isSupportedSchemaType(body.type)) throw errors.unprocessable('Field "type" must be "json_schema" (JSON Schema draft 04)');
+    if (!isObject(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON object {"type": "json_schema", "schema": "<JSON Schema as text>"}' });
+    if (typeof body.schema !== 'string') throw brokerError('UNPROCESSABLE', { reason: 'Field "schema" must be a string: the JSON Schema as text' });
+    if (typeof body.type !== 'string' || !isSupportedSchemaType(body.type)) throw brokerError('UNPROCESSABLE', { reason: 'Field "type" must be "json_schema" (JSON Schema draft 04)' });
     const wanted = canonicalJson(body.schema);
-    if (wanted === undefined) throw errors.unprocessable('invalid schema: the schema is not JSON text nested at most 512 levels');
+    if (wanted === undefined) throw brokerError('INVALID_SCHEMA', { reason: 'the schema is not JSON text nested at most 512 levels' });
     const found = (await this.schemas(name)).find((stored) => canonicalJson(stored.schema) === wanted);
-    if (!found) throw new BrokerError('NOT_FOUND', `no schema version of EventType "${name}" equals the schema sent`);
+    if (!found) throw brokerError('MATCHING_SCHEMA_NOT_FOUND', { name });
     return found;
   }
 
@@ -160,19 +161,19 @@ export class EventTypeRegistry {
    */
   private async change(name: string, inputOf: (previous: EventType) => unknown, caller: RegistryCaller, onlyWhenSchemaChanges: boolean): Promise<SchemaAddition> {
     const existing = await this.store.get(name);
-    if (!existing) throw errors.eventTypeNotFound(name);
+    if (!existing) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     const previous = existing.record;
     caller.requireAdmin(previous);
     const input = this.parse(inputOf(previous), caller.isAdmin);
     const updateProblems = [...checkUpdate(previous, input, caller.isAdmin), ...caller.authorizationProblems(input, false)];
-    if (updateProblems.length > 0) throw errors.unprocessable(updateProblems.join('\n'));
+    if (updateProblems.length > 0) throw brokerError('UNPROCESSABLE', { reason: updateProblems.join('\n') });
 
     const submitted = await this.guard(input.schema.schema, input);
     let schema: EventTypeSchema = previous.schema;
     let newSchema: EventTypeSchema | undefined;
     if (input.schema.schema !== previous.schema.schema) {
       const evolution = evolveSchema(JSON.parse(previous.schema.schema) as JsonObject, submitted, previous.schema.version, input.compatibility_mode);
-      if (!evolution.ok) throw errors.unprocessable(incompatibility(input.compatibility_mode, evolution.reasons));
+      if (!evolution.ok) throw brokerError('INCOMPATIBLE_SCHEMA', { mode: input.compatibility_mode, reasons: evolution.reasons.join('\n') });
       if (evolution.level !== 'none') {
         newSchema = { type: 'json_schema', schema: input.schema.schema, version: evolution.version, created_at: new Date().toISOString() };
         schema = newSchema;
@@ -182,8 +183,7 @@ export class EventTypeRegistry {
     if (onlyWhenSchemaChanges && newSchema === undefined) return { record: previous, previous, changed: false };
     const record = toRecord(input, schema, previous.created_at, new Date().toISOString());
     const outcome = await this.store.update(record, existing.revision, newSchema);
-    if (outcome === 'not_found') throw errors.eventTypeNotFound(name);
-    if (outcome === 'conflict') throw new BrokerError('CONFLICT', `EventType "${name}" was changed concurrently; retry`);
+    if (outcome !== 'updated') throw scriptError('updateEventType', outcome, { name });
     await this.cache.announce(name);
     return { record, previous, changed: newSchema !== undefined };
   }
@@ -196,11 +196,11 @@ export class EventTypeRegistry {
    */
   async delete(name: string, caller: RegistryCaller, beforeDelete: (existing: EventType) => Promise<void>): Promise<void> {
     const existing = await this.store.get(name);
-    if (!existing) throw errors.eventTypeNotFound(name);
+    if (!existing) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     caller.requireAdmin(existing.record);
     await beforeDelete(existing.record);
     const removed = await this.store.delete(name);
-    if (!removed) throw errors.eventTypeNotFound(name);
+    if (!removed) throw scriptError('deleteEventType', 'NOT_FOUND', { name });
     await this.cache.announce(name);
     // Every timeline's partitions, in its own storage (a closed timeline held the partitions it had then).
     await Promise.all(removed.timelines.all.map((t) => this.logs.dropTimeline(name, t, t.lastOffsets?.length ?? removed.topology.partitionCount)));
@@ -209,7 +209,7 @@ export class EventTypeRegistry {
   /** @throws BrokerError 404 */
   async get(name: string): Promise<EventType> {
     const stored = await this.store.get(name);
-    if (!stored) throw errors.eventTypeNotFound(name);
+    if (!stored) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     return stored.record;
   }
 
@@ -243,7 +243,7 @@ export class EventTypeRegistry {
   /** @param isAdmin whether the caller is an administrator (lifts the retention bounds) */
   private parse(body: unknown, isAdmin: boolean): EventTypeInput {
     const parsed = parseEventTypeInput(body, this.config, isAdmin);
-    if (!parsed.ok) throw new BrokerError(parsed.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', parsed.details.join('\n'));
+    if (!parsed.ok) throw brokerError(parsed.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', { reason: parsed.details.join('\n') });
     return parsed.value;
   }
 
@@ -255,11 +255,11 @@ export class EventTypeRegistry {
    */
   private async guard(text: string, input: EventTypeInput): Promise<JsonObject> {
     const guarded = await this.pool.guardSchema(text, this.config.maxSchemaBytes, schemaCostLimitsOf(this.config), this.config.schemaCompileTimeoutMs);
-    if (!guarded.ok) throw errors.unprocessable(`invalid schema: ${guarded.reason}`);
+    if (!guarded.ok) throw brokerError('INVALID_SCHEMA', { reason: guarded.reason });
     const schema = JSON.parse(text) as JsonObject;
     if (input.compatibility_mode === 'compatible') {
       const violations = compatibleModeViolations(schema);
-      if (violations.length > 0) throw errors.unprocessable(`invalid schema: ${violations.join('\n')}`);
+      if (violations.length > 0) throw brokerError('INVALID_SCHEMA', { reason: violations.join('\n') });
     }
     return schema;
   }
@@ -267,21 +267,21 @@ export class EventTypeRegistry {
   /** Effective schema rules, key fields, then its validation cost and compilation in a worker under `schemaCompileTimeoutMs`. */
   private async checkSchema(submitted: JsonObject, input: EventTypeInput): Promise<void> {
     const effective = buildEffectiveSchema(submitted, input.category, input.cleanup_policy, input.compatibility_mode);
-    if (!effective.ok) throw errors.unprocessable(`invalid schema: ${effective.reason}`);
+    if (!effective.ok) throw brokerError('INVALID_SCHEMA', { reason: effective.reason });
     const fieldProblems = checkFieldsAgainstSchema(input, effective.schema);
-    if (fieldProblems.length > 0) throw errors.unprocessable(fieldProblems.join('\n'));
+    if (fieldProblems.length > 0) throw brokerError('UNPROCESSABLE', { reason: fieldProblems.join('\n') });
     const compiled = await this.pool.compile(JSON.stringify(effective.schema), schemaCostLimitsOf(this.config), this.config.schemaCompileTimeoutMs);
-    if (!compiled.ok) throw errors.unprocessable(`invalid schema: ${compiled.reason}`);
+    if (!compiled.ok) throw brokerError('INVALID_SCHEMA', { reason: compiled.reason });
   }
 }
 
 function schemaVersionNotFound(name: string, version: string): BrokerError {
-  return new BrokerError('NOT_FOUND', `schema version "${version}" of EventType "${name}" does not exist.`);
+  return brokerError('SCHEMA_VERSION_NOT_FOUND', { version, name });
 }
 
 /** The 422 detail of a schema change the compatibility mode refuses. */
 function incompatibility(mode: CompatibilityMode, reasons: readonly string[]): string {
-  return `the schema change is not allowed under compatibility mode ${mode}:\n${reasons.join('\n')}`;
+  return errorDetail('INCOMPATIBLE_SCHEMA', { mode, reasons: reasons.join('\n') });
 }
 
 /** JSON text in a canonical form (object keys sorted, no whitespace), or undefined when it is not JSON nested at most 512 levels. */

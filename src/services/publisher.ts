@@ -1,12 +1,12 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import type { EventType } from '../domain/event-type.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
 import type { PartitionAppend, PartitionWrite } from '../storage/partition-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 import { RedisWaitBudget } from '../storage/deadline.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import { LRUCache } from 'lru-cache';
-import type { BatchItemResponse, PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
+import type { BatchItemResponse, PublishSpec, PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
 import { INLINE_MAX_COMPILE_MS, processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
@@ -108,12 +108,12 @@ export class Publisher {
     const eventType = await budget.wait(this.cache.get(name), () => {
       throw notAnsweredInTime(budget);
     });
-    if (!eventType) throw errors.eventTypeNotFound(name);
+    if (!eventType) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     context.authorize?.(eventType.record);
     if (this.redis.status !== 'ready') {
-      throw new BrokerError('STORAGE_UNAVAILABLE', 'Storage is unavailable: not connected to Redis; nothing was written', { 'Retry-After': '1' });
+      throw brokerError('STORAGE_UNAVAILABLE', { reason: 'not connected to Redis; nothing was written' });
     }
-    const task: PublishTask = {
+    const task: PublishTask & { readonly spec: PublishSpec } = {
       kind: 'publish',
       body: ownedBytes(body),
       spec: eventType.publishSpec,
@@ -129,7 +129,7 @@ export class Publisher {
     const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || this.inlineSchemas.has(spec.schemaKey));
     const result = inline ? processBatch(task, this.validators) : await this.pool.publish(task, this.config.workerTaskTimeoutMs);
     if (!inline && result.kind !== 'malformed' && cheapForMainThread(result.schemaCost)) this.inlineSchemas.set(spec.schemaKey, true);
-    if (result.kind === 'malformed') throw errors.badRequest(result.detail);
+    if (result.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: result.detail });
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
     const events = result.eids.length;
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
@@ -138,7 +138,7 @@ export class Publisher {
     if (budget.remainingMs <= 0) throw notAnsweredInTime(budget);
     const writes = await this.write(eventType, appends, budget);
     if (writes.every((w) => !w.ok && w.closed === true)) {
-      throw new BrokerError('STORAGE_UNAVAILABLE', `Event type "${name}" is switching timelines; nothing was written, retry shortly`, { 'Retry-After': '1' });
+      throw brokerError('TIMELINE_SWITCHING', { name });
     }
     const failed = new Map<number, string>();
     writes.forEach((w, i) => {
@@ -188,7 +188,7 @@ export class Publisher {
 
 /** 503 for a publish whose Redis budget ran out before anything was sent to be written. */
 function notAnsweredInTime(budget: RedisWaitBudget): BrokerError {
-  return new BrokerError('STORAGE_UNAVAILABLE', `Storage is unavailable: Redis did not answer within ${budget.budgetMs} ms; nothing was written`, { 'Retry-After': '1' });
+  return brokerError('STORAGE_UNAVAILABLE', { reason: `Redis did not answer within ${budget.budgetMs} ms; nothing was written` });
 }
 
 /** The body as bytes that own their whole ArrayBuffer, so they can be transferred to a worker. */

@@ -1,7 +1,8 @@
 import type { EventType } from '../domain/event-type.js';
 import { addedPartitions, growthProblem, parsePartitionCountBody, subscriptionLimitProblems } from '../domain/repartitioning.js';
 import type { Subscription } from '../domain/subscription.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError } from '../errors/catalog.js';
+import { scriptError } from '../storage/script-failures.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
 import { offsetField, type SubscriptionStateStore } from '../storage/subscription-state-store.js';
 import type { EventTypeCache } from './event-type-cache.js';
@@ -58,22 +59,22 @@ export class Repartitioning {
    */
   async repartition(name: string, body: unknown, requireAdmin: (existing: EventType) => void): Promise<RepartitionResult> {
     const stored = await this.eventTypes.get(name);
-    if (!stored) throw errors.eventTypeNotFound(name);
+    if (!stored) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     requireAdmin(stored.record);
     const parsed = parsePartitionCountBody(body);
-    if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
+    if (!parsed.ok) throw parsed.status === 400 ? brokerError('BAD_REQUEST', { reason: parsed.detail }) : brokerError('UNPROCESSABLE', { reason: parsed.detail });
     const count = parsed.count;
     const current = stored.topology.partitionCount;
     const problem = growthProblem(current, count, this.limits.maxPartitionCount);
-    if (problem !== undefined) throw errors.unprocessable(problem);
+    if (problem !== undefined) throw brokerError('UNPROCESSABLE', { reason: problem });
 
     const subscriptions = await this.subscriptionsOf(name);
     if (count > current) await this.checkSubscriptionLimits(name, count, subscriptions);
     const added = addedPartitions(current, count);
     await this.extendSubscriptions(name, added, subscriptions);
     const grown = await this.eventTypes.growPartitions(name, count);
-    if (grown.outcome === 'not_found') throw errors.eventTypeNotFound(name);
-    if (grown.outcome === 'smaller') throw errors.unprocessable(growthProblem(grown.previous, count, this.limits.maxPartitionCount) ?? `partition_count can only grow: the event type has ${grown.previous} partitions`);
+    if (grown.outcome === 'NOT_FOUND') throw scriptError('growPartitions', 'NOT_FOUND', { name });
+    if (grown.outcome === 'PARTITION_COUNT_SMALLER') throw scriptError('growPartitions', 'PARTITION_COUNT_SMALLER', { reason: growthProblem(grown.previous, count, this.limits.maxPartitionCount) ?? `partition_count can only grow: the event type has ${grown.previous} partitions` });
     await this.cache.announce(name);
     // Subscriptions created or first streamed meanwhile (the new count is visible everywhere now).
     await this.extendSubscriptions(name, addedPartitions(grown.previous, count), await this.subscriptionsOf(name));
@@ -91,7 +92,7 @@ export class Repartitioning {
       subscriptions.map((s) => ({ id: s.id, partitionCounts: s.event_types.map((e) => counts.get(e) ?? 0) })),
       this.limits.maxSubscriptionPartitions,
     );
-    if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
+    if (problems.length > 0) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
   }
 
   /** Step 1: offset -1 for `added` partitions in every initialized subscription. @throws BrokerError 503 */
@@ -103,10 +104,7 @@ export class Repartitioning {
   }
 }
 
-/** The 403 detail while the feature `repartitioning` is off. */
-export const REPARTITIONING_DISABLED = 'Repartitioning is disabled (feature repartitioning)';
-
-/** @throws BrokerError 403 with {@link REPARTITIONING_DISABLED} unless `enabled` */
+/** @throws BrokerError FEATURE_DISABLED (403) unless `enabled` (the feature `repartitioning`) */
 export function requireRepartitioning(enabled: boolean): void {
-  if (!enabled) throw new BrokerError('FORBIDDEN', REPARTITIONING_DISABLED);
+  if (!enabled) throw brokerError('FEATURE_DISABLED', { operation: 'Repartitioning', feature: 'repartitioning' });
 }

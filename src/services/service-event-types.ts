@@ -10,13 +10,13 @@ const SERVICE_CALLER: RegistryCaller = { isAdmin: true, authorizationProblems: (
  * Registers one of the service's own event types unless it exists (spec "Events emitted by the
  * service"): every node does so at startup and the first wins; an existing one is left as it is.
  * @param definition the `POST /event-types` body
- * @throws BrokerError other than 409 (e.g. 503 when Redis is down, 422 for a broken definition)
+ * @throws BrokerError other than EVENT_TYPE_EXISTS (e.g. 503 when Redis is down, 422 for a broken definition)
  */
 export async function ensureServiceEventType(registry: EventTypeRegistry, definition: Record<string, unknown>): Promise<void> {
   try {
     await registry.create(definition, SERVICE_CALLER);
   } catch (err) {
-    if (!(err instanceof BrokerError && err.code === 'CONFLICT')) throw err;
+    if (!(err instanceof BrokerError && err.code === 'EVENT_TYPE_EXISTS')) throw err;
   }
 }
 

@@ -1,5 +1,5 @@
 import { onResubscribed, type RedisClient } from '../storage/redis-connection.js';
-import { BrokerError } from '../errors/catalog.js';
+import { brokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
 import type { Keys } from '../storage/keys.js';
 import type { AdminAuthorization, SettingsSnapshot, SettingsStore } from '../storage/settings-store.js';
@@ -94,7 +94,7 @@ export class Settings {
 
   /** @throws BrokerError 400 for an unknown feature name */
   async setFeature(feature: string, enabled: boolean): Promise<void> {
-    if (!isFeature(feature)) throw new BrokerError('BAD_REQUEST', `Feature "${feature}" is unknown; known: ${FEATURES.join(', ')}`);
+    if (!isFeature(feature)) throw brokerError('UNKNOWN_FEATURE', { feature, known: FEATURES.join(', ') });
     await this.store.setFeature(feature, enabled);
     await this.reload();
   }

@@ -14,7 +14,8 @@ import {
   type SubscriptionInput,
 } from '../domain/subscription.js';
 import type { PartitionRange } from '../domain/offsets.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
+import { scriptError } from '../storage/script-failures.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 import type { SubscriptionStore } from '../storage/subscription-store.js';
@@ -66,7 +67,7 @@ export interface SubscriptionPage {
 
 /** The 404 of an unknown subscription (reference wording). */
 export function subscriptionNotFound(id: string): BrokerError {
-  return new BrokerError('NOT_FOUND', `Subscription with id "${id}" does not exist.`);
+  return brokerError('SUBSCRIPTION_NOT_FOUND', { id });
 }
 
 /**
@@ -108,16 +109,16 @@ export class SubscriptionRegistry {
 
     const stored = await this.lookup(input.event_types);
     const missing = stored.filter((s) => s.eventType === undefined).map((s) => `"${s.name}"`);
-    if (missing.length > 0) throw errors.unprocessable(`Field "event_types" names event types that do not exist: ${missing.join(', ')}`);
+    if (missing.length > 0) throw brokerError('UNKNOWN_EVENT_TYPES', { names: missing.join(', ') });
     const found = stored.flatMap((s) => (s.eventType ? [s.eventType] : []));
     rules?.authorizeRead(found.map((s) => s.record));
     const total = found.reduce((sum, et) => sum + et.topology.partitionCount, 0);
     if (total > this.config.maxPartitions) {
-      throw errors.unprocessable(`The subscription would have ${total} partitions over its event types; at most ${this.config.maxPartitions} are allowed`);
+      throw brokerError('TOO_MANY_PARTITIONS', { count: total, limit: this.config.maxPartitions });
     }
     if (input.read_from === 'cursors') {
       const problems = initialCursorProblems(input, await this.partitionsOf(found));
-      if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
+      if (problems.length > 0) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
     }
 
     const now = new Date().toISOString();
@@ -126,7 +127,7 @@ export class SubscriptionRegistry {
     if (id === record.id) return { record, created: true };
     // Another request stored the same key between the lookup and the script.
     const winner = await this.store.get(id);
-    if (!winner) throw new BrokerError('CONFLICT', 'A subscription with the same key was changed concurrently; retry');
+    if (!winner) throw brokerError('SUBSCRIPTION_CHANGED_CONCURRENTLY');
     return { record: winner, created: false };
   }
 
@@ -215,7 +216,7 @@ export class SubscriptionRegistry {
   async delete(id: string, authorize?: (existing: Subscription) => void): Promise<void> {
     const record = await this.get(id);
     authorize?.(record);
-    if (!(await this.store.delete(record))) throw subscriptionNotFound(id);
+    if (!(await this.store.delete(record))) throw scriptError('deleteSubscription', 'NOT_FOUND', { id });
   }
 
   /** The stored event type of each name (undefined when it does not exist), one lookup per name. */
@@ -241,7 +242,7 @@ export class SubscriptionRegistry {
 }
 
 function ruleChecked(parsed: RuleResult<SubscriptionInput>): SubscriptionInput {
-  if (!parsed.ok) throw new BrokerError(parsed.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', parsed.details.join('\n'));
+  if (!parsed.ok) throw brokerError(parsed.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', { reason: parsed.details.join('\n') });
   return parsed.value;
 }
 

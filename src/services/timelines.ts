@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { partitionIds } from '../domain/event-type.js';
 import type { EventType } from '../domain/event-type.js';
 import { timelineView, type StoredTimeline, type TimelineView } from '../domain/timeline.js';
-import { BrokerError, errors } from '../errors/catalog.js';
+import { brokerError } from '../errors/catalog.js';
+import { scriptError } from '../storage/script-failures.js';
 import type { Logger } from '../observability/logger.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
@@ -65,15 +66,15 @@ export class Timelines {
    *   a registered storage; too many timelines), 409 (another switch of this event type won), 503
    */
   async create(name: string, body: unknown, authorize: (eventType: EventType) => void): Promise<TimelineView> {
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.badRequest('the body must be an object with storage_id');
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be an object with storage_id' });
     const stored = await this.load(name);
     authorize(stored.record);
     const storageId = (body as Record<string, unknown>).storage_id;
-    if (typeof storageId !== 'string' || storageId === '') throw errors.unprocessable('storage_id: a storage id is required');
+    if (typeof storageId !== 'string' || storageId === '') throw brokerError('UNPROCESSABLE', { reason: 'storage_id: a storage id is required' });
     const storage = await this.storages.get(storageId);
-    if (!storage) throw errors.unprocessable(`storage_id: storage "${storageId}" does not exist`);
+    if (!storage) throw brokerError('UNKNOWN_STORAGE', { id: storageId });
     const active = stored.timelines.active;
-    if (active.order >= MAX_TIMELINE_ORDER) throw errors.unprocessable(`event type "${name}" has reached the most timelines an offset can name (${MAX_TIMELINE_ORDER})`);
+    if (active.order >= MAX_TIMELINE_ORDER) throw brokerError('TOO_MANY_TIMELINES', { name, limit: MAX_TIMELINE_ORDER });
 
     const target = await this.logs.storage(storageId);
     const source = await this.logs.storageOf(active);
@@ -89,10 +90,7 @@ export class Timelines {
     const closed: StoredTimeline = { ...active, lastOffsets };
     const timelines = [...stored.timelines.all.slice(0, -1), closed, next];
     const outcome = await this.eventTypes.setTimelines(name, stored.timelinesJson, timelines, next.order, stored.topology.partitionCount);
-    if (outcome === 'not_found') throw errors.eventTypeNotFound(name);
-    if (outcome === 'conflict') {
-      throw new BrokerError('CONFLICT', `The timelines or partitions of event type "${name}" changed during the switch; create the timeline again (publishing stays blocked until a switch completes)`);
-    }
+    if (outcome !== 'set') throw scriptError('setTimelines', outcome, { name });
     await this.cache.announce(name);
     this.logger.info({ eventType: name, from: active.order, to: next.order, storage: storageId, partitions: ids.length, blockedMs: Math.round(performance.now() - started) }, 'timeline switched');
     return timelineView(name, storage.redis_configuration.key_prefix, next);
@@ -141,7 +139,7 @@ export class Timelines {
 
   private async load(name: string): Promise<StoredEventType> {
     const stored = await this.eventTypes.get(name);
-    if (!stored) throw errors.eventTypeNotFound(name);
+    if (!stored) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     return stored;
   }
 

@@ -1,9 +1,9 @@
 import os from 'node:os';
 import v8 from 'node:v8';
 import { Piscina } from 'piscina';
-import { BrokerError } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
 import type { BrokerConfig } from '../config/config-schema.js';
-import type { CompileResult, ForgetResult, ForgetTask, GuardResult, PublishResult, PublishTask } from '../../workers/publish-protocol.js';
+import type { CompileResult, ForgetResult, ForgetTask, GuardResult, PublishResult, PublishSpec, PublishTask, PublishTaskSpec, SchemaNeeded } from '../../workers/publish-protocol.js';
 import type { WorkerPoolLoad } from '../observability/meters.js';
 import type { SchemaCostLimits } from '../domain/schema-cost.js';
 
@@ -20,17 +20,22 @@ export class WorkerPool {
   /** Settles when the last queued schema check is done. */
   private schemaCheckTail: Promise<void> = Promise.resolve();
 
+  /** Each spec without its schema text, as tasks carry it (issue 17 §1.3); dropped with the spec. */
+  private readonly leanSpecs = new WeakMap<PublishSpec, PublishTaskSpec>();
+
   /** Validators each thread holds, as its last forget round reported (threadId → count). */
   private readonly validatorCounts = new Map<number, number>();
 
   /** @param validatorEntries validators kept per thread (`caches.workerValidatorEntries`) */
   constructor(config: BrokerConfig['publish'], validatorEntries = 256) {
     const threads = config.workerThreads > 0 ? config.workerThreads : os.availableParallelism();
-    // V8 flags are process-wide: the main thread's `--max-semi-space-size=64` (npm start, Dockerfile) would
-    // also size each worker's young generation (and override `resourceLimits`), letting every thread's heap
-    // grow by ~130 MB of semi-spaces it does not need (issue 15 §1.3: the churn benchmark's RSS growth).
-    // The main isolate is sized already; clearing the flag leaves V8's default for the threads created after.
+    // V8 flags are process-wide: the main thread's `--max-semi-space-size=64` (npm start, Dockerfile), and a
+    // `--min-semi-space-size` an operator may add, would also size each worker's young generation (and
+    // override `resourceLimits`), giving every thread ~130 MB of semi-spaces it does not need (issue 15
+    // §1.3: the churn benchmark's RSS growth). The main isolate is sized already; clearing the flags leaves
+    // V8's defaults for the threads created after.
     v8.setFlagsFromString('--max-semi-space-size=0');
+    v8.setFlagsFromString('--min-semi-space-size=0');
     this.pool = new Piscina({
       filename: new URL('../../workers/publish-worker.js', import.meta.url).href,
       minThreads: threads,
@@ -80,11 +85,35 @@ export class WorkerPool {
   }
 
   /**
-   * Processes one batch in a worker. The task's body buffer is transferred (unusable afterwards).
+   * Processes one batch in a worker. The task's body buffer is transferred (unusable afterwards). The
+   * effective schema's text travels only to a thread that lacks the validator (issue 17 §1.3): the task
+   * goes without it, and a thread that answers `schema-needed` gets it again with the text, within the
+   * same time limit.
+   * @param task a task whose spec holds the schema text (the cached event type's spec)
    * @throws BrokerError BUSY (503) when it takes longer than `timeoutMs`
    */
-  async publish(task: PublishTask, timeoutMs: number): Promise<PublishResult> {
-    return this.runWithTimeout<PublishResult>(task, timeoutMs, [task.body.buffer as ArrayBuffer], `the batch was not processed within ${timeoutMs} ms`);
+  async publish(task: PublishTask & { readonly spec: PublishSpec }, timeoutMs: number): Promise<PublishResult> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    const detail = `the batch was not processed within ${timeoutMs} ms`;
+    const lean: PublishTask = { ...task, spec: this.leanSpec(task.spec) };
+    const first = await this.runWithSignal<PublishResult | SchemaNeeded>(lean, signal, [task.body.buffer as ArrayBuffer], detail);
+    if (first.kind !== 'schema-needed') return first;
+    const full: PublishTask = { ...task, body: first.body };
+    const second = await this.runWithSignal<PublishResult | SchemaNeeded>(full, signal, [first.body.buffer as ArrayBuffer], detail);
+    if (second.kind === 'schema-needed') throw new Error('a publish worker asked for the schema text it was sent');
+    return second;
+  }
+
+  /** The spec without its schema text, made once per spec. */
+  private leanSpec(spec: PublishSpec): PublishTaskSpec {
+    let lean = this.leanSpecs.get(spec);
+    if (lean === undefined) {
+      const { effectiveSchema, ...rest } = spec;
+      void effectiveSchema;
+      lean = rest;
+      this.leanSpecs.set(spec, lean);
+    }
+    return lean;
   }
 
   /**
@@ -120,10 +149,14 @@ export class WorkerPool {
   }
 
   private async runWithTimeout<T>(task: object, timeoutMs: number, transferList: ArrayBuffer[], timeoutDetail: string): Promise<T> {
+    return this.runWithSignal<T>(task, AbortSignal.timeout(timeoutMs), transferList, timeoutDetail);
+  }
+
+  private async runWithSignal<T>(task: object, signal: AbortSignal, transferList: ArrayBuffer[], timeoutDetail: string): Promise<T> {
     try {
-      return (await this.pool.run(task, { transferList, signal: AbortSignal.timeout(timeoutMs) })) as T;
+      return (await this.pool.run(task, { transferList, signal })) as T;
     } catch (err) {
-      if ((err as Error).name === 'AbortError' || (err as Error).name === 'TimeoutError') throw new BrokerError('BUSY', timeoutDetail, { 'Retry-After': '1' });
+      if ((err as Error).name === 'AbortError' || (err as Error).name === 'TimeoutError') throw brokerError('BUSY', { reason: timeoutDetail });
       throw err;
     }
   }

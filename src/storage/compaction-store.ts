@@ -1,6 +1,7 @@
 import type { Keys } from './keys.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
+import { failureOf } from './script-failures.js';
 
 /** What one `compactPartition` step did (offsets are partition offsets). */
 export interface CompactionStep {
@@ -139,6 +140,6 @@ export class CompactionStore {
    * @throws BrokerError 503 when Redis is unreachable
    */
   async holdLock(name: string, owner: string, ttlMs: number): Promise<boolean> {
-    return Number(await this.scripts.run('holdLock', [this.keys.compactionLock(name)], [owner, ttlMs]).catch(storageError)) === 1;
+    return failureOf(await this.scripts.run('holdLock', [this.keys.compactionLock(name)], [owner, ttlMs]).catch(storageError), ['LOCK_HELD']) === undefined;
   }
 }

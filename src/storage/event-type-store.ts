@@ -3,6 +3,7 @@ import { timelineMapOf, type StoredTimeline, type TimelineMap } from '../domain/
 import type { Keys } from './keys.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
+import { failureOf } from './script-failures.js';
 
 /**
  * An event type as stored: the served record, its topology, the revision used for compare-and-set,
@@ -23,13 +24,13 @@ export interface DeletedEventType {
 }
 
 /** Result codes of {@link EventTypeStore.setTimelines} (STYLE.md habit 3). */
-export type SetTimelinesOutcome = 'set' | 'not_found' | 'conflict';
+export type SetTimelinesOutcome = 'set' | 'NOT_FOUND' | 'VERSION_MOVED';
 
 /** Result codes of {@link EventTypeStore.growPartitions} (STYLE.md habit 3). */
-export type GrowOutcome = 'grown' | 'unchanged' | 'smaller' | 'not_found';
+export type GrowOutcome = 'grown' | 'unchanged' | 'PARTITION_COUNT_SMALLER' | 'NOT_FOUND';
 
 /** Result codes of {@link EventTypeStore.update} (STYLE.md habit 3). */
-export type UpdateOutcome = 'updated' | 'not_found' | 'conflict';
+export type UpdateOutcome = 'updated' | 'NOT_FOUND' | 'VERSION_MOVED';
 
 /**
  * Event type metadata in Redis (DESIGN.md §1): one hash per event type (record, topology, revision),
@@ -45,7 +46,7 @@ export class EventTypeStore {
 
   /**
    * @param timelines the event type's first timeline (on the default storage)
-   * @returns false when the name is taken
+   * @returns false when the name is taken (the script's ALREADY_EXISTS)
    */
   async create(record: EventType, topology: EventTypeTopology, timelines: readonly StoredTimeline[]): Promise<boolean> {
     const { name } = record;
@@ -59,7 +60,7 @@ export class EventTypeStore {
         JSON.stringify(timelines),
       ])
       .catch(storageError);
-    return created === 1;
+    return failureOf(created, ['ALREADY_EXISTS']) === undefined;
   }
 
   /** @returns the stored event type, or undefined when there is none */
@@ -94,7 +95,7 @@ export class EventTypeStore {
 
   /**
    * Replaces the record if its revision is still `expectedRevision`, adding `newSchema` as a version.
-   * @returns `conflict` when another writer changed it first (callers answer 409)
+   * @returns `VERSION_MOVED` when another writer changed it first (callers answer 409), `NOT_FOUND` when it is gone
    */
   async update(record: EventType, expectedRevision: string, newSchema: EventTypeSchema | undefined): Promise<UpdateOutcome> {
     const outcome = await this.scripts
@@ -105,19 +106,20 @@ export class EventTypeStore {
         newSchema ? JSON.stringify(newSchema) : '',
       ])
       .catch(storageError);
-    return outcome === 1 ? 'updated' : outcome === 0 ? 'not_found' : 'conflict';
+    return failureOf(outcome, ['NOT_FOUND', 'VERSION_MOVED']) ?? 'updated';
   }
 
   /**
    * Grows the partition count of an event type (repartitioning), atomically checking that it only grows
    * (`growPartitions-1.lua`). Existing partitions keep their events; new ones start empty.
    * @param count the new number of partitions (integer >= 1)
-   * @returns the outcome (`grown`, `unchanged` for the same count, `smaller` refused, `not_found`) and the count before
+   * @returns the outcome (`grown`, `unchanged` for the same count, `PARTITION_COUNT_SMALLER` refused, `NOT_FOUND`) and the count before
    * @throws BrokerError 503 when Redis fails
    */
   async growPartitions(name: string, count: number): Promise<{ outcome: GrowOutcome; previous: number }> {
-    const [code, previous] = (await this.scripts.run('growPartitions', [this.keys.eventType(name)], [count]).catch(storageError)) as [number, number];
-    const outcome: GrowOutcome = code === 1 ? 'grown' : code === 0 ? 'unchanged' : code === -1 ? 'smaller' : 'not_found';
+    const reply = (await this.scripts.run('growPartitions', [this.keys.eventType(name)], [count]).catch(storageError)) as [number, number];
+    const [code, previous] = reply;
+    const outcome: GrowOutcome = failureOf(reply, ['NOT_FOUND', 'PARTITION_COUNT_SMALLER']) ?? (code === 1 ? 'grown' : 'unchanged');
     return { outcome, previous: Number(previous) };
   }
 
@@ -136,12 +138,12 @@ export class EventTypeStore {
   /**
    * Replaces the timelines of an event type if they are still `expectedJson` (as read), making
    * `activeOrder` the active timeline (`setTimelines-1.lua`), if the partition count is still `partitionCount`.
-   * @returns `conflict` when another node changed them (or repartitioned) first
+   * @returns `VERSION_MOVED` when another node changed them (or repartitioned) first, `NOT_FOUND` when the event type is gone
    * @throws BrokerError 503 when Redis fails
    */
   async setTimelines(name: string, expectedJson: string, timelines: readonly StoredTimeline[], activeOrder: number, partitionCount: number): Promise<SetTimelinesOutcome> {
-    const outcome = Number(await this.scripts.run('setTimelines', [this.keys.eventType(name)], [expectedJson, JSON.stringify(timelines), activeOrder, partitionCount]).catch(storageError));
-    return outcome === 1 ? 'set' : outcome === 0 ? 'not_found' : 'conflict';
+    const outcome = await this.scripts.run('setTimelines', [this.keys.eventType(name)], [expectedJson, JSON.stringify(timelines), activeOrder, partitionCount]).catch(storageError);
+    return failureOf(outcome, ['NOT_FOUND', 'VERSION_MOVED']) ?? 'set';
   }
 
   /**
@@ -154,7 +156,7 @@ export class EventTypeStore {
     const removed = await this.scripts
       .run('deleteEventType', [this.keys.eventTypeNames, this.keys.eventType(name), this.keys.eventTypeSchemas(name)], [name])
       .catch(storageError);
-    if (!Array.isArray(removed)) return undefined;
+    if (failureOf(removed, ['NOT_FOUND'])) return undefined;
     const [topologyJson, timelinesJson] = removed as [string, string];
     const timelines = timelinesJson === '' ? undefined : (JSON.parse(timelinesJson) as StoredTimeline[]);
     return { topology: JSON.parse(topologyJson) as EventTypeTopology, timelines: timelineMapOf(timelines, new Date(0).toISOString()) };

@@ -3,6 +3,7 @@ import type { Keys } from './keys.js';
 import { settleBy } from './deadline.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { ScriptArg, Scripts } from './scripts.js';
+import { failureOf } from './script-failures.js';
 
 /**
  * One partition's share of a batch: `count` JSON texts joined by `\n`. `compactionKeys` (one per event,
@@ -38,10 +39,15 @@ export function timedOut(): PartitionWrite {
   return { ok: false, reason: 'timed out' };
 }
 
-/** The failed {@link PartitionWrite} for an append script's error. */
+/** The {@link PartitionWrite} of an append script's reply: the first offset, or its TIMELINE_CLOSED. */
+export function appendWrite(reply: unknown): PartitionWrite {
+  if (failureOf(reply, ['TIMELINE_CLOSED'])) return { ok: false, reason: 'the event type is switching timelines', closed: true };
+  return { ok: true, firstOffset: Number(reply) };
+}
+
+/** The failed {@link PartitionWrite} for an append script's error (Redis failed or timed out). */
 export function writeFailure(err: unknown): PartitionWrite {
   const message = err instanceof Error ? err.message : String(err);
-  if (message.includes('TIMELINE_CLOSED')) return { ok: false, reason: 'the event type is switching timelines', closed: true };
   return /timed out/i.test(message) ? timedOut() : { ok: false, reason: `storage error: ${message}` };
 }
 
@@ -94,8 +100,7 @@ export class PartitionStore {
         const written = (async (): Promise<PartitionWrite> => {
           try {
             const call = appendCall(this.keys, name, timeline, w);
-            const first = await this.scripts.run(call.script, call.keys, call.args);
-            return { ok: true, firstOffset: Number(first) };
+            return appendWrite(await this.scripts.run(call.script, call.keys, call.args));
           } catch (err) {
             return writeFailure(err);
           }
@@ -150,7 +155,7 @@ export class PartitionStore {
 
   /**
    * Closes a partition of a timeline for appends (a timeline switch, issue 6 §3.2): from now on every
-   * append fails with TIMELINE_CLOSED. Atomic with respect to appends, idempotent.
+   * append answers TIMELINE_CLOSED. Atomic with respect to appends, idempotent.
    * @returns the partition's last offset (-1 = none) at the moment it closed
    * @throws BrokerError 503 when Redis fails
    */
@@ -197,6 +202,6 @@ export class PartitionStore {
    * @throws BrokerError 503 when Redis fails
    */
   async holdRetentionLock(name: string, owner: string, ttlMs: number): Promise<boolean> {
-    return Number(await this.scripts.run('holdLock', [this.keys.retentionLock(name)], [owner, ttlMs]).catch(storageError)) === 1;
+    return failureOf(await this.scripts.run('holdLock', [this.keys.retentionLock(name)], [owner, ttlMs]).catch(storageError), ['LOCK_HELD']) === undefined;
   }
 }

@@ -1,6 +1,6 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { BrokerConfig } from '../config/config-schema.js';
-import { BrokerError } from '../errors/catalog.js';
+import { brokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
 
 /**
@@ -170,35 +170,44 @@ export async function connectCluster(nodes: readonly string[], config: BrokerCon
 /**
  * A second connection for pub/sub (a subscribed connection cannot run commands). On a cluster, plain
  * `SUBSCRIBE` is served by one node of the cluster (messages are broadcast to every node); ioredis moves
- * it to another node when that one leaves.
+ * it to another node when that one leaves. Errors are logged as `redis connection error` with
+ * `connection: broker-subscriber`.
+ * @param logger where connection errors go (once per distinct message until the connection is ready again)
  */
-export function duplicateForSubscribe(redis: RedisClient): RedisClient {
-  if (redis instanceof Cluster) {
-    const cluster = redis.duplicate([], { enableOfflineQueue: true, redisOptions: subscriberOptions(redis, 'broker-subscriber') });
-    cluster.on('error', () => undefined);
-    return cluster;
-  }
-  return redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'broker-subscriber' });
+export function duplicateForSubscribe(redis: RedisClient, logger: Logger): RedisClient {
+  return duplicateSubscriber(redis, 'broker-subscriber', false, logger);
 }
 
 /**
  * A connection for sharded pub/sub (`SSUBSCRIBE`, DESIGN.md §6). On a cluster, a shard channel is only
  * served by the node owning its slot: ioredis (`shardedSubscribers`) keeps one subscriber connection per
  * master and moves the channels of a slot when the slot map changes (failover, resharding).
- * @param connectionName the name Redis lists it under (`CLIENT LIST`)
+ * @param logger where connection errors go
+ * @param connectionName the name Redis lists it under (`CLIENT LIST`); also the log lines' `connection`
  */
-export function duplicateForShardedSubscribe(redis: RedisClient, connectionName = 'broker-notices'): RedisClient {
-  if (redis instanceof Cluster) {
-    const cluster = redis.duplicate([], { enableOfflineQueue: true, shardedSubscribers: true, redisOptions: subscriberOptions(redis, connectionName) });
-    cluster.on('error', () => undefined);
-    return cluster;
-  }
-  return redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, connectionName });
+export function duplicateForShardedSubscribe(redis: RedisClient, logger: Logger, connectionName = 'broker-notices'): RedisClient {
+  return duplicateSubscriber(redis, connectionName, true, logger);
 }
 
-function subscriberOptions(cluster: Cluster, connectionName: string): ClusterOptions['redisOptions'] {
-  // A subscriber connection waits for messages without a deadline.
-  return { ...cluster.options.redisOptions, commandTimeout: undefined, connectionName };
+/**
+ * A subscriber connection never runs ioredis's ready check (`INFO`): a connection that already heard
+ * a subscribe answer refuses every other command, so when it reconnected at the wrong moment (seen after
+ * a multi-second event-loop stall: the answers of the queued `SSUBSCRIBE`s arrived before the check) the
+ * check failed, the connection stayed down and its channels' notices were lost until the node restarted.
+ * Pub/sub does not depend on the dataset being loaded, which is all the check waits for.
+ */
+function duplicateSubscriber(redis: RedisClient, connectionName: string, sharded: boolean, logger: Logger): RedisClient {
+  const subscriber =
+    redis instanceof Cluster
+      ? redis.duplicate([], {
+          enableOfflineQueue: true,
+          ...(sharded ? { shardedSubscribers: true } : {}),
+          // A subscriber connection waits for messages without a deadline.
+          redisOptions: { ...redis.options.redisOptions, commandTimeout: undefined, enableReadyCheck: false, connectionName },
+        })
+      : redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, enableReadyCheck: false, connectionName });
+  logConnectionState(subscriber, logger, connectionName);
+  return subscriber;
 }
 
 /**
@@ -231,7 +240,7 @@ const UNAVAILABLE =
 export function storageError(err: unknown): never {
   const message = err instanceof Error ? err.message : String(err);
   if (UNAVAILABLE.test(message)) {
-    throw new BrokerError('STORAGE_UNAVAILABLE', `Storage is unavailable: ${message}`, { 'Retry-After': '1' });
+    throw brokerError('STORAGE_UNAVAILABLE', { reason: message });
   }
   throw err;
 }

@@ -2,7 +2,7 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { keySlot } from './key-slot.js';
 import type { Keys } from './keys.js';
 import { settleBy } from './deadline.js';
-import { appendCall, timedOut, writeFailure, type PartitionAppend, type PartitionWrite } from './partition-store.js';
+import { appendCall, appendWrite, timedOut, writeFailure, type PartitionAppend, type PartitionWrite } from './partition-store.js';
 import { coalesceWrites, type RedisClient } from './redis-connection.js';
 import { Scripts } from './scripts.js';
 
@@ -130,7 +130,8 @@ export class ReplicatedAppender implements ReplicatedAppend {
     const { scripts, shortfall } = await writeAndWait(lane, writes.map((w) => appendCall(keys, name, timeline, w)), this.minReplicas, this.timeoutMs);
     return scripts.map((s): PartitionWrite => {
       if (s.status === 'rejected') return writeFailure(s.reason);
-      return shortfall === undefined ? { ok: true, firstOffset: Number(s.value) } : { ok: false, reason: shortfall };
+      const written = appendWrite(s.value);
+      return !written.ok || shortfall === undefined ? written : { ok: false, reason: shortfall };
     });
   }
 
@@ -259,7 +260,8 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
           indexes.forEach((i, j) => {
             const script = outcome.scripts[j] as PromiseSettledResult<unknown>;
             if (script.status === 'fulfilled') {
-              results[i] = outcome.shortfall === undefined ? { ok: true, firstOffset: Number(script.value) } : { ok: false, reason: outcome.shortfall };
+              const written = appendWrite(script.value);
+              results[i] = !written.ok || outcome.shortfall === undefined ? written : { ok: false, reason: outcome.shortfall };
               return;
             }
             const retry = redirection(script.reason);

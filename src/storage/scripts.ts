@@ -22,12 +22,39 @@ export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 
   | 'holdLock'
   | 'setTimelines';
 
+/** The line that pulls a shared snippet of `lua/includes/<name>.lua` into a script. */
+const INCLUDE = '^--#include ([a-z][a-z0-9-]*)[ \\t]*$';
+
+/**
+ * Replaces each `--#include <name>` line of a script with the text of `includes/<name>.lua` (the
+ * snippets several scripts share: failure codes, Redis time in ms, the time index, the closed-timeline
+ * check), before the script is registered, so its SHA is that of the resolved text. An include may
+ * include others; each is inserted once per script, at its first mention. Keys still only travel in
+ * KEYS (an include defines local functions that take them as arguments).
+ * @throws Error when an include does not exist (the node does not start)
+ */
+export function resolveIncludes(lua: string, includeDir: string, file: string, seen: Set<string> = new Set()): string {
+  return lua.replace(new RegExp(INCLUDE, 'gm'), (_, name: string) => {
+    if (seen.has(name)) return `-- include ${name}: already above`;
+    seen.add(name);
+    let text: string;
+    try {
+      text = readFileSync(path.join(includeDir, `${name}.lua`), 'utf8');
+    } catch {
+      throw new Error(`${file}: --#include ${name}: no file ${name}.lua in ${includeDir}`);
+    }
+    return resolveIncludes(text, includeDir, file, seen).trimEnd();
+  });
+}
+
 /** An ARGV value of a script (numbers are sent as decimal text). */
 export type ScriptArg = string | number | Buffer;
 
 /**
- * The one script loader (STYLE.md habit 2): registers every `lua/*.lua` file with ioredis
- * `defineCommand` (EVALSHA with a transparent EVAL fallback) and runs them by name.
+ * The one script loader (STYLE.md habit 2): registers every `lua/*.lua` file, its `--#include` lines
+ * resolved ({@link resolveIncludes}), with ioredis `defineCommand` (EVALSHA with a transparent EVAL
+ * fallback) and runs them by name. Expected failures come back as the negative codes of
+ * `script-failures.ts`.
  */
 export class Scripts {
   /** Declared key count; -1 = variable (`-n.lua`). */
@@ -40,7 +67,7 @@ export class Scripts {
       const match = /^([a-zA-Z]+)-(\d+|n)\.lua$/.exec(file);
       if (!match) continue;
       const [, name, keys] = match as unknown as [string, string, string];
-      const lua = readFileSync(path.join(dir, file), 'utf8');
+      const lua = resolveIncludes(readFileSync(path.join(dir, file), 'utf8'), path.join(dir, 'includes'), file);
       // Without numberOfKeys, ioredis takes the key count as the command's first argument.
       redis.defineCommand(name, keys === 'n' ? { lua } : { numberOfKeys: Number(keys), lua });
       this.numberOfKeys.set(name, keys === 'n' ? -1 : Number(keys));

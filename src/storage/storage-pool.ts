@@ -1,6 +1,6 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import { NODE_STORAGE_ID, type Storage } from '../domain/storage.js';
-import { BrokerError } from '../errors/catalog.js';
+import { brokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
 import { PartitionWakeups } from '../services/consumption/partition-wakeups.js';
 import { createKeys, type Keys } from './keys.js';
@@ -74,9 +74,9 @@ export class StoragePool {
 
   private async connect(id: string): Promise<StorageHandle> {
     const record = await this.records.get(id);
-    if (!record) throw new BrokerError('STORAGE_UNAVAILABLE', `Storage "${id}" is not registered; the timeline using it cannot be read or written`);
+    if (!record) throw brokerError('STORAGE_NOT_REGISTERED', { id });
     const handle = await this.handleFor(record).catch((err: unknown) => {
-      throw new BrokerError('STORAGE_UNAVAILABLE', `Storage "${id}" is unreachable: ${(err as Error).message}`, { 'Retry-After': '1' });
+      throw brokerError('STORAGE_UNREACHABLE', { id, reason: (err as Error).message });
     });
     this.handles.set(id, handle);
     this.logger.info({ storage: id }, 'storage opened');
@@ -100,7 +100,7 @@ export class StoragePool {
       });
     }
     const scripts = new Scripts(redis);
-    const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis), this.logger);
+    const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis, this.logger), this.logger);
     this.owned.push({ redis, wakeups, ...(replicated ? { replicated } : {}) });
     return { id: record.id, redis, scripts, keys, wakeups, partitions: new PartitionStore(redis, scripts, keys), ...(replicated ? { replicated } : {}) };
   }

@@ -3,6 +3,7 @@ import type { PartitionDeadLetterState } from '../domain/dead-letter.js';
 import type { Keys } from './keys.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
+import { failureOf } from './script-failures.js';
 
 /** What a streaming session records about itself (session info hash). */
 export interface SessionInfo {
@@ -45,6 +46,7 @@ export interface TopologyChange {
 }
 
 /** Result of a commit: per cursor committed or outdated, or why nothing was committed. */
+/** `no_session`: the script's SESSION_GONE; `not_owned`: its PARTITION_NOT_OWNED (`index` 0-based). */
 export type CommitOutcome = { readonly kind: 'ok'; readonly committed: readonly boolean[] } | { readonly kind: 'no_session' } | { readonly kind: 'not_owned'; readonly index: number };
 
 /**
@@ -105,8 +107,9 @@ export class SubscriptionStateStore {
   /**
    * Applies an assignment and its session changes if the version did not move; tells the nodes that
    * stream the subscription (`topology` on its notice channel).
+   * @returns `ok`, `VERSION_MOVED` (read again) or `CURSOR_RESET_RUNNING` (with `refuseDuringReset`)
    */
-  async apply(id: string, change: TopologyChange): Promise<'ok' | 'conflict' | 'reset'> {
+  async apply(id: string, change: TopologyChange): Promise<'ok' | 'VERSION_MOVED' | 'CURSOR_RESET_RUNNING'> {
     const k = this.keys;
     const upsert = change.upsertSession;
     const outcome = await this.scripts
@@ -120,12 +123,13 @@ export class SubscriptionStateStore {
         upsert?.leaseMs ?? 0,
       ])
       .catch(storageError);
-    return outcome as 'ok' | 'conflict' | 'reset';
+    return failureOf(outcome, ['VERSION_MOVED', 'CURSOR_RESET_RUNNING']) ?? 'ok';
   }
 
-  /** Renews a session's lease. @returns -1 when the session is gone or expired, else how many sessions expired */
-  async heartbeat(id: string, streamId: string, leaseMs: number): Promise<number> {
-    return Number(await this.scripts.run('heartbeat', [this.keys.subscriptionSessions(id)], [streamId, leaseMs]).catch(storageError));
+  /** Renews a session's lease. @returns `SESSION_GONE` when the session is gone or expired, else how many sessions expired */
+  async heartbeat(id: string, streamId: string, leaseMs: number): Promise<number | 'SESSION_GONE'> {
+    const reply = await this.scripts.run('heartbeat', [this.keys.subscriptionSessions(id)], [streamId, leaseMs]).catch(storageError);
+    return failureOf(reply, ['SESSION_GONE']) ?? Number(reply);
   }
 
   /**
@@ -136,13 +140,11 @@ export class SubscriptionStateStore {
     const k = this.keys;
     const args: (string | number)[] = [streamId];
     for (const c of cursors) args.push(c.field, String(c.offset));
-    const result = (await this.scripts.run('commitCursors', [k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionTopology(id), k.subscriptionNotices(id)], args).catch(storageError)) as (
-      | string
-      | number
-    )[];
-    if (result[0] === 'no_session') return { kind: 'no_session' };
-    if (result[0] === 'not_owned') return { kind: 'not_owned', index: Number(result[1]) - 1 };
-    return { kind: 'ok', committed: result.slice(1).map((r) => Number(r) === 1) };
+    const result = (await this.scripts.run('commitCursors', [k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionTopology(id), k.subscriptionNotices(id)], args).catch(storageError)) as number[];
+    const failure = failureOf(result, ['SESSION_GONE', 'PARTITION_NOT_OWNED']);
+    if (failure === 'SESSION_GONE') return { kind: 'no_session' };
+    if (failure === 'PARTITION_NOT_OWNED') return { kind: 'not_owned', index: Number(result[1]) - 1 };
+    return { kind: 'ok', committed: result.map((r) => Number(r) === 1) };
   }
 
   /** Sets the offsets of partitions that have none. */

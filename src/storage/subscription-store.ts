@@ -2,6 +2,7 @@ import { subscriptionKey, type Subscription } from '../domain/subscription.js';
 import type { Keys } from './keys.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
+import { failureOf } from './script-failures.js';
 
 /** Records fetched per MGET when a listing reads every subscription. */
 const MGET_CHUNK = 500;
@@ -95,7 +96,7 @@ export class SubscriptionStore {
         [id, subscriptionKey(record)],
       )
       .catch(storageError);
-    if (removed !== 1) return false;
+    if (failureOf(removed, ['NOT_FOUND'])) return false;
     const k = this.keys;
     await this.redis.del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id), k.subscriptionDeadLetters(id)).catch(storageError);
     await this.redis.spublish(k.subscriptionNotices(id), 'topology').catch(storageError);

@@ -222,13 +222,17 @@ describe('§2 no request can exhaust the heap', () => {
 
   it('size-proportional control-plane work is bounded per node: beyond the running slot and the queue, 503 OVERLOADED with Retry-After, nothing done; publishing goes on', async () => {
     // Two clients that send the headers of a subscription creation and hold back the body: the first
-    // holds tight's one slot, the second its one queue place.
-    const holders = many(2, () => net.connect(tight.port, '127.0.0.1'));
-    for (const socket of holders) {
-      socket.on('error', () => undefined);
-      await once(socket, 'connect');
-      socket.write('POST /subscriptions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{');
-    }
+    // holds tight's one slot, the second its one queue place. A holder that got an answer (a probe took
+    // the queue place before it arrived, so it was refused) is replaced by a new one.
+    const hold = async (): Promise<{ socket: net.Socket; answered: boolean }> => {
+      const holder = { socket: net.connect(tight.port, '127.0.0.1'), answered: false };
+      holder.socket.on('error', () => undefined);
+      holder.socket.on('data', () => (holder.answered = true));
+      await once(holder.socket, 'connect');
+      holder.socket.write('POST /subscriptions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{');
+      return holder;
+    };
+    const holders = [await hold(), await hold()];
     try {
       // A probe that changes nothing when it gets through (422: no such event type).
       const body = JSON.stringify({ owning_application: 'cph-queued', event_types: ['cph.none'] });
@@ -236,8 +240,13 @@ describe('§2 no request can exhaust the heap', () => {
       // Generous on a loaded machine: the holders' requests reach the node in their own time.
       const deadline = Date.now() + 20_000;
       // Until both hold their places, a probe may take the queue place itself; it gives up after 1 s
-      // (leaving the line) and is sent again.
+      // (leaving the line) and is sent again, and a holder refused meanwhile is replaced.
       while (refused === undefined && Date.now() < deadline) {
+        for (const [i, holder] of holders.entries()) {
+          if (!holder.answered) continue;
+          holder.socket.destroy();
+          holders[i] = await hold();
+        }
         const answer = await fetch(`${tight.url}/subscriptions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(1000) }).catch(() => undefined);
         if (answer === undefined) continue;
         const text = await answer.text();
@@ -252,7 +261,7 @@ describe('§2 no request can exhaust the heap', () => {
       // Publishing and streaming do not queue behind the control plane.
       await expectHealthy(tight);
     } finally {
-      for (const socket of holders) socket.destroy();
+      for (const holder of holders) holder.socket.destroy();
     }
     // The holders left: their slots are free again.
     const deadline = Date.now() + 20_000;

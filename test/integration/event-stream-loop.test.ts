@@ -28,8 +28,8 @@ const noChanges: TimelineSource = { get: () => Promise.resolve(undefined), onCha
 
 beforeAll(() => {
   redis = harnessRedis();
-  subscriber = duplicateForShardedSubscribe(redis);
   const logger = createLogger({ logLevel: 'silent' });
+  subscriber = duplicateForShardedSubscribe(redis, logger);
   wakeups = new PartitionWakeups(subscriber, logger);
   const scripts = new Scripts(redis);
   store = new PartitionStore(redis, scripts, keys);

@@ -52,7 +52,7 @@ describe('event type registry', () => {
   it('answers 404 with the reference detail for unknown names, and for names that cannot exist', async () => {
     const missing = await call(broker.url, 'GET', '/event-types/does.not.exist');
     expect(missing.status).toBe(404);
-    expect(missing.json).toEqual({ title: 'Not Found', status: 404, detail: 'EventType "does.not.exist" does not exist.' });
+    expect(missing.json).toEqual({ type: '/problems/event-type-not-found', title: 'Not Found', status: 404, detail: 'EventType "does.not.exist" does not exist.' });
     for (const bad of ['..%2F..%2Fetc', '%7Bregistry%7D', 'a:b', '1abc']) {
       expect((await call(broker.url, 'GET', `/event-types/${bad}`)).status).toBe(404);
     }

@@ -1,4 +1,6 @@
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedis, type RedisProcess } from '../../scripts/local-processes.js';
 import { call, harnessRedis, shardChannels, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
@@ -120,5 +122,60 @@ describe('subscription notices', () => {
     const gone = await again.untilEnd(10_000);
     expect(gone.at(-1)?.info?.debug).toBe('Stream session ended: its lease expired or the subscription changed');
     await eventually(async () => !(await listeners()).has(id), 10_000, 'node a unsubscribed from the deleted subscription');
+  });
+});
+
+// On a Redis of its own: cutting every pub/sub connection of the harness Redis would disturb the other
+// test files' nodes.
+describe('subscription notices after a reconnect', () => {
+  let privateRedis: RedisProcess;
+  let c: TestBroker;
+  let d: TestBroker;
+  let client: Redis;
+
+  beforeAll(async () => {
+    privateRedis = await startRedis();
+    const env = { BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: String(LEASE_MS), BROKER_REDIS_URL: privateRedis.url };
+    c = await startTestBroker(env);
+    d = await startTestBroker({ ...env, BROKER_REDIS_KEY_PREFIX: c.prefix });
+    client = new Redis(privateRedis.url);
+  });
+  afterAll(async () => {
+    client.disconnect();
+    await Promise.all([c.stop(), d.stop()]);
+    await privateRedis.stop();
+  });
+
+  async function noticeListeners(id: string): Promise<number> {
+    const channels = await shardChannels(client, `${c.prefix}{sub:${id}}:notices`);
+    return [...channels.values()][0] ?? 0;
+  }
+
+  it('after Redis drops the pub/sub connections, a node subscribes again and a commit through another node still reaches the stream at once', async () => {
+    const statistic = { default_statistic: { messages_per_minute: 1, message_size: 1, read_parallelism: 1, write_parallelism: 1 } };
+    expect((await call(c.url, 'POST', '/event-types', businessEventType('notices.reconnect', { ...statistic, partition_strategy: 'user_defined' }))).status).toBe(201);
+    const events = ['r-1', 'r-2'].map((n) => orderEvent(n, { metadata: { eid: crypto.randomUUID(), occurred_at: new Date().toISOString(), partition: '0' } }));
+    expect((await call(d.url, 'POST', '/event-types/notices.reconnect/events', events)).status).toBe(200);
+    const created = await call(c.url, 'POST', '/subscriptions', { owning_application: 'app-reconnect', event_types: ['notices.reconnect'], read_from: 'begin' });
+    expect(created.status).toBe(201);
+    const id = (created.json as { id: string }).id;
+    const stream = await open(c, id, 'batch_limit=1&max_uncommitted_events=1&batch_flush_timeout=30');
+    const streamId = stream.headers.get('x-broker-streamid') ?? '';
+    const [first] = await stream.events(1, 5_000);
+    expect(first?.events?.[0]?.order_number).toBe('r-1');
+    await eventually(async () => (await noticeListeners(id)) === 1, 10_000, 'node c subscribed to the notices');
+
+    // Every subscribed connection of both nodes is cut (as a Redis restart or a network blip would):
+    // ioredis reconnects them, with no ready check (which a connection in subscriber mode refuses).
+    expect(Number(await client.call('CLIENT', 'KILL', 'TYPE', 'pubsub'))).toBeGreaterThan(0);
+    await eventually(async () => (await noticeListeners(id)) === 1, 10_000, 'node c subscribed to the notices again');
+
+    // The lease is 60 s (a heartbeat every 20 s): the next event within 5 s came through the notice.
+    const committed = await call(d.url, 'POST', `/subscriptions/${id}/cursors`, { items: [first?.cursor] }, { 'X-Broker-StreamId': streamId });
+    expect(committed.status).toBe(204);
+    const [second] = await stream.events(1, 5_000);
+    expect(second?.events?.[0]?.order_number).toBe('r-2');
+    stream.close();
+    expect(c.output()).not.toContain('Unhandled error event');
   });
 });

@@ -263,7 +263,7 @@ describe('reading, updating and deleting a subscription', () => {
   it('answers 404 for an unknown id and for ids that are not uuids', async () => {
     const missing = await call(broker.url, 'GET', '/subscriptions/6f1c2f0e-3c2b-4b43-9f4e-2a7d1f0c9e11');
     expect(missing.status).toBe(404);
-    expect(missing.json).toEqual({ title: 'Not Found', status: 404, detail: 'Subscription with id "6f1c2f0e-3c2b-4b43-9f4e-2a7d1f0c9e11" does not exist.' });
+    expect(missing.json).toEqual({ type: '/problems/subscription-not-found', title: 'Not Found', status: 404, detail: 'Subscription with id "6f1c2f0e-3c2b-4b43-9f4e-2a7d1f0c9e11" does not exist.' });
     for (const bad of ['not-a-uuid', '%7Bregistry%7D', '6F1C2F0E-3C2B-4B43-9F4E-2A7D1F0C9E11']) {
       expect((await call(broker.url, 'GET', `/subscriptions/${bad}`)).status).toBe(404);
       expect((await call(broker.url, 'PUT', `/subscriptions/${bad}`, {})).status).toBe(404);

@@ -5,6 +5,7 @@ import { startBroker, type BrokerProcess } from '../../scripts/local-processes.j
 import { createKeys, type Keys } from '../../src/storage/keys.js';
 import { masterNodes, parseClusterNode, type RedisClient } from '../../src/storage/redis-connection.js';
 import { orderEvent } from './fixtures.js';
+import { assertResponseMatches } from './response-schemas.js';
 
 /** A broker node for a test file, on the harness Redis under its own key prefix. */
 export interface TestBroker extends BrokerProcess {
@@ -95,7 +96,11 @@ export interface Answer {
   json: unknown;
 }
 
-/** Sends a request and reads the whole answer; `body` objects are sent as JSON. */
+/**
+ * Sends a request and reads the whole answer; `body` objects are sent as JSON. A JSON answer is checked
+ * against its route's response schema (test/support/response-schemas.ts; issue 16 §1.3).
+ * @throws Error when the JSON answer does not match the schema the API document gives it
+ */
 export async function call(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
   const init: RequestInit = { method, headers: { ...headers } };
   if (body !== undefined) {
@@ -110,6 +115,7 @@ export async function call(base: string, method: string, path: string, body?: un
   } catch {
     json = undefined;
   }
+  if (json !== undefined) assertResponseMatches(method, path, res.status, res.headers.get('content-type'), json);
   return { status: res.status, headers: res.headers, text, json };
 }
 

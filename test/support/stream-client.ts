@@ -1,3 +1,5 @@
+import { assertResponseMatches, streamBatchMismatch } from './response-schemas.js';
+
 /** One batch line of a stream, parsed. */
 export interface StreamBatch {
   cursor: { partition: string; offset: string; event_type?: string; cursor_token?: string };
@@ -7,7 +9,10 @@ export interface StreamBatch {
 
 /**
  * A client of an `application/x-json-stream` response for tests: reads lines as they arrive.
- * `next()` waits for the next batch; `close()` disconnects like a consumer that goes away.
+ * `next()` waits for the next batch; `close()` disconnects like a consumer that goes away. A problem
+ * answer and every batch are checked against the route's schemas in the API document
+ * (test/support/response-schemas.ts): `open()` throws for a problem that does not match, `next()` for
+ * a batch that does not.
  */
 export class StreamClient {
   private readonly lines: StreamBatch[] = [];
@@ -20,14 +25,23 @@ export class StreamClient {
   problem: unknown;
   /** Every batch received so far, in order. */
   readonly received: StreamBatch[] = [];
+  /** The first batch that did not match the route's stream batch schema; `next()` throws it. */
+  private mismatch: Error | undefined;
   /** When each batch came off the socket (`performance.now()` ms), read as it arrives whatever the consumer awaits. */
   private readonly arrivals = new WeakMap<StreamBatch, number>();
 
-  private constructor() {}
+  private constructor(
+    private readonly method: string,
+    private readonly path: string,
+  ) {}
 
-  /** Opens a stream; resolves once the status and headers arrived. */
+  /**
+   * Opens a stream; resolves once the status and headers arrived.
+   * @throws Error when a problem answer does not match the route's schema
+   */
   static async open(url: string, init: RequestInit = {}): Promise<StreamClient> {
-    const client = new StreamClient();
+    const target = new URL(url);
+    const client = new StreamClient((init.method ?? 'GET').toUpperCase(), target.pathname + target.search);
     const res = await fetch(url, { ...init, signal: client.controller.signal });
     client.status = res.status;
     client.headers = res.headers;
@@ -35,6 +49,7 @@ export class StreamClient {
       const text = await res.text();
       client.problem = text ? (JSON.parse(text) as unknown) : undefined;
       client.ended = true;
+      if (client.problem !== undefined) assertResponseMatches(client.method, client.path, res.status, res.headers.get('content-type'), client.problem);
       return client;
     }
     void client.pump(res.body);
@@ -54,6 +69,8 @@ export class StreamClient {
           rest = rest.slice(newline + 1);
           if (line.length > 0) {
             const batch = JSON.parse(line) as StreamBatch;
+            const mismatch = this.mismatch === undefined ? streamBatchMismatch(this.method, this.path, batch) : undefined;
+            if (mismatch !== undefined) this.mismatch = new Error(`response schema mismatch: ${mismatch}`);
             this.lines.push(batch);
             this.received.push(batch);
             this.arrivals.set(batch, arrivedAt);
@@ -94,11 +111,12 @@ export class StreamClient {
 
   /**
    * The next batch, or undefined when the stream ended first.
-   * @throws Error when nothing arrives within `timeoutMs`
+   * @throws Error when nothing arrives within `timeoutMs`, or when a batch did not match the route's stream batch schema
    */
   async next(timeoutMs = 10_000): Promise<StreamBatch | undefined> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
+      if (this.mismatch !== undefined) throw this.mismatch;
       const line = this.lines.shift();
       if (line) return line;
       if (this.ended) return undefined;

@@ -23,9 +23,9 @@ process.stdout.write(JSON.stringify({ before, after }));
 `;
 
 describe('worker threads young generation', () => {
-  it('is not sized by the main thread\'s --max-semi-space-size', () => {
+  it('is not sized by the main thread\'s --max-semi-space-size and --min-semi-space-size', () => {
     const poolModule = pathToFileURL(path.join(projectRoot, 'dist', 'src', 'services', 'worker-pool.js')).href;
-    const output = execFileSync(process.execPath, ['--max-semi-space-size=64', '--input-type=module', '-e', script, poolModule], { encoding: 'utf8', timeout: 60_000 });
+    const output = execFileSync(process.execPath, ['--max-semi-space-size=64', '--min-semi-space-size=64', '--input-type=module', '-e', script, poolModule], { encoding: 'utf8', timeout: 60_000 });
     const { before, after } = JSON.parse(output) as { before: number; after: number };
     const mb = 1024 * 1024;
     expect(before, 'the flag sizes a thread started before the pool').toBeGreaterThan(60 * mb);

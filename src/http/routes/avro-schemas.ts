@@ -1,5 +1,5 @@
 import { envelopeSchemas, type AvroSchemaVersion } from '../../avro/envelope-schemas.js';
-import { BrokerError } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
 import type { HttpServer } from '../server.js';
 
 /**
@@ -17,7 +17,7 @@ export function avroSchemaRoutes(http: HttpServer): void {
     const name = ctx.params.name ?? '';
     const version = ctx.params.version ?? '';
     const found = versionsOf(name).find((v) => v.version === version);
-    if (found === undefined) throw new BrokerError('NOT_FOUND', `Version "${version}" of the Avro schema "${name}" does not exist.`);
+    if (found === undefined) throw brokerError('AVRO_SCHEMA_VERSION_NOT_FOUND', { version, name });
     return Promise.resolve({ status: 200, body: found });
   });
 }
@@ -28,6 +28,6 @@ export function avroSchemaRoutes(http: HttpServer): void {
  */
 function versionsOf(name: string): readonly AvroSchemaVersion[] {
   const versions = envelopeSchemas.get(name);
-  if (versions === undefined) throw new BrokerError('NOT_FOUND', `Avro schema "${name}" does not exist.`);
+  if (versions === undefined) throw brokerError('AVRO_SCHEMA_NOT_FOUND', { name });
   return versions;
 }

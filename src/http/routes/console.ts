@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { Subject } from '../../auth/subject.js';
 import type { EventType } from '../../domain/event-type.js';
 import type { Subscription } from '../../domain/subscription.js';
-import { BrokerError } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { HttpAnswer, HttpServer, RequestContext } from '../server.js';
 
@@ -106,7 +106,7 @@ export function consoleRoutes(http: HttpServer, assets: ReadonlyMap<string, Cons
     const relative = ctx.path === '/ui' || ctx.path === '/ui/' ? 'index.html' : ctx.path.slice('/ui/'.length);
     const asset = assets.get(relative);
     if (asset === undefined) {
-      throw new BrokerError('NOT_FOUND', assets.size === 0 ? 'The console is not built into this node (npm run build builds dist/ui)' : `no console asset ${ctx.path}`);
+      throw assets.size === 0 ? brokerError('CONSOLE_NOT_BUILT') : brokerError('CONSOLE_ASSET_NOT_FOUND', { path: ctx.path });
     }
     const headers = { 'Cache-Control': 'no-cache', ETag: asset.etag, 'X-Content-Type-Options': 'nosniff', ...asset.headers };
     if (ctx.headers['if-none-match'] === asset.etag) return Promise.resolve({ status: 304, headers });

@@ -1,4 +1,4 @@
-import { errors } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { DeletedEvents } from '../../services/deleted-events.js';
 import type { HttpServer } from '../server.js';
@@ -24,7 +24,7 @@ export function deletedEventsRoutes(http: HttpServer, deletedEvents: DeletedEven
     const eventType = name(ctx.params);
     access.requireProducerNotBlocked(ctx.subject, eventType);
     const body = await ctx.body();
-    if (body.byteLength === 0) throw errors.badRequest('the body must be a JSON array of events');
+    if (body.byteLength === 0) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of events' });
     const outcome = await deletedEvents.delete(eventType, body, (record) => access.requireEventType(ctx.subject, record, 'write'));
     if (outcome.status !== 200) return { status: outcome.status, body: outcome.items };
     const spanCtx = SPAN_CTX_REQUEST.map((h) => ctx.headers[h]).find((v) => v !== undefined);

@@ -1,7 +1,7 @@
 import { WILDCARD } from '../../auth/authorization-plugin.js';
 import type { Subject } from '../../auth/subject.js';
 import { ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES, type AuthorizationAttribute, type EventType } from '../../domain/event-type.js';
-import { BrokerError, errors } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
 import type { EventTypeRegistry, RegistryCaller } from '../../services/event-type-registry.js';
@@ -35,7 +35,7 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
 
   http.route('POST', '/event-types', async (ctx) => {
     access.requireWritable();
-    access.requireFeatureOff('disable_event_type_creation', 'Event type creation is disabled (feature disable_event_type_creation)');
+    access.requireFeatureOff('disable_event_type_creation', 'Event type creation');
     const record = await registry.create(await ctx.json(), callerOf(ctx.subject, access));
     audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: record.name, op: 'C', next: record });
     return { status: 201, body: record, headers: { Location: `/event-types/${record.name}` } };
@@ -64,11 +64,11 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
     let previous: EventType | undefined;
     await registry.delete(name(ctx.params), caller, async (existing) => {
       previous = existing;
-      if (!caller.isAdmin) access.requireFeatureOff('disable_event_type_deletion', 'Event type deletion is disabled (feature disable_event_type_deletion)');
+      if (!caller.isAdmin) access.requireFeatureOff('disable_event_type_deletion', 'Event type deletion');
       const ids = await subscriptions.of(existing.name);
       if (ids.length === 0) return;
       if (!access.enabled('delete_event_type_with_subscriptions')) {
-        throw new BrokerError('CONFLICT', `EventType "${existing.name}" has ${ids.length} subscription(s) (${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', ...' : ''}); delete them first, or enable the feature delete_event_type_with_subscriptions`);
+        throw brokerError('EVENT_TYPE_HAS_SUBSCRIPTIONS', { name: existing.name, count: ids.length, ids: `${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', ...' : ''}` });
       }
       for (const id of ids) {
         await subscriptions.delete(id);
@@ -149,7 +149,7 @@ function fetchQuery(query: URLSearchParams): boolean {
   const text = query.get('fetch');
   if (text === null) return false;
   const lower = text.toLowerCase();
-  if (lower !== 'true' && lower !== 'false') throw errors.badRequest('fetch must be true or false');
+  if (lower !== 'true' && lower !== 'false') throw brokerError('BAD_REQUEST', { reason: 'fetch must be true or false' });
   return lower === 'true';
 }
 
@@ -161,7 +161,7 @@ export function attributeQuery(query: URLSearchParams, parameter: string): Autho
   const text = query.get(parameter);
   if (text === null) return undefined;
   const colon = text.indexOf(':');
-  if (colon <= 0 || colon === text.length - 1) throw errors.badRequest(`${parameter} must have the form <data_type>:<value>, e.g. user:alice`);
+  if (colon <= 0 || colon === text.length - 1) throw brokerError('BAD_REQUEST', { reason: `${parameter} must have the form <data_type>:<value>, e.g. user:alice` });
   return { data_type: text.slice(0, colon), value: text.slice(colon + 1) };
 }
 
@@ -170,6 +170,6 @@ const NAME = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
 /** The `{name}` path parameter; a name that cannot exist is 404 like an unknown one (it never reaches a Redis key). */
 export function name(params: Readonly<Record<string, string>>): string {
   const value = params.name ?? '';
-  if (value.length > 255 || !NAME.test(value)) throw errors.eventTypeNotFound(value);
+  if (value.length > 255 || !NAME.test(value)) throw brokerError('EVENT_TYPE_NOT_FOUND', { name: value });
   return value;
 }

@@ -1,6 +1,6 @@
 import type { PublishOutcome, Publisher } from '../../services/publisher.js';
 import type { CursorService } from '../../services/cursor-service.js';
-import { BrokerError, errors } from '../../errors/catalog.js';
+import { brokerError, BrokerError } from '../../errors/catalog.js';
 import type { PublishBatchResult, PublishCounts, PublishMeter } from '../../observability/meters.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { EventTypeRegistry } from '../../services/event-type-registry.js';
@@ -34,7 +34,7 @@ export function publishingRoutes(
       const eventType = name(ctx.params);
       access.requireProducerNotBlocked(ctx.subject, eventType);
       const body = await ctx.body();
-      if (body.byteLength === 0) throw errors.badRequest('the body must be a JSON array of events');
+      if (body.byteLength === 0) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of events' });
       started = performance.now();
       const bodyBytes = body.byteLength; // the body goes to a worker and is not read afterwards
       const outcome = await publisher.publish(eventType, body, {

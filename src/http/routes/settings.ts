@@ -1,6 +1,6 @@
 import { parseAttributeList, Problems } from '../../domain/rule-problems.js';
 import type { JsonValue } from '../../domain/json-schema-walk.js';
-import { BrokerError, errors } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import { isBlacklistType, isFeature, type Settings } from '../../services/settings.js';
 import type { AuditLog } from '../../services/audit-log.js';
@@ -38,9 +38,9 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
     http.route(method, '/settings/blacklist/:type/:name', async (ctx) => {
       access.requireSettings(ctx.subject, 'write');
       const type = (ctx.params.type ?? '').toUpperCase();
-      if (!isBlacklistType(type)) throw errors.badRequest(`blacklist type "${ctx.params.type ?? ''}" is unknown; use CONSUMER_APP, CONSUMER_ET, PRODUCER_APP or PRODUCER_ET`);
+      if (!isBlacklistType(type)) throw brokerError('BAD_REQUEST', { reason: `blacklist type "${ctx.params.type ?? ''}" is unknown; use CONSUMER_APP, CONSUMER_ET, PRODUCER_APP or PRODUCER_ET` });
       const name = ctx.params.name ?? '';
-      if (name.length === 0 || name.length > 255) throw errors.badRequest('the blacklisted name must have 1 to 255 characters');
+      if (name.length === 0 || name.length > 255) throw brokerError('BAD_REQUEST', { reason: 'the blacklisted name must have 1 to 255 characters' });
       access.requireWritable();
       const entry = { type, name };
       const was = settings.isBlocked(type, name);
@@ -55,10 +55,10 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
   http.route('POST', '/settings/features', async (ctx) => {
     access.requireSettings(ctx.subject, 'write');
     const body = await ctx.json();
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.badRequest('the body must be an object {"feature": "...", "enabled": true|false}');
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be an object {"feature": "...", "enabled": true|false}' });
     const { feature, enabled } = body as Record<string, unknown>;
-    if (typeof feature !== 'string') throw errors.badRequest('Field "feature" must be a string');
-    if (typeof enabled !== 'boolean') throw errors.badRequest('Field "enabled" must be true or false');
+    if (typeof feature !== 'string') throw brokerError('BAD_REQUEST', { reason: 'Field "feature" must be a string' });
+    if (typeof enabled !== 'boolean') throw brokerError('BAD_REQUEST', { reason: 'Field "enabled" must be true or false' });
     const name = feature.toLowerCase();
     const previous = isFeature(name) ? settings.enabled(name) : undefined;
     const entry = { subject: ctx.subject, resource: 'feature', resourceId: name, op: 'U', previous: { feature: name, enabled: previous }, next: { feature: name, enabled } } as const;
@@ -76,15 +76,15 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
  * plugin accepts. @throws BrokerError 400 (shape), 422 (a list empty or missing, a refused attribute)
  */
 function parseAdmins(body: unknown, access: AccessControl): AdminAuthorization {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.badRequest('the body must be an object with admins, readers and writers');
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be an object with admins, readers and writers' });
   const fields = body as Record<string, JsonValue>;
   const p = new Problems();
   const admins = parseAttributeList(fields.admins, 'admins', p);
   const readers = parseAttributeList(fields.readers, 'readers', p);
   const writers = parseAttributeList(fields.writers, 'writers', p);
   const result = p.result({ admins, readers, writers }, 'invalid administrators');
-  if (!result.ok) throw new BrokerError(result.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', result.details.join('\n'));
+  if (!result.ok) throw brokerError(result.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', { reason: result.details.join('\n') });
   const problems = access.attributeProblems({ admins, readers, writers });
-  if (problems.length > 0 || !admins || !readers || !writers) throw errors.unprocessable(problems.join('\n'));
+  if (problems.length > 0 || !admins || !readers || !writers) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
   return { admins, readers, writers };
 }

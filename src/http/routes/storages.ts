@@ -1,5 +1,5 @@
 import { NODE_STORAGE_ID, parseStorage, storageNotFound, storageView, type Storage } from '../../domain/storage.js';
-import { BrokerError, errors } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
 import { probeStorage, type StorageStore } from '../../storage/storage-store.js';
@@ -35,12 +35,12 @@ export function storageRoutes(http: HttpServer, store: StorageStore, access: Acc
     access.requireWritable();
     const storage = parseStorage(await ctx.json());
     const { storages, defaultId } = await store.list();
-    if (storages.some((s) => s.id === storage.id)) throw new BrokerError('CONFLICT', `Storage "${storage.id}" already exists.`);
+    if (storages.some((s) => s.id === storage.id)) throw brokerError('STORAGE_EXISTS', { id: storage.id });
     const clash = storages.find((s) => sameKeys(s, storage));
-    if (clash) throw errors.unprocessable(`redis_configuration: storage "${clash.id}" already writes keys with prefix "${storage.redis_configuration.key_prefix}" on that deployment`);
+    if (clash) throw brokerError('STORAGE_PREFIX_TAKEN', { id: clash.id, prefix: storage.redis_configuration.key_prefix });
     const unreachable = await probeStorage(storage);
-    if (unreachable !== undefined) throw errors.unprocessable(`redis_configuration: the deployment does not answer: ${unreachable}`);
-    if (!(await store.create(storage))) throw new BrokerError('CONFLICT', `Storage "${storage.id}" already exists.`);
+    if (unreachable !== undefined) throw brokerError('STORAGE_NOT_ANSWERING', { reason: unreachable });
+    if (!(await store.create(storage))) throw brokerError('STORAGE_EXISTS', { id: storage.id });
     audit.record({ subject: ctx.subject, resource: 'storage', resourceId: storage.id, op: 'C', next: storageView(storage, defaultId) });
     return { status: 201, body: storageView(storage, defaultId), headers: { Location: `/storages/${storage.id}` } };
   });
@@ -59,14 +59,14 @@ export function storageRoutes(http: HttpServer, store: StorageStore, access: Acc
     const id = ctx.params.id ?? '';
     if (id === NODE_STORAGE_ID) {
       if (!(await store.get(id))) throw storageNotFound(id);
-      throw new BrokerError('CONFLICT', `Storage "${id}" cannot be deleted: it is the storage the broker nodes run on.`);
+      throw brokerError('STORAGE_RUNS_NODES', { id });
     }
     if (!(await store.get(id))) throw storageNotFound(id);
     const users = await usersOf(id);
-    if (users.length > 0) throw new BrokerError('CONFLICT', `Storage "${id}" cannot be deleted: timelines of event types ${users.map((u) => JSON.stringify(u)).join(', ')} use it.`);
+    if (users.length > 0) throw brokerError('STORAGE_IN_USE', { id, eventTypes: users.map((u) => JSON.stringify(u)).join(', ') });
     const outcome = await store.delete(id);
     if (outcome === 'absent') throw storageNotFound(id);
-    if (outcome === 'default') throw new BrokerError('CONFLICT', `Storage "${id}" cannot be deleted: it is the default storage.`);
+    if (outcome === 'default') throw brokerError('STORAGE_IS_DEFAULT', { id });
     audit.record({ subject: ctx.subject, resource: 'storage', resourceId: id, op: 'D' });
     return { status: 204 };
   });

@@ -1,6 +1,6 @@
 import type { Subscription, SubscriptionAuthorization } from '../../domain/subscription.js';
 import type { AuditLog } from '../../services/audit-log.js';
-import { BrokerError, errors } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { SubscriptionCursor, SubscriptionFilter, SubscriptionRegistry } from '../../services/subscription-registry.js';
 import type { HttpServer } from '../server.js';
@@ -35,10 +35,10 @@ export function subscriptionRoutes(
     access.requireWritable();
     const { record, created } = await registry.create(await ctx.json(), {
       check(input) {
-        access.requireFeatureOff('disable_subscription_creation', 'Subscription creation is disabled (feature disable_subscription_creation)');
+        access.requireFeatureOff('disable_subscription_creation', 'Subscription creation');
         const problems = access.attributeProblems({ 'authorization.admins': input.authorization?.admins, 'authorization.readers': input.authorization?.readers });
         if (input.authorization === undefined && access.enabled('force_subscription_authz')) problems.push('Field "authorization" is required (feature force_subscription_authz)');
-        if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
+        if (problems.length > 0) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
       },
       authorizeRead: (eventTypes) => access.requireEventTypesReadable(ctx.subject, eventTypes),
     });
@@ -54,10 +54,10 @@ export function subscriptionRoutes(
       reader: attributeQuery(ctx.query, 'reader'),
     };
     const showStatus = ctx.query.get('show_status');
-    if (showStatus !== null && showStatus !== 'true' && showStatus !== 'false') throw errors.badRequest('show_status must be true or false');
+    if (showStatus !== null && showStatus !== 'true' && showStatus !== 'false') throw brokerError('BAD_REQUEST', { reason: 'show_status must be true or false' });
     const token = ctx.query.get('token');
     const byToken = token !== null && access.enabled('token_subscription_iteration');
-    if (token !== null && !byToken) throw errors.badRequest('token paging needs the feature token_subscription_iteration; use offset');
+    if (token !== null && !byToken) throw brokerError('BAD_REQUEST', { reason: 'token paging needs the feature token_subscription_iteration; use offset' });
 
     let records;
     let links: { prev?: { href: string }; next?: { href: string } };
@@ -90,7 +90,7 @@ export function subscriptionRoutes(
       access.requireSubscription(ctx.subject, existing, 'admin');
       previous = existing;
       const problems = access.attributeProblems({ 'authorization.admins': next.authorization?.admins, 'authorization.readers': next.authorization?.readers });
-      if (problems.length > 0) throw errors.unprocessable(problems.join('\n'));
+      if (problems.length > 0) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
       readersChanged = !sameReaders(existing.authorization, next.authorization);
     });
     if (readersChanged) await onReadersChanged(id);
@@ -136,7 +136,7 @@ function decodeToken(token: string): SubscriptionCursor {
   } catch {
     // answered below
   }
-  throw new BrokerError('BAD_REQUEST', 'token is not a paging token of this listing; take it from the next or prev link, or use token=new');
+  throw brokerError('BAD_PAGING_TOKEN');
 }
 
 function sameReaders(a: SubscriptionAuthorization | undefined, b: SubscriptionAuthorization | undefined): boolean {

@@ -8,6 +8,7 @@ import type { EventSegment } from '../../storage/partition-store.js';
 import { offsetField } from '../../storage/subscription-state-store.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 import { SSE_KEEP_ALIVE, SSE_RETRY_MS, type StreamFormat } from '../../http/stream-format.js';
+import { IDLE_POLL_FACTOR } from './partition-wakeups.js';
 
 /** One partition a stream reads: positions are offsets (last consumed = -1 before the first event). */
 export class StreamPartition {
@@ -35,6 +36,8 @@ export class StreamPartition {
   /** False while the partition leaves the stream (reassigning): nothing is read or sent. */
   active = true;
   unlisten: () => void = () => undefined;
+  /** Whether the partition's notices reach this node now (then its safety-net poll is slower). */
+  noticesLive: () => boolean = () => false;
   /** The active timeline whose notices the partition listens to (0 = not listening yet). */
   listening = 0;
   /** `<event type>:<partition>`, the partition's key in the stream and in a subscription's offsets. */
@@ -306,6 +309,7 @@ export class EventStreamLoop {
         p.knownNext = next;
         this.poke();
       });
+      p.noticesLive = () => wakeups.live(channel);
       // A publish may have landed on the new timeline before the subscription: read at once.
       p.knownNext = Number.POSITIVE_INFINITY;
     }
@@ -319,7 +323,7 @@ export class EventStreamLoop {
     if (buffered >= capBytes) return;
     const t = now();
     const due = [...this.partitions.values()].filter(
-      (p) => p.active && p.bufferedEvents < this.params.batchLimit && (p.knownNext - 1 > p.read || t - p.lastReadAt >= this.config.pollIntervalMs),
+      (p) => p.active && p.bufferedEvents < this.params.batchLimit && (p.knownNext - 1 > p.read || t - p.lastReadAt >= this.pollIntervalOf(p)),
     );
     // Entries vary in size (one publish request's share each): ask for as many as the room left
     // should hold at the partition's average entry size, so one read overshoots the cap by one entry at most.
@@ -597,6 +601,11 @@ export class EventStreamLoop {
     return false;
   }
 
+  /** ms between safety-net reads of a partition: slower while its notices reach this node. */
+  private pollIntervalOf(p: StreamPartition): number {
+    return p.noticesLive() ? this.config.pollIntervalMs * IDLE_POLL_FACTOR : this.config.pollIntervalMs;
+  }
+
   /** Waits for a notice, a poke, a drain, the next flush deadline or the next poll. */
   private async sleep(): Promise<void> {
     const t = now();
@@ -604,7 +613,7 @@ export class EventStreamLoop {
     const flushMs = this.params.batchFlushTimeoutSeconds * 1000;
     for (const p of this.partitions.values()) {
       if (!p.active) continue;
-      until = Math.min(until, p.windowStartedAt + flushMs, p.lastReadAt + this.config.pollIntervalMs);
+      until = Math.min(until, p.windowStartedAt + flushMs, p.lastReadAt + this.pollIntervalOf(p));
     }
     const ms = Math.max(1, Math.ceil(until - t));
     await new Promise<void>((resolve) => {

@@ -1,9 +1,9 @@
 import type { BrokerConfig } from '../../config/config-schema.js';
 import { partitionIds } from '../../domain/event-type.js';
-import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
+import { OFFSET_EXPIRED, parseOffset, type PartitionRange } from '../../domain/offsets.js';
 import type { TimelineMap } from '../../domain/timeline.js';
 import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
-import { BrokerError, errors } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
 import type { StreamingAnswer, StreamSink } from '../../http/server.js';
 import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
@@ -94,13 +94,13 @@ export class LowLevelStreams {
    */
   async start(name: string, headers: LowLevelStreamHeaders, query: URLSearchParams, subject: Subject): Promise<StreamingAnswer> {
     const parsed = parseStreamParameters(query, undefined, 'low-level');
-    if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
+    if (!parsed.ok) throw parsed.status === 400 ? brokerError('BAD_REQUEST', { reason: parsed.detail }) : brokerError('UNPROCESSABLE', { reason: parsed.detail });
     const requested = requestedCursors(headers, query);
     const format = negotiateStreamFormat(headers.accept);
     const eventType = await this.eventTypes.get(name);
-    if (!eventType) throw errors.eventTypeNotFound(name);
+    if (!eventType) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     this.access.requireEventType(subject, eventType.record, 'read');
-    if (this.access.consumptionBlocked(subject, [name])) throw new BrokerError('FORBIDDEN', CONSUMPTION_BLOCKED);
+    if (this.access.consumptionBlocked(subject, [name])) throw brokerError('CONSUMPTION_BLOCKED');
     const filter = this.access.eventFilter(subject, eventType.record);
     const { timelines } = eventType;
     const ids = partitionIds(eventType.topology);
@@ -113,12 +113,12 @@ export class LowLevelStreams {
     } else {
       for (const cursor of requested) {
         const range = ranges.get(cursor.partition);
-        const describe = `invalid cursor ${JSON.stringify(cursor)}`;
-        if (!range) throw new BrokerError('PRECONDITION_FAILED', `${describe}: partition not found`);
+        const described = JSON.stringify(cursor);
+        if (!range) throw brokerError('INVALID_START_CURSOR', { cursor: described, reason: 'partition not found' });
         const offset = parseOffset(cursor.offset);
-        if (!offset) throw new BrokerError('PRECONDITION_FAILED', `${describe}: malformed offset`);
+        if (!offset) throw brokerError('INVALID_START_CURSOR', { cursor: described, reason: 'malformed offset' });
         const resolved = timelines.resolve(offset, cursor.partition, range);
-        if (!resolved.ok) throw new BrokerError('PRECONDITION_FAILED', `${describe}: ${resolved.reason}`);
+        if (!resolved.ok) throw resolved.reason === OFFSET_EXPIRED ? brokerError('CURSOR_EXPIRED', { cursor: described }) : brokerError('INVALID_START_CURSOR', { cursor: described, reason: resolved.reason });
         starts.push({ partition: cursor.partition, offset: resolved.offset });
       }
     }
@@ -211,7 +211,7 @@ class LowLevelPolicy implements StreamPolicy {
 export function requestedCursors(headers: LowLevelStreamHeaders, query: URLSearchParams): { partition: string; offset: string }[] | undefined {
   const param = query.get('cursors') ?? undefined;
   if (headers.cursors !== undefined) {
-    if (param !== undefined) throw errors.badRequest('give the cursors either in X-Broker-Cursors or in the query parameter cursors, not both');
+    if (param !== undefined) throw brokerError('BAD_REQUEST', { reason: 'give the cursors either in X-Broker-Cursors or in the query parameter cursors, not both' });
     return parseCursorsHeader(headers.cursors);
   }
   if (headers.lastEventId !== undefined && headers.lastEventId !== '') return parseCursorsHeader(headers.lastEventId, 'Last-Event-ID');
@@ -229,17 +229,17 @@ export function parseCursorsHeader(text: string, source = 'X-Broker-Cursors'): {
   try {
     value = JSON.parse(text);
   } catch {
-    throw errors.badRequest(`${source} is not valid JSON`);
+    throw brokerError('BAD_REQUEST', { reason: `${source} is not valid JSON` });
   }
-  if (!Array.isArray(value)) throw errors.badRequest(`${source} must be a JSON array of cursors`);
-  if (value.length === 0) throw errors.badRequest(`${source} names no partition; leave it out to read every partition from its newest offset`);
+  if (!Array.isArray(value)) throw brokerError('BAD_REQUEST', { reason: `${source} must be a JSON array of cursors` });
+  if (value.length === 0) throw brokerError('BAD_REQUEST', { reason: `${source} names no partition; leave it out to read every partition from its newest offset` });
   const seen = new Set<string>();
   return value.map((item: unknown, i) => {
     const { partition, offset } = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
     if (typeof partition !== 'string' || typeof offset !== 'string') {
-      throw errors.badRequest(`${source} item ${i} must be an object with string fields partition and offset`);
+      throw brokerError('BAD_REQUEST', { reason: `${source} item ${i} must be an object with string fields partition and offset` });
     }
-    if (seen.has(partition)) throw errors.badRequest(`${source} names partition "${partition}" twice`);
+    if (seen.has(partition)) throw brokerError('BAD_REQUEST', { reason: `${source} names partition "${partition}" twice` });
     seen.add(partition);
     return { partition, offset };
   });

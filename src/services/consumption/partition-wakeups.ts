@@ -1,14 +1,22 @@
-import type { RedisClient } from '../../storage/redis-connection.js';
+import { onResubscribed, type RedisClient } from '../../storage/redis-connection.js';
 import type { Logger } from '../../observability/logger.js';
 
-/** Called with the partition's new `next` offset (the offset after its newest event). */
+/**
+ * While a channel's notices reach the node, its readers' safety-net poll runs this many times less
+ * often than `consumption.pollIntervalMs` (every 10 s by default instead of every second).
+ */
+export const IDLE_POLL_FACTOR = 10;
+
+/** Called with the partition's new `next` offset (the offset after its newest event; `Infinity`: read now). */
 export type WakeupListener = (next: number) => void;
 
 /**
  * Wake-up on publish (DESIGN.md §6): the `publishBatch` script SPUBLISHes the partition's new `next`
  * offset on the partition's notice channel; this hub holds one sharded subscription per partition that
- * has at least one open reader on this node and calls the readers at once. Readers still poll slowly
- * (`consumption.pollIntervalMs`) in case a notice is lost while the connection reconnects.
+ * has at least one open reader on this node and calls the readers at once. After the connection
+ * reconnected, every reader is called with `Infinity` (read now: notices may have been missed). Readers
+ * still poll as a safety net: every `consumption.pollIntervalMs` while their channel is not `live`
+ * (subscribing pending or failed, connection closed), `IDLE_POLL_FACTOR` times slower while it is.
  *
  * The hub owns its connection (a subscribed connection cannot run commands): on a Redis Cluster, a
  * cluster client with sharded subscribers (`duplicateForShardedSubscribe`), which subscribes each channel
@@ -16,6 +24,10 @@ export type WakeupListener = (next: number) => void;
  */
 export class PartitionWakeups {
   private readonly listeners = new Map<string, Set<WakeupListener>>();
+  /** Channels whose SSUBSCRIBE was answered (and not unsubscribed since). */
+  private readonly confirmed = new Set<string>();
+  /** False from a close of the connection until it is ready (and subscribed) again. */
+  private connected = true;
 
   constructor(
     private readonly subscriber: RedisClient,
@@ -25,6 +37,18 @@ export class PartitionWakeups {
       const next = Number(message);
       for (const listener of this.listeners.get(channel) ?? []) listener(next);
     });
+    subscriber.on('close', () => {
+      this.connected = false;
+    });
+    onResubscribed(subscriber, () => {
+      this.connected = true;
+      for (const set of this.listeners.values()) for (const listener of set) listener(Number.POSITIVE_INFINITY);
+    });
+  }
+
+  /** Whether notices of `channel` reach this node now (its SSUBSCRIBE was answered, the connection is up). */
+  live(channel: string): boolean {
+    return this.connected && this.confirmed.has(channel);
   }
 
   /**
@@ -36,13 +60,19 @@ export class PartitionWakeups {
     if (!set) {
       set = new Set();
       this.listeners.set(channel, set);
-      this.subscriber.ssubscribe(channel).catch((err: unknown) => this.logger.warn({ err: (err as Error).message, channel }, 'cannot subscribe to partition notices; readers poll'));
+      this.subscriber.ssubscribe(channel).then(
+        () => {
+          if (this.listeners.has(channel)) this.confirmed.add(channel);
+        },
+        (err: unknown) => this.logger.warn({ err: (err as Error).message, channel }, 'cannot subscribe to partition notices; readers poll'),
+      );
     }
     set.add(listener);
     return () => {
       const current = this.listeners.get(channel);
       if (!current?.delete(listener) || current.size > 0) return;
       this.listeners.delete(channel);
+      this.confirmed.delete(channel);
       this.subscriber.sunsubscribe(channel).catch(() => undefined);
     };
   }
@@ -50,6 +80,7 @@ export class PartitionWakeups {
   /** Closes the connection. */
   close(): void {
     this.listeners.clear();
+    this.confirmed.clear();
     this.subscriber.disconnect();
   }
 }

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream-parameters.js';
 import { cursorCountProblem, parseOffset, type PartitionRange } from '../../domain/offsets.js';
-import { BrokerError, errors } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
+import { scriptError } from '../../storage/script-failures.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
 import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import type { Subject } from '../../auth/subject.js';
@@ -58,7 +59,7 @@ export class SubscriptionCursors {
    *   partition not held by that stream, invalid cursor), 503
    */
   async commit(id: string, streamId: string | undefined, body: unknown, subject: Subject): Promise<CommitAnswer> {
-    if (!streamId) throw errors.badRequest('the X-Broker-StreamId header is required');
+    if (!streamId) throw brokerError('BAD_REQUEST', { reason: 'the X-Broker-StreamId header is required' });
     const subscription = await this.streams.resolveForConsumer(id, subject);
     const items = itemsOf(body);
     const byField = new Map(subscription.partitions.map((p) => [offsetField(p.eventType, p.partition), p]));
@@ -66,7 +67,7 @@ export class SubscriptionCursors {
     const cursors = items.map((c, i) => {
       const field = offsetField(c.event_type, c.partition);
       const partition = byField.get(field);
-      if (!partition) throw errors.unprocessable(`cursor ${i}: event type "${c.event_type}" partition "${c.partition}" is not part of the subscription`);
+      if (!partition) throw brokerError('PARTITION_NOT_IN_SUBSCRIPTION', { index: i, eventType: c.event_type, partition: c.partition });
       return { field, offset: this.offsetOf(c, partition, ranges.get(field), i) };
     });
     const outcome = await this.state.commit(id, streamId, cursors);
@@ -76,10 +77,10 @@ export class SubscriptionCursors {
       this.metrics.commits('committed', committed);
       this.metrics.commits('outdated', outcome.committed.length - committed);
     }
-    if (outcome.kind === 'no_session') throw errors.unprocessable(`Session with stream id ${streamId} not found`);
+    if (outcome.kind === 'no_session') throw scriptError('commitCursors', 'SESSION_GONE', { streamId });
     if (outcome.kind === 'not_owned') {
       const c = items[outcome.index];
-      throw errors.unprocessable(`Cursor of event type "${c?.event_type ?? ''}" partition "${c?.partition ?? ''}" is not assigned to stream ${streamId}`);
+      throw scriptError('commitCursors', 'PARTITION_NOT_OWNED', { eventType: c?.event_type ?? '', partition: c?.partition ?? '', streamId });
     }
     if (outcome.committed.every(Boolean)) return { status: 204 };
     const sent = (body as { items: unknown[] }).items;
@@ -121,11 +122,11 @@ export class SubscriptionCursors {
     items.forEach((c, i) => {
       const field = offsetField(c.event_type, c.partition);
       const partition = byField.get(field);
-      if (!partition) throw errors.unprocessable(`cursor ${i}: event type "${c.event_type}" partition "${c.partition}" is not part of the subscription`);
+      if (!partition) throw brokerError('PARTITION_NOT_IN_SUBSCRIPTION', { index: i, eventType: c.event_type, partition: c.partition });
       offsets.set(field, this.offsetOf(c, partition, ranges.get(field), i));
     });
     const windowMs = MAX_COMMIT_TIMEOUT_SECONDS * 1000;
-    if (!(await this.state.startReset(id, windowMs + 10_000))) throw new BrokerError('CONFLICT', 'Cursors of this subscription are being reset already');
+    if (!(await this.state.startReset(id, windowMs + 10_000))) throw brokerError('CURSOR_RESET_ALREADY_RUNNING');
     try {
       const deadline = Date.now() + windowMs;
       for (;;) {
@@ -217,25 +218,25 @@ export class SubscriptionCursors {
   /** The last consumed offset a cursor names. @throws BrokerError 422 for a malformed, foreign-timeline, expired or future offset */
   private offsetOf(c: SubscriptionCursor, partition: SubscriptionPartition, range: PartitionRange | undefined, i: number): number {
     const parsed = parseOffset(c.offset);
-    if (!parsed) throw errors.unprocessable(`cursor ${i}: offset "${c.offset}" is malformed`);
+    if (!parsed) throw brokerError('INVALID_COMMIT_CURSOR', { index: i, offset: c.offset, reason: 'malformed' });
     const resolved = partition.timelines.resolve(parsed, partition.partition, range ?? { oldest: 0, newest: -1 });
-    if (!resolved.ok) throw errors.unprocessable(`cursor ${i}: offset "${c.offset}" is invalid: ${resolved.reason}`);
+    if (!resolved.ok) throw brokerError('INVALID_COMMIT_CURSOR', { index: i, offset: c.offset, reason: `invalid: ${resolved.reason}` });
     return resolved.offset;
   }
 }
 
 /** Parses `{items: [SubscriptionCursor]}`. @throws BrokerError 400 for the shape, 422 for a cursor without its fields */
 function itemsOf(body: unknown): SubscriptionCursor[] {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.badRequest('the body must be an object with "items", an array of cursors');
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be an object with "items", an array of cursors' });
   const items = (body as Record<string, unknown>).items;
-  if (!Array.isArray(items)) throw errors.badRequest('"items" must be an array of cursors');
+  if (!Array.isArray(items)) throw brokerError('BAD_REQUEST', { reason: '"items" must be an array of cursors' });
   const tooMany = cursorCountProblem(items.length, '"items"');
-  if (tooMany !== undefined) throw errors.unprocessable(tooMany);
+  if (tooMany !== undefined) throw brokerError('UNPROCESSABLE', { reason: tooMany });
   return items.map((item: unknown, i) => {
     const c = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
     const { partition, offset, event_type: eventType, cursor_token: token } = c;
     if (typeof partition !== 'string' || typeof offset !== 'string' || typeof eventType !== 'string') {
-      throw errors.unprocessable(`cursor ${i} must have string fields partition, offset and event_type`);
+      throw brokerError('UNPROCESSABLE', { reason: `cursor ${i} must have string fields partition, offset and event_type` });
     }
     return { partition, offset, event_type: eventType, cursor_token: typeof token === 'string' ? token : '' };
   });

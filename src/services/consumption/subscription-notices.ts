@@ -19,6 +19,8 @@ interface Channel {
   readonly listeners: Set<SubscriptionNoticeListener>;
   /** Settles once the SSUBSCRIBE was answered (or failed: then it was logged). */
   readonly subscribed: Promise<void>;
+  /** True once the SSUBSCRIBE was answered; false while it is pending or after it failed. */
+  confirmed: boolean;
 }
 
 /**
@@ -36,6 +38,8 @@ interface Channel {
  */
 export class SubscriptionNotices {
   private readonly channels = new Map<string, Channel>();
+  /** False from a close of the subscriber connection until it is ready (and subscribed) again. */
+  private connected = true;
 
   /** @param subscribeWaitMs how long `listen` waits for the SSUBSCRIBE answer before it goes on without it */
   constructor(
@@ -49,9 +53,21 @@ export class SubscriptionNotices {
       if (!entry || !KINDS.has(message)) return;
       for (const listener of entry.listeners) listener(message as SubscriptionNoticeKind);
     });
+    subscriber.on('close', () => {
+      this.connected = false;
+    });
     onResubscribed(subscriber, () => {
+      this.connected = true;
       for (const entry of this.channels.values()) for (const listener of entry.listeners) listener('resubscribed');
     });
+  }
+
+  /**
+   * Whether the notices of subscription `id` reach this node now: its channel's SSUBSCRIBE was answered
+   * and the connection has not closed since. While not, its streams read their state at every heartbeat.
+   */
+  live(id: string): boolean {
+    return this.connected && this.channels.get(this.keys.subscriptionNotices(id))?.confirmed === true;
   }
 
   /** Subscriptions this node listens to now (one channel each). */
@@ -70,11 +86,17 @@ export class SubscriptionNotices {
     const channel = this.keys.subscriptionNotices(id);
     let entry = this.channels.get(channel);
     if (!entry) {
-      const subscribed = this.subscriber.ssubscribe(channel).then(
-        () => undefined,
-        (err: unknown) => this.logger.warn({ err: (err as Error).message, subscription: id }, 'cannot subscribe to the notices of a subscription; its streams follow it by heartbeat'),
-      );
-      entry = { listeners: new Set(), subscribed };
+      const created: Channel = {
+        listeners: new Set(),
+        confirmed: false,
+        subscribed: this.subscriber.ssubscribe(channel).then(
+          () => {
+            created.confirmed = true;
+          },
+          (err: unknown) => this.logger.warn({ err: (err as Error).message, subscription: id }, 'cannot subscribe to the notices of a subscription; its streams follow it by heartbeat'),
+        ),
+      };
+      entry = created;
       this.channels.set(channel, entry);
     }
     const current = entry;

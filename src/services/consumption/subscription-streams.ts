@@ -7,7 +7,8 @@ import { timelineMapOf, type TimelineMap } from '../../domain/timeline.js';
 import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type PartitionAssignment, type PartitionKey, type Session } from '../../domain/rebalance.js';
 import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
 import type { Subscription } from '../../domain/subscription.js';
-import { BrokerError, errors } from '../../errors/catalog.js';
+import { brokerError } from '../../errors/catalog.js';
+import { scriptError } from '../../storage/script-failures.js';
 import type { StreamingAnswer, StreamSink } from '../../http/server.js';
 import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
@@ -69,6 +70,11 @@ export const END_REASONS = {
 } as const;
 
 const MAX_APPLY_ATTEMPTS = 50;
+/**
+ * A stream re-reads its subscription's state at every this-many heartbeats (3: once per lease) while the
+ * subscription's notices reach its node, and at every heartbeat while they do not (see `beat`).
+ */
+const SAFETY_NET_REFRESH_BEATS = 3;
 
 /**
  * Subscription streams (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset, stats",
@@ -123,6 +129,14 @@ export class SubscriptionStreams {
   /** True once the node shuts down: no new streams, sessions are released at once. */
   get stopping(): boolean {
     return this.shuttingDown;
+  }
+
+  /**
+   * Whether the change notices of subscription `id` reach this node now (see `SubscriptionNotices.live`);
+   * false before `start`.
+   */
+  noticesLive(id: string): boolean {
+    return this.notices?.live(id) === true;
   }
 
   /**
@@ -210,19 +224,19 @@ export class SubscriptionStreams {
    *   stream, cursor reset running), 503
    */
   async open(id: string, query: URLSearchParams, body: unknown, subject: Subject, format: StreamFormat = 'json-stream'): Promise<StreamingAnswer> {
-    if (this.shuttingDown) throw new BrokerError('SHUTTING_DOWN', 'The node is shutting down', { 'Retry-After': '1' });
+    if (this.shuttingDown) throw brokerError('SHUTTING_DOWN');
     const parsed = parseStreamParameters(query, body, 'subscription');
-    if (!parsed.ok) throw parsed.status === 400 ? errors.badRequest(parsed.detail) : errors.unprocessable(parsed.detail);
+    if (!parsed.ok) throw parsed.status === 400 ? brokerError('BAD_REQUEST', { reason: parsed.detail }) : brokerError('UNPROCESSABLE', { reason: parsed.detail });
     const params = parsed.value;
     const subscription = await this.resolveForConsumer(id, subject);
     const streamId = randomUUID();
     const session: Session = { id: streamId, requested: params.partitions };
     const current = await this.state.read(id);
-    if (current.resetRunning) throw new BrokerError('CONFLICT', 'Cursors are being reset; try again shortly');
+    if (current.resetRunning) throw brokerError('CURSOR_RESET_RUNNING');
     const live = streamingSessions(current);
     const check = validateDirectRequests(subscription.partitions, live, session);
-    if (!check.ok) throw check.status === 409 ? new BrokerError('CONFLICT', check.detail) : errors.unprocessable(check.detail);
-    if (session.requested.length === 0 && freeSlots(subscription.partitions, live) <= 0) throw new BrokerError('CONFLICT', 'No free slots for streaming available');
+    if (!check.ok) throw check.status === 409 ? brokerError('PARTITION_TAKEN', check.taken) : brokerError('UNPROCESSABLE', { reason: check.detail });
+    if (session.requested.length === 0 && freeSlots(subscription.partitions, live) <= 0) throw brokerError('NO_FREE_SLOT');
     await this.initialize(subscription);
     if (!this.notices) throw new Error('subscription streams were not started');
     // Listening before joining: every change after the join reaches the stream. A notice before the
@@ -233,7 +247,7 @@ export class SubscriptionStreams {
     try {
       const info: SessionInfo = { requested: params.partitions, state: 'streaming', node: this.nodeId };
       const joined = await this.applyChange(subscription, { upsert: { id: streamId, info, leaseMs: this.config.subscriptions.leaseTtlMs }, refuseDuringReset: true });
-      if (joined === 'reset') throw new BrokerError('CONFLICT', 'Cursors are being reset; try again shortly');
+      if (joined !== 'ok') throw scriptError('applyTopology', joined);
       runner = new SessionRunner(this, subscription, streamId, params, subject, eventFilters(this.access, subject, subscription.eventTypes), format);
     } catch (err) {
       unlisten();
@@ -308,13 +322,13 @@ export class SubscriptionStreams {
    * Recomputes and writes the assignment with compare-and-set, retrying on a concurrent change:
    * expired sessions and `remove` leave, `upsert` joins or changes; streaming sessions get partitions,
    * closed ones inside their commit window keep theirs as `reassigning` (see `rebalance`).
-   * @returns 'ok', or 'reset' when `refuseDuringReset` and a cursor reset runs
+   * @returns 'ok', or 'CURSOR_RESET_RUNNING' when `refuseDuringReset` and a cursor reset runs
    * @throws BrokerError 503 when the assignment keeps changing under it
    */
   async applyChange(
     subscription: ResolvedSubscription,
     change: { remove?: readonly string[]; upsert?: { id: string; info: SessionInfo; leaseMs: number }; complete?: PartitionKey & { from: string }; refuseDuringReset?: boolean },
-  ): Promise<'ok' | 'reset'> {
+  ): Promise<'ok' | 'CURSOR_RESET_RUNNING'> {
     const id = subscription.record.id;
     // The partitions now, not when the stream opened: a stream that outlived a repartitioning must not
     // write an assignment that drops the new partitions.
@@ -341,10 +355,10 @@ export class SubscriptionStreams {
         refuseDuringReset: change.refuseDuringReset ?? false,
       });
       if (outcome === 'ok' && JSON.stringify(assignments) !== JSON.stringify(state.assignments)) this.metrics.rebalanced();
-      if (outcome !== 'conflict') return outcome;
+      if (outcome !== 'VERSION_MOVED') return outcome;
       await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
     }
-    throw new BrokerError('STORAGE_UNAVAILABLE', 'The subscription assignment kept changing; try again', { 'Retry-After': '1' });
+    throw brokerError('ASSIGNMENT_CONTENDED');
   }
 
   /** Refuses new streams and ends the open ones at once; their sessions are released (DESIGN.md §6). */
@@ -396,6 +410,8 @@ class SessionRunner implements StreamPolicy {
   private leaseUntil: number;
   private override: string | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  /** Heartbeats since the last one that re-read the state (see `beat`). */
+  private beatsSinceRefresh = 0;
   private refreshing: Promise<void> = Promise.resolve();
   private refreshQueued = false;
   private fullRefreshQueued = false;
@@ -715,20 +731,31 @@ class SessionRunner implements StreamPolicy {
     if (progressed) this.autoCommit();
   }
 
-  /** Heartbeat: renews the lease (fenced), sweeps expired sessions, re-reads the state as a safety net. */
+  /**
+   * Heartbeat: renews the lease (fenced), sweeps expired sessions, and re-reads the state as a safety
+   * net — at every heartbeat while the subscription's notices do not reach this node (not subscribed
+   * yet, subscribing failed, or the connection closed), else at every `SAFETY_NET_REFRESH_BEATS`th, so
+   * once per lease: every change comes with a notice, and after a reconnect every stream re-reads anyway.
+   * Measured (500 idle streams, one node, 10 s lease): the per-heartbeat state read was about half of
+   * the node's idle CPU.
+   */
   private async beat(): Promise<void> {
     const { state, logger } = this.owner.deps;
     const sentAt = performance.now();
     try {
       const expired = await state.heartbeat(this.subscriptionId, this.streamId, this.leaseMs);
-      if (expired < 0) {
+      if (expired === 'SESSION_GONE') {
         this.override ??= END_REASONS.sessionLost;
         this.loop?.poke();
         return;
       }
       this.leaseUntil = sentAt + this.leaseMs;
       if (expired > 0) await this.owner.applyChange(this.subscription, {});
-      this.scheduleRefresh();
+      this.beatsSinceRefresh++;
+      if (this.beatsSinceRefresh >= SAFETY_NET_REFRESH_BEATS || !this.owner.noticesLive(this.subscriptionId)) {
+        this.beatsSinceRefresh = 0;
+        this.scheduleRefresh();
+      }
     } catch (err) {
       logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'heartbeat failed; the stream pauses until one succeeds');
     }
@@ -785,7 +812,7 @@ class SessionRunner implements StreamPolicy {
     }
     const field = offsetField(a.eventType, a.partition);
     const outcome = await store.commit(this.subscriptionId, this.streamId, [{ field, offset }]);
-    if (outcome.kind !== 'ok') throw new BrokerError('CONFLICT', `the skipped event at ${wireOffset} could not be committed (${outcome.kind})`);
+    if (outcome.kind !== 'ok') throw brokerError('SKIPPED_EVENT_NOT_COMMITTED', { offset: wireOffset, outcome: outcome.kind });
     this.committed.set(field, offset);
     consumption.deadLettered(this.subscriptionId, a.eventType);
     logger.warn({ subscription: this.subscriptionId, event_type: a.eventType, partition: a.partition, offset: wireOffset, failed_sends: failedSends, policy: policy.unprocessableEventPolicy }, 'skipped an event its consumer did not commit in a single-event batch');

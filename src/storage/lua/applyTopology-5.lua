@@ -11,27 +11,27 @@
 
   ARGV[1] expected version     (integer; 0 when the subscription never had an assignment)
   ARGV[2] partitions           (JSON array)
-  ARGV[3] refuse during reset  ('1' = return 'reset' when KEYS[4] exists)
+  ARGV[3] refuse during reset  ('1' = answer CURSOR_RESET_RUNNING when KEYS[4] exists)
   ARGV[4] removed stream ids   (space-separated; may be empty)
   ARGV[5] upserted stream id   ('' = none)
   ARGV[6] its session JSON
   ARGV[7] its lease            (ms from now)
 
-  Returns 'ok', 'conflict' (the version moved: read again) or 'reset'.
+  Returns 1 (applied), VERSION_MOVED (read again) or CURSOR_RESET_RUNNING (include `failures`).
 ]]
+--#include failures
+--#include now-ms
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if version ~= tonumber(ARGV[1]) then return 'conflict' end
-if ARGV[3] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then return 'reset' end
+if version ~= tonumber(ARGV[1]) then return VERSION_MOVED end
+if ARGV[3] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then return CURSOR_RESET_RUNNING end
 for id in string.gmatch(ARGV[4], '%S+') do
   redis.call('ZREM', KEYS[2], id)
   redis.call('HDEL', KEYS[3], id)
 end
 if ARGV[5] ~= '' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[7]), ARGV[5])
+  redis.call('ZADD', KEYS[2], now_ms() + tonumber(ARGV[7]), ARGV[5])
   redis.call('HSET', KEYS[3], ARGV[5], ARGV[6])
 end
 redis.call('HSET', KEYS[1], 'version', version + 1, 'partitions', ARGV[2])
 redis.call('SPUBLISH', KEYS[5], 'topology')
-return 'ok'
+return 1

@@ -13,13 +13,14 @@
   ARGV[1] stream id
   ARGV[2..] pairs: field `<event type>:<partition>`, offset (integer)
 
-  Returns {'ok', r1, r2, ...} with ri = 1 committed / 0 outdated, {'no_session'}, or {'not_owned', i}
-  (i = 1-based index of the first cursor of a partition the stream does not hold).
+  Returns {r1, r2, ...} with ri = 1 committed / 0 outdated, {SESSION_GONE}, or {PARTITION_NOT_OWNED, i}
+  (i = 1-based index of the first cursor of a partition the stream does not hold; include `failures`).
 ]]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include failures
+--#include now-ms
+local now = now_ms()
 local expiry = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not expiry or tonumber(expiry) <= now then return {'no_session'} end
+if not expiry or tonumber(expiry) <= now then return {SESSION_GONE} end
 local owners = {}
 local partitions = cjson.decode(redis.call('HGET', KEYS[3], 'partitions') or '[]')
 for _, a in ipairs(partitions) do
@@ -27,9 +28,9 @@ for _, a in ipairs(partitions) do
 end
 local n = (#ARGV - 1) / 2
 for i = 1, n do
-  if owners[ARGV[2 * i]] ~= ARGV[1] then return {'not_owned', i} end
+  if owners[ARGV[2 * i]] ~= ARGV[1] then return {PARTITION_NOT_OWNED, i} end
 end
-local results = {'ok'}
+local results = {}
 local any = false
 for i = 1, n do
   local field = ARGV[2 * i]

@@ -12,9 +12,10 @@
   ARGV[5] schema record JSON
   ARGV[6] timelines JSON (the first timeline and its storage; issue 6 §3.2)
 
-  Returns 1 when created, 0 when the name exists.
+  Returns 1 when created, ALREADY_EXISTS when the name is taken (include `failures`).
 ]]
-if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+--#include failures
+if redis.call('EXISTS', KEYS[2]) == 1 then return ALREADY_EXISTS end
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], 'record', ARGV[2], 'topology', ARGV[3], 'revision', 1, 'timelines', ARGV[6])
 redis.call('DEL', KEYS[3])

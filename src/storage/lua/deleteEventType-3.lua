@@ -8,10 +8,11 @@
 
   ARGV[1] name
 
-  Returns {topology JSON, timelines JSON or ''} of the removed event type, or false when it did not exist.
+  Returns {topology JSON, timelines JSON or ''} of the removed event type, or NOT_FOUND (include `failures`).
 ]]
+--#include failures
 local topology = redis.call('HGET', KEYS[2], 'topology')
-if not topology then return false end
+if not topology then return NOT_FOUND end
 local timelines = redis.call('HGET', KEYS[2], 'timelines') or ''
 redis.call('SREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2], KEYS[3])

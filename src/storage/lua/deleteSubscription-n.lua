@@ -10,9 +10,10 @@
   ARGV[1] id (uuid)
   ARGV[2] subscription key JSON of the record (its key fields never change)
 
-  Returns 1 when removed, 0 when the subscription did not exist.
+  Returns 1 when removed, NOT_FOUND when the subscription did not exist (include `failures`).
 ]]
-if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+--#include failures
+if redis.call('EXISTS', KEYS[3]) == 0 then return NOT_FOUND end
 if redis.call('HGET', KEYS[1], ARGV[2]) == ARGV[1] then redis.call('HDEL', KEYS[1], ARGV[2]) end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('DEL', KEYS[3])

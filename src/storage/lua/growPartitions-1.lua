@@ -8,14 +8,15 @@
   ARGV[1] new partition count (integer >= 1)
 
   Returns {outcome, count before}: outcome 1 = grown, 0 = already that count (nothing changed),
-  -1 = smaller than the current count (refused, nothing changed), -2 = no such event type.
+  PARTITION_COUNT_SMALLER (refused, nothing changed) or NOT_FOUND (no such event type; include `failures`).
 ]]
+--#include failures
 local topologyJson = redis.call('HGET', KEYS[1], 'topology')
-if not topologyJson then return {-2, 0} end
+if not topologyJson then return {NOT_FOUND, 0} end
 local topology = cjson.decode(topologyJson)
 local current = tonumber(topology.partitionCount)
 local wanted = tonumber(ARGV[1])
-if wanted < current then return {-1, current} end
+if wanted < current then return {PARTITION_COUNT_SMALLER, current} end
 if wanted == current then return {0, current} end
 topology.partitionCount = wanted
 redis.call('HSET', KEYS[1], 'topology', cjson.encode(topology))

@@ -8,11 +8,13 @@
   ARGV[1] stream id
   ARGV[2] lease     (ms from now)
 
-  Returns -1 when the session is gone or expired, else the number of expired sessions (integer).
+  Returns SESSION_GONE (include `failures`) when the session is gone or expired, else the number of
+  expired sessions (integer >= 0).
 ]]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include failures
+--#include now-ms
+local now = now_ms()
 local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not expiry or tonumber(expiry) <= now then return -1 end
+if not expiry or tonumber(expiry) <= now then return SESSION_GONE end
 redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
 return redis.call('ZCOUNT', KEYS[1], '-inf', now)

@@ -6,13 +6,15 @@
   ARGV[1] holder id          (string)
   ARGV[2] ttl                (milliseconds)
 
-  Returns 1 when ARGV[1] holds the lock for ARGV[2] ms from now, 0 when another holder has it.
+  Returns 1 when ARGV[1] holds the lock for ARGV[2] ms from now, LOCK_HELD when another holder has
+  it (include `failures`).
 ]]
+--#include failures
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
-if holder then return 0 end
+if holder then return LOCK_HELD end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1

@@ -15,11 +15,14 @@
   ARGV[3 .. 2 + count]       compaction key of each event, in the same order
 
   A partition whose timeline was closed (field `closed` in its meta: a newer timeline took over,
-  issue 6 §3.2) refuses the append with the error TIMELINE_CLOSED; the publisher retries on the new one.
+  issue 6 §3.2) refuses the append with TIMELINE_CLOSED; the publisher retries on the new one.
 
-  Returns the offset of the first event (integer).
+  Returns the offset of the first event (integer >= 0), or TIMELINE_CLOSED (include `failures`).
 ]]
-if redis.call('HEXISTS', KEYS[1], 'closed') == 1 then return redis.error_reply('TIMELINE_CLOSED the partition\'s timeline was closed by a timeline switch') end
+--#include failures
+--#include timeline-closed
+--#include time-index
+if timeline_closed(KEYS[1]) then return TIMELINE_CLOSED end
 local count = tonumber(ARGV[1])
 if #ARGV ~= count + 2 then return redis.error_reply('ERR publishCompacted: ' .. count .. ' events need ' .. count .. ' compaction keys') end
 local data = ARGV[2]
@@ -41,10 +44,6 @@ for i = 0, count - 1 do
   redis.call('XADD', KEYS[2], (offset + 1) .. '-0', 'n', 1, 'd', text, 'k', key)
   redis.call('HSET', KEYS[5], key, offset)
 end
-local now = tonumber(redis.call('TIME')[1])
-local last = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-if #last == 0 or tonumber(last[2]) < now then
-  redis.call('ZADD', KEYS[3], now, first)
-end
+index_time(KEYS[3], first)
 redis.call('SPUBLISH', KEYS[4], next_offset)
 return first

@@ -10,11 +10,13 @@
   ARGV[3] schema version, or '' when the schema did not change
   ARGV[4] schema record JSON, or ''
 
-  Returns 1 when updated, 0 when the event type is gone, -1 when the revision moved on.
+  Returns 1 when updated, NOT_FOUND when the event type is gone, VERSION_MOVED when the revision moved
+  on (include `failures`).
 ]]
+--#include failures
 local revision = redis.call('HGET', KEYS[1], 'revision')
-if not revision then return 0 end
-if revision ~= ARGV[1] then return -1 end
+if not revision then return NOT_FOUND end
+if revision ~= ARGV[1] then return VERSION_MOVED end
 redis.call('HSET', KEYS[1], 'record', ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'revision', 1)
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[4]) end

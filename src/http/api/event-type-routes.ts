@@ -1,0 +1,180 @@
+/** Route table entries of the event type area (spec "Event type registry", "Publishing", "Low-level consumption"; WIRE.md). */
+import { Type } from '@sinclair/typebox';
+import {
+  CompatibilityCheckSchema,
+  CursorDistanceQuerySchema,
+  CursorDistanceResultSchema,
+  CursorSchema,
+  EventSchema,
+  EventTypeInputSchema,
+  EventTypeRecordSchema,
+  EventTypeSchemaSchema,
+  PageLinksSchema,
+  PartitionSchema,
+  ShiftedCursorSchema,
+  TimelineSchema,
+} from './wire-schemas.js';
+import { batchItems, empty, json, jsonBody, problems, type RouteSpec } from './route-model.js';
+import { NameParam, Bool, Paging, Location, streamQuery, stream, route } from './route-parts.js';
+
+/** Event types, schemas and registry listings. */
+export const EVENT_TYPE_ROUTES: RouteSpec[] = [
+  route({
+    method: 'GET', path: '/event-types', operationId: 'listEventTypes', tag: 'Event types', access: 'authenticated',
+    summary: 'List event types',
+    query: Type.Object({ owning_application: Type.Optional(Type.String()), writer: Type.Optional(Type.String({ description: '`<data_type>:<value>`: event types this attribute may write' })) }),
+    responses: { '200': json('every event type (filtered)', Type.Array(EventTypeRecordSchema)), ...problems(400) },
+  }),
+  route({
+    method: 'POST', path: '/event-types', operationId: 'createEventType', tag: 'Event types', access: 'authenticated',
+    summary: 'Create an event type',
+    description: 'Refused while the feature `disable_event_type_creation` is on; `authorization` is required with `force_event_type_authz`. Runs under the control-plane limiter.',
+    body: jsonBody(EventTypeInputSchema),
+    responses: { '201': json('created', EventTypeRecordSchema, { Location }), ...problems(400, 403, 409, 422, 503) },
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}', operationId: 'getEventType', tag: 'Event types', access: 'authenticated', params: NameParam,
+    summary: 'Get an event type',
+    responses: { '200': json('the event type', EventTypeRecordSchema), ...problems(404) },
+  }),
+  route({
+    method: 'PUT', path: '/event-types/{name}', operationId: 'updateEventType', tag: 'Event types', access: 'authenticated', params: NameParam,
+    summary: 'Update an event type', description: 'Needs the event type\'s `admins` (or an administrator). A schema change is checked against `compatibility_mode`.',
+    body: jsonBody(EventTypeInputSchema),
+    responses: { '200': json('the updated event type', EventTypeRecordSchema), ...problems(400, 403, 404, 409, 422, 503) },
+  }),
+  route({
+    method: 'DELETE', path: '/event-types/{name}', operationId: 'deleteEventType', tag: 'Event types', access: 'authenticated', params: NameParam,
+    summary: 'Delete an event type',
+    description: 'Needs its `admins`; features `disable_event_type_deletion`, `event_type_deletion_only_admins`, `delete_event_type_with_subscriptions` apply.',
+    responses: { '200': empty('deleted'), ...problems(403, 404, 409, 503) },
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}/schemas', operationId: 'listSchemas', tag: 'Schemas', access: 'authenticated', params: NameParam,
+    summary: 'List the schema versions of an event type (newest first)', query: Type.Object(Paging),
+    responses: { '200': json('a page of versions', Type.Object({ _links: PageLinksSchema, items: Type.Array(EventTypeSchemaSchema) }, { additionalProperties: false })), ...problems(400, 404) },
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/schemas', operationId: 'addSchema', tag: 'Schemas', access: 'authenticated', params: NameParam,
+    summary: 'Add a schema version, or find one (`fetch=true`)',
+    description: 'Without `fetch`: a schema update (needs the event type\'s `admins`), answering the latest schema. With `fetch=true`: the stored version equal to the schema sent (404 when none is).',
+    query: Type.Object({ fetch: Type.Optional(Bool('find the stored version equal to the body instead of adding one')) }),
+    body: jsonBody(Type.Object({ type: Type.Literal('json_schema'), schema: Type.String() })),
+    responses: { '200': json('the latest (or found) schema version', EventTypeSchemaSchema), ...problems(400, 403, 404, 422, 503) },
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}/schemas/{version}', operationId: 'getSchema', tag: 'Schemas', access: 'authenticated',
+    params: Type.Object({ name: Type.String(), version: Type.String({ description: 'a semantic version, or `latest`' }) }),
+    summary: 'Get one schema version',
+    responses: { '200': json('the schema version', EventTypeSchemaSchema), ...problems(404) },
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/schemas/{version}/compatibility-check', operationId: 'checkSchemaCompatibility', tag: 'Schemas', access: 'authenticated',
+    params: Type.Object({ name: Type.String(), version: Type.String({ description: 'the version to compare with, or `latest`' }) }),
+    summary: 'Check a schema against a stored version (stores nothing)',
+    body: jsonBody(Type.Object({ type: Type.Literal('json_schema'), schema: Type.String() })),
+    responses: { '200': json('whether the schema would be accepted', CompatibilityCheckSchema), ...problems(400, 404, 422) },
+  }),
+  route({
+    method: 'GET', path: '/registry/partition-strategies', operationId: 'listPartitionStrategies', tag: 'Event types', access: 'authenticated',
+    summary: 'Partition strategies', responses: { '200': json('their names', Type.Array(Type.String())) },
+  }),
+  route({
+    method: 'GET', path: '/registry/enrichment-strategies', operationId: 'listEnrichmentStrategies', tag: 'Event types', access: 'authenticated',
+    summary: 'Enrichment strategies', responses: { '200': json('their names', Type.Array(Type.String())) },
+  }),
+];
+
+const partitionCountBody = jsonBody(Type.Object({ partition_count: Type.Integer({ minimum: 1 }) }));
+const partitionCountResponses = { '204': empty('repartitioned (or already that count)'), ...problems(400, 403, 404, 409, 422, 503) };
+const partitionCountDescription = 'Grows the partition count (feature `repartitioning`; config `eventTypes.maxPartitionCount`, `subscriptions.maxPartitions`). Needs the event type\'s `admins`.';
+
+/** Publishing, deleted events, partitions and cursor tools, repartitioning, timelines and the low-level stream. */
+export const PUBLISHING_ROUTES: RouteSpec[] = [
+  route({
+    method: 'POST', path: '/event-types/{name}/events', operationId: 'publishEvents', tag: 'Publishing', access: 'authenticated', params: NameParam,
+    summary: 'Publish a batch of events',
+    description: 'Checks in order: blacklist (403), body (400), event type (404), `writers` (403), then per event. 422: nothing was written; 207: storage failed some partitions (retry the `failed` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted.',
+    body: jsonBody(Type.Array(EventSchema)),
+    responses: {
+      '200': empty('every event submitted'),
+      '207': batchItems('some partitions could not be written: one item per event, in input order'),
+      '422': batchItems('validation, partitioning or enrichment failed for some events; nothing was written'),
+      ...problems(400, 403, 404, 413, 415, 503),
+    },
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/deleted-events', operationId: 'deleteEvents', tag: 'Publishing', access: 'authenticated', params: NameParam,
+    summary: 'Delete events of a compacted event type (tombstones)',
+    description: 'Body: events with their compaction key and partition data. Authorization as for publishing. The request header `span-ctx` is echoed as `span_ctx`.',
+    headers: Type.Object({ 'span-ctx': Type.Optional(Type.String({ description: 'span context, echoed in the answer header span_ctx' })) }),
+    body: jsonBody(Type.Array(EventSchema)),
+    responses: {
+      '200': empty('the tombstones were written', { span_ctx: { description: 'the request\'s span-ctx', schema: Type.String() } }),
+      '207': batchItems('some partitions could not be written'),
+      '422': batchItems('some events were refused, one item per event; or a problem: the event type\'s cleanup_policy is `delete`. Nothing was written', true),
+      ...problems(400, 403, 404, 413, 415, 503),
+    },
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}/partitions', operationId: 'listPartitions', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
+    summary: 'List partitions',
+    query: Type.Object({ cursors: Type.Optional(Type.String({ description: 'JSON array of cursors: adds unconsumed_events to their partitions' })) }),
+    responses: { '200': json('the partitions', Type.Array(PartitionSchema)), ...problems(400, 403, 404, 422) },
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}/partitions/{partition}', operationId: 'getPartition', tag: 'Partitions and cursors', access: 'authenticated',
+    params: Type.Object({ name: Type.String(), partition: Type.String() }),
+    summary: 'Get one partition',
+    query: Type.Object({ consumed_offset: Type.Optional(Type.String({ description: 'adds unconsumed_events after this offset' })) }),
+    responses: { '200': json('the partition', PartitionSchema), ...problems(400, 403, 404, 422) },
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/cursor-distances', operationId: 'cursorDistances', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
+    summary: 'Distances between cursors', body: jsonBody(Type.Array(CursorDistanceQuerySchema)),
+    responses: { '200': json('one result per query', Type.Array(CursorDistanceResultSchema)), ...problems(400, 403, 404, 422) },
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/cursors-lag', operationId: 'cursorsLag', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
+    summary: 'Events after each cursor', body: jsonBody(Type.Array(CursorSchema)),
+    responses: { '200': json('the partitions with unconsumed_events', Type.Array(PartitionSchema)), ...problems(400, 403, 404, 422) },
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/shifted-cursors', operationId: 'shiftCursors', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
+    summary: 'Move cursors by a number of events', body: jsonBody(Type.Array(ShiftedCursorSchema)),
+    responses: { '200': json('the moved cursors', Type.Array(CursorSchema)), ...problems(400, 403, 404, 422) },
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/partition-count', operationId: 'repartition', tag: 'Event types', access: 'authenticated', params: NameParam,
+    summary: 'Repartition an event type', description: partitionCountDescription, body: partitionCountBody, responses: partitionCountResponses,
+  }),
+  route({
+    method: 'PUT', path: '/event-types/{name}/partition-count', operationId: 'repartitionPut', tag: 'Event types', access: 'authenticated', params: NameParam,
+    summary: 'Repartition an event type (PUT form)', description: partitionCountDescription, body: partitionCountBody, responses: partitionCountResponses,
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}/timelines', operationId: 'listTimelines', tag: 'Storages and timelines', access: 'authenticated', params: NameParam,
+    summary: 'List the timelines of an event type', description: 'Needs the administrators\' `readers`.',
+    responses: { '200': json('the timelines, oldest first', Type.Array(TimelineSchema)), ...problems(403, 404) },
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/timelines', operationId: 'createTimeline', tag: 'Storages and timelines', access: 'authenticated', params: NameParam,
+    summary: 'Switch an event type to a new timeline on a storage', description: 'Needs the administrators\' `admins` list.',
+    body: jsonBody(Type.Object({ storage_id: Type.String() })),
+    responses: { '201': json('the new, active timeline', TimelineSchema), ...problems(400, 403, 404, 409, 422, 503) },
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}/events', operationId: 'lowLevelStream', tag: 'Low-level streams', access: 'authenticated', params: NameParam, deprecated: true,
+    summary: 'Stream an event type (low-level, deprecated)',
+    description: 'Cursors in `X-Broker-Cursors` (or `Last-Event-ID`, or the query parameter `cursors`); absent: every partition from its newest offset. `Accept: text/event-stream` asks for server-sent events. `Accept-Encoding: zstd` or `gzip` compresses the stream.',
+    headers: Type.Object({
+      'X-Broker-Cursors': Type.Optional(Type.String({ description: 'JSON array of cursors; only those partitions are streamed' })),
+      'Last-Event-ID': Type.Optional(Type.String({ description: 'the `id` of the last server-sent event received (an EventSource reconnecting)' })),
+    }),
+    query: Type.Object({ ...streamQuery, cursors: Type.Optional(Type.String({ description: 'JSON array of cursors (for clients that cannot send headers)' })) }),
+    responses: {
+      '200': stream('the stream: a batch per line; keep-alive batches have no `events`', { Warning: { description: 'the low-level interface is deprecated', schema: Type.String(), required: true } }, true),
+      ...problems(400, 403, 404, 412, 422),
+    },
+  }),
+];

@@ -1,0 +1,44 @@
+/** Pieces the route table's entries share (parameters, headers, stream answers). */
+import { Type } from '@sinclair/typebox';
+import { StreamBatchSchema } from './wire-schemas.js';
+import { EVENT_STREAM_MEDIA, JSON_STREAM_MEDIA, type HeaderSpec, type ResponseSpec, type RouteSpec } from './route-model.js';
+
+/** `{name}`: an event type. */
+export const NameParam = Type.Object({ name: Type.String({ description: 'event type name' }) });
+/** `{subscription_id}`. */
+export const SubscriptionParam = Type.Object({ subscription_id: Type.String({ format: 'uuid' }) });
+/** A `true`/`false` query parameter. */
+export const Bool = (description: string) => Type.Union([Type.Literal('true'), Type.Literal('false')], { description });
+/** `offset`/`limit` paging (WIRE.md: limit 1..1000, default 20). */
+export const Paging = { offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 20 })) };
+/** `Location` of a created resource. */
+export const Location: HeaderSpec = { description: 'the created (or existing) resource', schema: Type.String(), required: true };
+/** `X-Broker-StreamId` of a subscription stream. */
+export const STREAM_ID: HeaderSpec = { description: 'the stream\'s id: commits name it in `X-Broker-StreamId`', schema: Type.String({ format: 'uuid' }), required: true };
+
+/** Query parameters of both streams (spec "Stream parameters"; WIRE.md "Low-level stream", "Streaming"). */
+export const streamQuery = {
+  batch_limit: Type.Optional(Type.Integer({ minimum: 0, description: 'events per batch at most (default 1)' })),
+  stream_limit: Type.Optional(Type.Integer({ minimum: 0, description: 'events in the stream at most (0 = unbounded)' })),
+  batch_flush_timeout: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds before a partial batch is sent (default 30; 0 = 30)' })),
+  batch_timespan: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds of event time a batch spans at most (0 = off)' })),
+  stream_timeout: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds before the stream ends (0 or above 4200: about one hour)' })),
+  stream_keep_alive_limit: Type.Optional(Type.Integer({ minimum: 0, description: 'empty batches in a row per partition before the stream ends (0 = unbounded)' })),
+};
+
+/** A streamed answer, as JSON lines and (when `sse`) as server-sent events. */
+export function stream(description: string, headers: Readonly<Record<string, HeaderSpec>>, sse: boolean): ResponseSpec {
+  return {
+    description,
+    content: {
+      [JSON_STREAM_MEDIA]: StreamBatchSchema,
+      ...(sse ? { [EVENT_STREAM_MEDIA]: Type.String({ description: 'each batch as one server-sent event (`id:` its cursors, `data:` the batch JSON); README "Server-sent events"' }) } : {}),
+    },
+    headers,
+  };
+}
+
+/** A route entry (typed where it is written; test/unit/openapi.test.ts checks `params` names every `{…}` of the path). */
+export function route(spec: RouteSpec): RouteSpec {
+  return spec;
+}

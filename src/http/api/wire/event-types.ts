@@ -1,0 +1,143 @@
+/** Wire schemas of event types, schemas, partitions, cursors, batch items and events (spec "Event type registry", "Publishing"; WIRE.md). */
+import { Type, type Static } from '@sinclair/typebox';
+import { CATEGORIES, CLEANUP_POLICIES, COMPATIBILITY_MODES, ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES } from '../../../domain/event-type.js';
+import { Closed, StringEnum, Timestamp, StringMap, AttributeList } from './common.js';
+
+/** An event type's authorization (spec "EventTypeAuthorization"). */
+export const EventTypeAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList, writers: AttributeList }, { ...Closed, description: 'who may change (admins), read and write the event type' });
+
+/** `schema` of an event type (spec "EventTypeSchema"): the JSON Schema (draft-04) as text. */
+export const EventTypeSchemaSchema = Type.Object(
+  {
+    type: Type.Literal('json_schema'),
+    schema: Type.String({ description: 'the JSON Schema (draft-04) of the events, as JSON text' }),
+    version: Type.String({ pattern: '^\\d+\\.\\d+\\.\\d+$', description: 'semantic version, 1.0.0 first (set by the service)' }),
+    created_at: Timestamp,
+  },
+  Closed,
+);
+
+/** `default_statistic` (spec "EventTypeStatistics"). */
+export const EventTypeStatisticsSchema = Type.Object(
+  {
+    messages_per_minute: Type.Integer({ minimum: 1 }),
+    message_size: Type.Integer({ minimum: 1 }),
+    read_parallelism: Type.Integer({ minimum: 1 }),
+    write_parallelism: Type.Integer({ minimum: 1 }),
+  },
+  Closed,
+);
+
+/** Per-event owner (spec "EventOwnerSelector"). */
+export const EventOwnerSelectorSchema = Type.Object({ type: Type.Union([Type.Literal('path'), Type.Literal('static')]), name: Type.String(), value: Type.String() }, Closed);
+
+/** The event type record as served (spec "EventType"; WIRE.md "Event types"). */
+export const EventTypeRecordSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[a-zA-Z][-0-9a-zA-Z_]*(\\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$', maxLength: 255 }),
+    owning_application: Type.String(),
+    category: StringEnum(CATEGORIES),
+    enrichment_strategies: Type.Array(StringEnum(ENRICHMENT_STRATEGIES)),
+    partition_strategy: StringEnum(PARTITION_STRATEGIES),
+    partition_key_fields: Type.Optional(Type.Array(Type.String())),
+    compatibility_mode: StringEnum(COMPATIBILITY_MODES),
+    schema: EventTypeSchemaSchema,
+    cleanup_policy: StringEnum(CLEANUP_POLICIES),
+    default_statistic: Type.Optional(EventTypeStatisticsSchema),
+    options: Type.Object({ retention_time: Type.Integer({ minimum: 0, description: 'retention in milliseconds' }) }, Closed),
+    authorization: Type.Optional(EventTypeAuthorizationSchema),
+    annotations: Type.Optional(StringMap('annotations; keys under `broker.io/` are the service\'s (see the document\'s description)')),
+    labels: Type.Optional(StringMap('labels')),
+    ordering_key_fields: Type.Optional(Type.Array(Type.String())),
+    event_owner_selector: Type.Optional(EventOwnerSelectorSchema),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  Closed,
+);
+/** The event type record as the wire carries it (compare src/domain/event-type.ts `EventType`). */
+export type EventTypeRecord = Static<typeof EventTypeRecordSchema>;
+
+/**
+ * An event type as sent to `POST /event-types` and `PUT /event-types/{name}`: the record without the
+ * service-set fields; `schema` without `version` and `created_at`. Described, not yet enforced by
+ * schema (the checks are `src/domain/event-type-rules.ts`).
+ */
+export const EventTypeInputSchema = Type.Object({
+  name: Type.String(),
+  owning_application: Type.String(),
+  category: StringEnum(CATEGORIES),
+  enrichment_strategies: Type.Optional(Type.Array(StringEnum(ENRICHMENT_STRATEGIES))),
+  partition_strategy: Type.Optional(StringEnum(PARTITION_STRATEGIES)),
+  partition_key_fields: Type.Optional(Type.Array(Type.String())),
+  compatibility_mode: Type.Optional(StringEnum(COMPATIBILITY_MODES)),
+  schema: Type.Object({ type: Type.Literal('json_schema'), schema: Type.String(), version: Type.Optional(Type.String()) }),
+  cleanup_policy: Type.Optional(StringEnum(CLEANUP_POLICIES)),
+  default_statistic: Type.Optional(EventTypeStatisticsSchema),
+  options: Type.Optional(Type.Object({ retention_time: Type.Optional(Type.Integer({ minimum: 0 })) })),
+  authorization: Type.Optional(EventTypeAuthorizationSchema),
+  annotations: Type.Optional(StringMap('annotations')),
+  labels: Type.Optional(StringMap('labels')),
+  ordering_key_fields: Type.Optional(Type.Array(Type.String())),
+  event_owner_selector: Type.Optional(EventOwnerSelectorSchema),
+});
+
+/** Result of `POST /event-types/{name}/schemas/{version}/compatibility-check` (issue 14 §4.2). */
+export const CompatibilityCheckSchema = Type.Object(
+  {
+    compatible: Type.Boolean(),
+    compatibility_mode: StringEnum(COMPATIBILITY_MODES),
+    validated_against_version: Type.String(),
+    error: Type.Optional(Type.String({ description: 'why it is not compatible; absent when compatible' })),
+  },
+  Closed,
+);
+
+
+/** A partition (spec "Partition"; WIRE.md "Offsets and cursors"). */
+export const PartitionSchema = Type.Object(
+  {
+    partition: Type.String(),
+    oldest_available_offset: Type.String(),
+    newest_available_offset: Type.String(),
+    unconsumed_events: Type.Optional(Type.Integer({ minimum: 0, description: 'events after the given cursor or consumed_offset' })),
+  },
+  Closed,
+);
+
+/** A cursor (spec "Cursor"). */
+export const CursorSchema = Type.Object({ partition: Type.String(), offset: Type.String({ description: '`begin`, or an offset as served (WIRE.md "Offsets and cursors")' }) });
+
+/** A cursor and how many events to move it (`POST /event-types/{name}/shifted-cursors`). */
+export const ShiftedCursorSchema = Type.Object({ partition: Type.String(), offset: Type.String(), shift: Type.Integer({ description: 'events; negative moves back' }) });
+
+/** A cursor distance query (spec "CursorDistanceQuery"). */
+export const CursorDistanceQuerySchema = Type.Object({ initial_cursor: CursorSchema, final_cursor: CursorSchema });
+
+/** A cursor distance answer (spec "CursorDistanceResult"). */
+export const CursorDistanceResultSchema = Type.Object({ initial_cursor: CursorSchema, final_cursor: CursorSchema, distance: Type.Integer() }, Closed);
+
+
+/** One item of a 207 or 422 publishing answer (spec "BatchItemResponse"; WIRE.md "Publishing"). */
+export const BatchItemResponseSchema = Type.Object(
+  {
+    eid: Type.String({ description: '`metadata.eid` of the event, `""` when it had none' }),
+    publishing_status: Type.Union([Type.Literal('submitted'), Type.Literal('failed'), Type.Literal('aborted')]),
+    step: Type.Union([Type.Literal('none'), Type.Literal('validating'), Type.Literal('partitioning'), Type.Literal('enriching'), Type.Literal('publishing')]),
+    detail: Type.String(),
+  },
+  Closed,
+);
+/** A batch item as the wire carries it (compare workers/publish-protocol.ts `BatchItemResponse`). */
+export type BatchItem = Static<typeof BatchItemResponseSchema>;
+/** The body of a 207 or 422 answer: one item per event, in input order. */
+export const BatchItemResponsesSchema = Type.Array(BatchItemResponseSchema);
+
+/**
+ * An event (spec "Event"): a JSON object whose fields the event type's schema gives. Events of
+ * category `business` and `data` carry `metadata` (`eid` uuid, `occurred_at` RFC 3339, and for
+ * partition strategy `user_defined` its `partition`), which the node enriches (`received_at`,
+ * `event_type`, `version`, `partition`, `published_by`, `flow_id`); those of category `undefined` are
+ * free-form.
+ */
+export const EventSchema = Type.Object({}, { description: 'an event: a JSON object, checked against the event type schema (business and data events carry `metadata`)' });

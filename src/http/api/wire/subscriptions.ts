@@ -1,0 +1,124 @@
+/** Wire schemas of subscriptions, their cursors, stats and streams (spec "Subscriptions"; WIRE.md "Subscriptions"). */
+import { Type, type Static } from '@sinclair/typebox';
+import { READ_FROM } from '../../../domain/subscription.js';
+import { EventSchema } from './event-types.js';
+import { Closed, StringEnum, Timestamp, StringMap, AttributeList, PageLinksSchema } from './common.js';
+
+/** A subscription cursor (spec "SubscriptionCursor"). */
+export const SubscriptionCursorSchema = Type.Object({
+  partition: Type.String(),
+  offset: Type.String(),
+  event_type: Type.String(),
+  cursor_token: Type.String({ description: 'served by the node; any string when committing' }),
+});
+/** The same without the token (cursor reset, spec "SubscriptionCursorWithoutToken"). */
+export const SubscriptionCursorWithoutTokenSchema = Type.Object({ partition: Type.String(), offset: Type.String(), event_type: Type.String() });
+
+/** A subscription's authorization (spec "SubscriptionAuthorization"). */
+export const SubscriptionAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList }, Closed);
+
+/** A starting cursor of a subscription with `read_from: cursors`. */
+export const InitialCursorSchema = Type.Object({ event_type: Type.String(), partition: Type.String(), offset: Type.String() }, Closed);
+
+const subscriptionFields = {
+  id: Type.String({ format: 'uuid' }),
+  owning_application: Type.String(),
+  event_types: Type.Array(Type.String()),
+  consumer_group: Type.String(),
+  read_from: StringEnum(READ_FROM),
+  initial_cursors: Type.Array(InitialCursorSchema),
+  authorization: Type.Optional(SubscriptionAuthorizationSchema),
+  annotations: Type.Optional(StringMap('annotations; `broker.io/subscription-max-event-send-count` and `broker.io/unprocessable-event-policy` configure the dead-letter queue')),
+  labels: Type.Optional(StringMap('labels')),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+};
+
+/** The subscription record as served (spec "Subscription"; WIRE.md "Subscriptions"). */
+export const SubscriptionRecordSchema = Type.Object(subscriptionFields, Closed);
+/** The subscription record as the wire carries it (compare src/domain/subscription.ts `Subscription`). */
+export type SubscriptionRecord = Static<typeof SubscriptionRecordSchema>;
+
+/** A subscription as sent to `POST /subscriptions` and `PUT /subscriptions/{id}`. */
+export const SubscriptionInputSchema = Type.Object({
+  owning_application: Type.String(),
+  event_types: Type.Array(Type.String(), { minItems: 1 }),
+  consumer_group: Type.Optional(Type.String()),
+  read_from: Type.Optional(Type.String({ description: 'begin, end (default) or cursors (any case)' })),
+  initial_cursors: Type.Optional(Type.Array(InitialCursorSchema)),
+  authorization: Type.Optional(SubscriptionAuthorizationSchema),
+  annotations: Type.Optional(StringMap('annotations')),
+  labels: Type.Optional(StringMap('labels')),
+});
+
+/** Partition status of a subscription (`show_status=true`, stats). */
+const PartitionState = Type.Union([Type.Literal('unassigned'), Type.Literal('reassigning'), Type.Literal('assigned')]);
+const AssignmentType = Type.Union([Type.Literal('auto'), Type.Literal('direct')]);
+
+/** One event type's partition status in a listing with `show_status=true`. */
+export const SubscriptionEventTypeStatusSchema = Type.Object(
+  {
+    event_type: Type.String(),
+    partitions: Type.Array(Type.Object({ partition: Type.String(), state: PartitionState, stream_id: Type.String(), assignment_type: AssignmentType }, Closed)),
+  },
+  Closed,
+);
+
+/** A listing item: the record, with `status` when asked for. */
+export const SubscriptionListItemSchema = Type.Object({ ...subscriptionFields, status: Type.Optional(Type.Array(SubscriptionEventTypeStatusSchema)) }, Closed);
+
+/** `GET /subscriptions`. */
+export const SubscriptionListSchema = Type.Object({ items: Type.Array(SubscriptionListItemSchema), _links: PageLinksSchema }, Closed);
+
+/** One partition of `GET /subscriptions/{id}/stats` (spec "SubscriptionEventTypeStats"). */
+export const PartitionStatsSchema = Type.Object(
+  {
+    partition: Type.String(),
+    state: PartitionState,
+    unconsumed_events: Type.Optional(Type.Integer({ minimum: 0 })),
+    consumer_lag_seconds: Type.Optional(Type.Integer({ minimum: 0 })),
+    stream_id: Type.String(),
+    assignment_type: AssignmentType,
+    failed_send_count: Type.Optional(Type.Integer({ minimum: 1, description: 'dead-letter queue: sends of its events that ended without a commit' })),
+    dead_letter_search_until: Type.Optional(Type.String({ description: 'dead-letter queue: the last offset of the search window' })),
+  },
+  Closed,
+);
+
+/** `GET /subscriptions/{id}/stats`. */
+export const SubscriptionStatsSchema = Type.Object(
+  { items: Type.Array(Type.Object({ event_type: Type.String(), partitions: Type.Array(PartitionStatsSchema) }, Closed)) },
+  Closed,
+);
+
+/** `POST /subscriptions/{id}/cursors` body and `GET` answer. */
+export const SubscriptionCursorsSchema = Type.Object({ items: Type.Array(SubscriptionCursorSchema) });
+
+/** `PATCH /subscriptions/{id}/cursors` body. */
+export const CursorResetSchema = Type.Object({ items: Type.Array(SubscriptionCursorWithoutTokenSchema) });
+
+/** 200 answer of a commit: a result per cursor sent (spec "CursorCommitResult"). */
+export const CursorCommitResultsSchema = Type.Object(
+  { items: Type.Array(Type.Object({ cursor: SubscriptionCursorSchema, result: Type.Union([Type.Literal('committed'), Type.Literal('outdated')]) }, Closed)) },
+  Closed,
+);
+
+/** Stream parameters of a subscription stream as a `POST` body (spec "Stream parameters"). */
+export const StreamParametersBodySchema = Type.Object({
+  partitions: Type.Optional(Type.Array(Type.Object({ event_type: Type.String(), partition: Type.String() }), { description: 'direct assignment' })),
+  batch_limit: Type.Optional(Type.Integer({ minimum: 0 })),
+  stream_limit: Type.Optional(Type.Integer({ minimum: 0 })),
+  batch_flush_timeout: Type.Optional(Type.Integer({ minimum: 0 })),
+  batch_timespan: Type.Optional(Type.Integer({ minimum: 0 })),
+  stream_timeout: Type.Optional(Type.Integer({ minimum: 0 })),
+  stream_keep_alive_limit: Type.Optional(Type.Integer({ minimum: 0 })),
+  max_uncommitted_events: Type.Optional(Type.Integer({ minimum: 0 })),
+  commit_timeout: Type.Optional(Type.Integer({ minimum: 0 })),
+});
+
+/** One line of a stream (spec "SubscriptionEventStreamBatch", "EventStreamBatch"). */
+export const StreamBatchSchema = Type.Object({
+  cursor: Type.Object({ partition: Type.String(), offset: Type.String(), event_type: Type.Optional(Type.String()), cursor_token: Type.Optional(Type.String()) }),
+  events: Type.Optional(Type.Array(EventSchema)),
+  info: Type.Optional(Type.Object({}, { description: 'debug information, on the first batch or a notice' })),
+});
