@@ -75,6 +75,12 @@ const MAX_APPLY_ATTEMPTS = 50;
  * subscription's notices reach its node, and at every heartbeat while they do not (see `beat`).
  */
 const SAFETY_NET_REFRESH_BEATS = 3;
+/**
+ * A closed session (commit window open) is leased this long past its `commit_timeout`: the node removes
+ * it itself when the window ends (after counting failed sends), so the lease only frees the partitions of
+ * a node that died meanwhile, and must not run out first while a loaded node finishes the window.
+ */
+const CLOSED_SESSION_LEASE_MARGIN_MS = 2_000;
 
 /**
  * Subscription streams (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset, stats",
@@ -855,7 +861,7 @@ class SessionRunner implements StreamPolicy {
       }
       this.closing = true;
       const info: SessionInfo = { requested: [], state: 'closed', node: this.owner.nodeId };
-      await this.owner.applyChange(this.subscription, { upsert: { id: this.streamId, info, leaseMs: this.commitTimeoutMs } });
+      await this.owner.applyChange(this.subscription, { upsert: { id: this.streamId, info, leaseMs: this.commitTimeoutMs + CLOSED_SESSION_LEASE_MARGIN_MS } });
       const deadline = performance.now() + this.commitTimeoutMs;
       while (this.uncommitted() > 0 && performance.now() < deadline && !this.owner.stopping) {
         await new Promise<void>((resolve) => {
