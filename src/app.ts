@@ -108,8 +108,31 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const replicated = config.publish.minReplicas > 0 ? await openReplicatedAppender(redis, keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
   const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, ...(replicated ? { replicated } : {}) }, storages, config.redis, logger, config.publish);
   const logs = new PartitionLogs(storagePool);
-  const registry = new EventTypeRegistry(eventTypeStore, cache, pool, config.eventTypes, logs, async () => (await storages.list()).defaultId);
-  const publisher = new Publisher(cache, pool, logs, redis, config.publish, config.redis.commandTimeoutMs, config.caches.mainThreadValidatorEntries);
+  const publisher = new Publisher({
+    cache,
+    pool,
+    logs,
+    redis,
+    config: config.publish,
+    redisTimeoutMs: config.redis.commandTimeoutMs,
+    compileTimeoutMs: config.eventTypes.schemaCompileTimeoutMs,
+    mainThreadValidatorEntries: config.caches.mainThreadValidatorEntries,
+    logger,
+  });
+  const registry = new EventTypeRegistry({
+    store: eventTypeStore,
+    cache,
+    pool,
+    config: config.eventTypes,
+    logs,
+    defaultStorage: async () => (await storages.list()).defaultId,
+    prepare: (name) => publisher.prepare(name),
+  });
+  // No cold path (issue 17 §2.1): a node that learns of a created or changed event type by its change
+  // notice compiles its validator in the workers then, not on its first batch.
+  cache.onChange((name) => {
+    if (name !== undefined) void publisher.prepare(name);
+  });
   // Nothing outlives what it describes (issue 15 §1): a deleted event type's series go, and validators of
   // schemas no event type uses any more are dropped on the main thread and in every worker thread.
   cache.onDeleted((name) => metrics.forgetEventType(name));
@@ -125,7 +148,6 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       event_type_generations: eventTypes.generations,
       retired_schema_keys: eventTypes.retired,
       main_thread_validators: main.validators,
-      inline_schema_keys: main.inlineSchemas,
       worker_validators: pool.validatorCount,
     };
   });

@@ -18,11 +18,10 @@ import type { CompileResult, PartitionPayload, PublishResult, PublishStep, Publi
 /**
  * The main thread validates a small batch itself only against a schema a worker measured as cheap
  * (issue 13 §1.3): at most this many subschema applications per value (a 4 KB batch, at most ~2,000
- * values, then costs at most ~130,000 applications, about a millisecond) ...
+ * values, then costs at most ~130,000 applications, about a millisecond), and with standalone validator
+ * code of at most 64 KB (`MAIN_THREAD_MAX_CODE_BYTES`, src/services/publisher.ts).
  */
 export const INLINE_MAX_APPLICATIONS_PER_VALUE = 64;
-/** ... and compiled by the worker within this many milliseconds (the main thread compiles it once). */
-export const INLINE_MAX_COMPILE_MS = 20;
 
 /** The budget a publish worker measures schemas against: within it, the main thread may validate. */
 const INLINE_COST_LIMITS: SchemaCostLimits = { ...SCHEMA_COST_LIMITS, maxApplicationsPerValue: INLINE_MAX_APPLICATIONS_PER_VALUE };
@@ -80,6 +79,14 @@ export class ValidatorCache {
     const compiled = { validate, cost: analysis?.ok === true ? { applicationsPerValue: analysis.applicationsPerValue, compileMs } : undefined };
     this.validators.set(spec.schemaKey, compiled);
     return compiled;
+  }
+
+  /**
+   * Keeps a validator compiled elsewhere: the main thread's cache holds only validators instantiated from
+   * code a worker generated (issue 17 §2.1), so it never compiles a schema itself.
+   */
+  set(schemaKey: string, compiled: CompiledSchema): void {
+    this.validators.set(schemaKey, compiled);
   }
 
   /** Drops the validators of these schema keys (their event types were changed or deleted). */

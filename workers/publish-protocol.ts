@@ -86,7 +86,33 @@ export interface ForgetResult {
   readonly validators: number;
 }
 
-export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask;
+/**
+ * Compiles an event type's validator into the thread's cache ahead of its first batch (issue 17 §2.1:
+ * sent to every thread when the event type is created or changed, or a node learns of it by a notice).
+ */
+export interface WarmTask {
+  readonly kind: 'warm';
+  readonly schemaKey: string;
+  readonly effectiveSchema: string;
+}
+
+/** A worker's answer to a {@link WarmTask}: which thread, its validator count, and the schema's cost when within the main thread's budget. */
+export interface WarmResult {
+  readonly threadId: number;
+  readonly validators: number;
+  readonly cost?: SchemaCost;
+}
+
+/** Generates a cheap schema's validator as standalone code, which the main thread instantiates without compiling (issue 17 §2.1). */
+export interface StandaloneTask {
+  readonly kind: 'standalone';
+  readonly effectiveSchema: string;
+}
+
+/** A worker's answer to a {@link StandaloneTask}: the code of a CommonJS module exporting the validate function, or why not. */
+export type StandaloneResult = { readonly ok: true; readonly code: string } | { readonly ok: false; readonly reason: string };
+
+export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask | WarmTask | StandaloneTask;
 
 /**
  * What validating against an effective schema costs, as a worker measured it when it compiled the

@@ -6,17 +6,30 @@
 import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { guardSchema } from '../src/domain/schema-guard.js';
+import { standaloneValidatorCode } from '../src/domain/schema-compiler.js';
+import type { JsonObject } from '../src/domain/json-schema-walk.js';
 import { processBatch, ValidatorCache } from './publish-batch.js';
-import type { CompileResult, ForgetResult, GuardResult, PublishResult, SchemaNeeded, WorkerTask } from './publish-protocol.js';
+import type { CompileResult, ForgetResult, GuardResult, PublishResult, SchemaNeeded, StandaloneResult, WarmResult, WorkerTask } from './publish-protocol.js';
 
 /** `caches.workerValidatorEntries`, handed over by the pool as worker data. */
 const validatorEntries = (workerData as { validatorEntries?: number } | undefined)?.validatorEntries ?? 256;
 const validators = new ValidatorCache(validatorEntries);
 
-export default function run(task: WorkerTask): PublishResult | SchemaNeeded | GuardResult | CompileResult | ForgetResult | ReturnType<typeof Piscina.move> {
+export default function run(task: WorkerTask): PublishResult | SchemaNeeded | GuardResult | CompileResult | ForgetResult | WarmResult | StandaloneResult | ReturnType<typeof Piscina.move> {
   if (task.kind === 'forget') {
     validators.forget(task.schemaKeys);
     return { threadId, validators: validators.size };
+  }
+  if (task.kind === 'warm') {
+    const { cost } = validators.get(task);
+    return cost ? { threadId, validators: validators.size, cost } : { threadId, validators: validators.size };
+  }
+  if (task.kind === 'standalone') {
+    try {
+      return { ok: true, code: standaloneValidatorCode(JSON.parse(task.effectiveSchema) as JsonObject) };
+    } catch (err) {
+      return { ok: false, reason: (err as Error).message };
+    }
   }
   if (task.kind === 'compile') return validators.check(task.effectiveSchema, task.limits);
   if (task.kind === 'guard') {

@@ -50,22 +50,41 @@ export interface SchemaAddition {
   readonly changed: boolean;
 }
 
+/** What an {@link EventTypeRegistry} works with. */
+export interface EventTypeRegistryOptions {
+  readonly store: EventTypeStore;
+  readonly cache: EventTypeCache;
+  readonly pool: WorkerPool;
+  readonly config: BrokerConfig['eventTypes'];
+  /** Partition data over all timelines (deleted with the event type). */
+  readonly logs: PartitionLogs;
+  /** The id of the default storage, where a new event type's first timeline goes (spec "Storage"). */
+  readonly defaultStorage: () => Promise<string>;
+  /**
+   * Gets a created or changed event type's validation ready on this node before the registry answers
+   * (issue 17 §2.1: `Publisher.prepare`); never throws. Default: nothing.
+   */
+  readonly prepare?: (name: string) => Promise<void>;
+}
+
 /**
  * The event type registry (spec "Event type registry"; WIRE.md "Event types", "Schema versions"):
  * input rules, untrusted-schema checks (the guard, the validation cost budget and compilation, each
  * in a worker under a time limit, one at a time per node), schema evolution under the compatibility mode, storage and cache invalidation on every node.
  */
 export class EventTypeRegistry {
-  constructor(
-    private readonly store: EventTypeStore,
-    private readonly cache: EventTypeCache,
-    private readonly pool: WorkerPool,
-    private readonly config: BrokerConfig['eventTypes'],
-    /** Partition data over all timelines (deleted with the event type). */
-    private readonly logs: PartitionLogs,
-    /** The id of the default storage, where a new event type's first timeline goes (spec "Storage"). */
-    private readonly defaultStorage: () => Promise<string>,
-  ) {}
+  private readonly store: EventTypeStore;
+  private readonly cache: EventTypeCache;
+  private readonly pool: WorkerPool;
+  private readonly config: BrokerConfig['eventTypes'];
+  private readonly logs: PartitionLogs;
+  private readonly defaultStorage: () => Promise<string>;
+  private readonly prepare: (name: string) => Promise<void>;
+
+  constructor(options: EventTypeRegistryOptions) {
+    ({ store: this.store, cache: this.cache, pool: this.pool, config: this.config, logs: this.logs, defaultStorage: this.defaultStorage } = options);
+    this.prepare = options.prepare ?? (() => Promise.resolve());
+  }
 
   /**
    * Registers an event type. @returns the stored record (served with 201)
@@ -83,6 +102,7 @@ export class EventTypeRegistry {
     const first: StoredTimeline = { id: randomUUID(), order: 1, storageId: await this.defaultStorage(), createdAt: now, switchedAt: now, firstOffsets: [] };
     if (!(await this.store.create(record, topology, [first]))) throw scriptError('createEventType', 'ALREADY_EXISTS', { name: input.name });
     await this.cache.announce(record.name);
+    await this.prepare(record.name);
     return record;
   }
 
@@ -185,6 +205,7 @@ export class EventTypeRegistry {
     const outcome = await this.store.update(record, existing.revision, newSchema);
     if (outcome !== 'updated') throw scriptError('updateEventType', outcome, { name });
     await this.cache.announce(name);
+    await this.prepare(name);
     return { record, previous, changed: newSchema !== undefined };
   }
 

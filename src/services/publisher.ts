@@ -5,21 +5,27 @@ import type { PartitionAppend, PartitionWrite } from '../storage/partition-store
 import type { PartitionLogs } from '../storage/partition-logs.js';
 import { RedisWaitBudget } from '../storage/deadline.js';
 import type { RedisClient } from '../storage/redis-connection.js';
-import { LRUCache } from 'lru-cache';
+import type { Logger } from '../observability/logger.js';
+import { instantiateValidator } from '../domain/schema-compiler.js';
 import type { BatchItemResponse, PublishSpec, PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
-import { INLINE_MAX_COMPILE_MS, processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
-/** Schema keys remembered as proven cheap, per node (least recently used dropped first). */
-const INLINE_SCHEMAS_KEPT = 1024;
+/**
+ * Largest standalone validator code the main thread instantiates, in UTF-8 bytes (JavaScript text): its
+ * one-time cost is parsing that code (about 0.03 ms per KB measured on the GitHub webhook schemas), and a
+ * deterministic bound, unlike a compile time measured on a loaded machine.
+ */
+const MAIN_THREAD_MAX_CODE_BYTES = 64 * 1024;
 
 /**
- * Whether a worker's measurement proves a schema cheap enough for the main thread: within
- * `INLINE_MAX_APPLICATIONS_PER_VALUE` (results carry a cost only then) and compiled within `INLINE_MAX_COMPILE_MS`.
+ * Whether a worker's measurement proves a schema cheap enough to validate on the main thread: results
+ * carry a cost only within `INLINE_MAX_APPLICATIONS_PER_VALUE` (workers/publish-batch.ts); the code size is
+ * checked when the code arrives ({@link MAIN_THREAD_MAX_CODE_BYTES}).
  */
-function cheapForMainThread(cost: SchemaCost | undefined): boolean {
-  return cost !== undefined && cost.compileMs <= INLINE_MAX_COMPILE_MS;
+function cheapForMainThread(cost: SchemaCost | undefined): cost is SchemaCost {
+  return cost !== undefined;
 }
 
 /** The answer to a publish request (WIRE.md "Publishing"): 200 empty, or 422/207 with one item per event. */
@@ -28,6 +34,22 @@ export type PublishOutcome =
   | { readonly status: 422 | 207; readonly items: BatchItemResponse[]; readonly events: number; readonly bytes: number };
 
 /** Who publishes and under which flow id (enrichment inputs), and the write authorization check. */
+/** What a {@link Publisher} works with. */
+export interface PublisherOptions {
+  readonly cache: EventTypeCache;
+  readonly pool: WorkerPool;
+  readonly logs: PartitionLogs;
+  readonly redis: RedisClient;
+  readonly config: BrokerConfig['publish'];
+  /** `redis.commandTimeoutMs`: the time a publish may wait for Redis over all its Redis steps (issue 15 §5.1). */
+  readonly redisTimeoutMs: number;
+  /** `eventTypes.schemaCompileTimeoutMs`: how long preparing a validator may take in a worker, in ms. */
+  readonly compileTimeoutMs: number;
+  /** Validators kept on the main thread (`caches.mainThreadValidatorEntries`, default 64). */
+  readonly mainThreadValidatorEntries?: number;
+  readonly logger: Logger;
+}
+
 export interface PublishContext {
   readonly publishedBy: string;
   readonly flowId: string;
@@ -37,8 +59,9 @@ export interface PublishContext {
 
 /**
  * Publishing `POST /event-types/{name}/events` (spec "Publishing"; DESIGN.md §5): event type from the
- * cache, the body to a worker (batches up to `publish.inlineMaxBytes` against a schema a worker measured
- * as cheap are processed on the main thread),
+ * cache, the body to a worker (batches up to `publish.inlineMaxBytes` are processed on the main thread
+ * when it holds the schema's validator: only schemas a worker measured as cheap, from code a worker
+ * generated — the main thread never compiles a schema; issue 13 §1.3, issue 17 §2.1),
  * one `publishBatch` script per partition of the active timeline, then 200 / 207 / 422.
  * Nothing is written unless every event passed validation, size and partitioning.
  * While the event type switches timelines (issue 6 §3.2) the old timeline's partitions refuse appends;
@@ -46,25 +69,91 @@ export interface PublishContext {
  * is refused with 503 when nothing of it was written.
  */
 export class Publisher {
-  /** Validators for batches processed on the main thread (`publish.inlineMaxBytes`). */
+  /**
+   * Validators for batches processed on the main thread (`publish.inlineMaxBytes`): instantiated from
+   * standalone code a worker generated for a schema it measured as cheap, never compiled here.
+   */
   private readonly validators: ValidatorCache;
-  /** Schema keys a worker measured as cheap enough to validate on the main thread. */
-  private readonly inlineSchemas = new LRUCache<string, true>({ max: INLINE_SCHEMAS_KEPT });
+  /** Schema keys whose standalone code is being made for the main thread (dropped when the key retires). */
+  private readonly feeding = new Set<string>();
+  /** Event types being prepared, and whether a change came in meanwhile (prepare again once done). */
+  private readonly preparing = new Map<string, { again: boolean; readonly done: Promise<void> }>();
   /** Batches between receipt and answer, awaited on shutdown even when their client went away. */
   private readonly inFlight = new Set<Promise<unknown>>();
+  private readonly cache: EventTypeCache;
+  private readonly pool: WorkerPool;
+  private readonly logs: PartitionLogs;
+  private readonly redis: RedisClient;
+  private readonly config: BrokerConfig['publish'];
+  private readonly redisTimeoutMs: number;
+  private readonly compileTimeoutMs: number;
+  private readonly logger: Logger;
 
-  constructor(
-    private readonly cache: EventTypeCache,
-    private readonly pool: WorkerPool,
-    private readonly logs: PartitionLogs,
-    private readonly redis: RedisClient,
-    private readonly config: BrokerConfig['publish'],
-    /** `redis.commandTimeoutMs`: the time a publish may wait for Redis over all its Redis steps (issue 15 §5.1). */
-    private readonly redisTimeoutMs: number,
-    /** Validators kept on the main thread (`caches.mainThreadValidatorEntries`). */
-    mainThreadValidatorEntries = 64,
-  ) {
-    this.validators = new ValidatorCache(mainThreadValidatorEntries, false);
+  constructor(options: PublisherOptions) {
+    ({ cache: this.cache, pool: this.pool, logs: this.logs, redis: this.redis, config: this.config, redisTimeoutMs: this.redisTimeoutMs, compileTimeoutMs: this.compileTimeoutMs, logger: this.logger } = options);
+    this.validators = new ValidatorCache(options.mainThreadValidatorEntries ?? 64, false);
+  }
+
+  /**
+   * Gets an event type's validation ready before its first batch (issue 17 §2.1): compiles its validator
+   * in every worker thread and, when the workers measured it as cheap, instantiates on the main thread the
+   * standalone code a worker generated for it. Called when an event type is created or changed (the
+   * registry awaits it before answering) and when a change notice names one. A change arriving while it
+   * runs makes it run once more. Never throws (failures are logged; the publish path compiles on demand
+   * in a worker then).
+   */
+  prepare(name: string): Promise<void> {
+    const running = this.preparing.get(name);
+    if (running) {
+      running.again = true;
+      return running.done;
+    }
+    const state: { again: boolean; done: Promise<void> } = { again: false, done: Promise.resolve() };
+    state.done = (async () => {
+      do {
+        state.again = false;
+        await this.prepareOnce(name).catch((err: unknown) => {
+          this.logger.warn({ err: (err as Error).message, eventType: name }, 'could not prepare the validator of an event type; its first batch compiles it');
+        });
+      } while (state.again);
+    })().finally(() => this.preparing.delete(name));
+    this.preparing.set(name, state);
+    return state.done;
+  }
+
+  private async prepareOnce(name: string): Promise<void> {
+    const eventType = await this.cache.get(name);
+    if (!eventType || eventType.publishSpec.category === 'undefined') return;
+    const spec = eventType.publishSpec;
+    const cost = await this.pool.warm(spec, this.compileTimeoutMs);
+    // A delete or schema change that raced the warm-up may have retired the key before the workers
+    // compiled it: nothing may outlive its event type (issue 15 §1), so drop it again then.
+    if ((await this.cache.get(name))?.publishSpec.schemaKey !== spec.schemaKey) {
+      await this.pool.forgetSchemas([spec.schemaKey]);
+      return;
+    }
+    if (cheapForMainThread(cost)) await this.feedMainThread(spec, cost);
+  }
+
+  /** Instantiates a cheap schema's validator on the main thread from code a worker generates; logs and gives up on failure. */
+  private async feedMainThread(spec: PublishSpec, cost: SchemaCost): Promise<void> {
+    const key = spec.schemaKey;
+    if (this.validators.has(key) || this.feeding.has(key)) return;
+    this.feeding.add(key);
+    try {
+      const made = await this.pool.standaloneCode(spec.effectiveSchema, this.compileTimeoutMs);
+      if (!made.ok) {
+        this.logger.warn({ eventType: spec.name, reason: made.reason }, 'no main-thread validator for a cheap schema; its small batches go to the workers');
+        return;
+      }
+      if (Buffer.byteLength(made.code) > MAIN_THREAD_MAX_CODE_BYTES) return;
+      // A key retired meanwhile (the event type changed or was deleted) is not kept.
+      if (this.feeding.has(key)) this.validators.set(key, { validate: instantiateValidator(made.code), cost });
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message, eventType: spec.name }, 'no main-thread validator for a cheap schema; its small batches go to the workers');
+    } finally {
+      this.feeding.delete(key);
+    }
   }
 
   /** A new request's Redis budget: `redis.commandTimeoutMs`, plus `publish.replicaTimeoutMs` when replicas must confirm. */
@@ -86,12 +175,12 @@ export class Publisher {
   /** Drops what this node keeps about retired schema keys (their event types were deleted or changed). */
   forgetSchemas(schemaKeys: readonly string[]): void {
     this.validators.forget(schemaKeys);
-    for (const key of schemaKeys) this.inlineSchemas.delete(key);
+    for (const key of schemaKeys) this.feeding.delete(key);
   }
 
-  /** Entries of the main thread's validator cache and of the proven-cheap schema keys (`broker_cache_entries`). */
-  get cacheSizes(): { readonly validators: number; readonly inlineSchemas: number } {
-    return { validators: this.validators.size, inlineSchemas: this.inlineSchemas.size };
+  /** Entries of the main thread's validator cache (`broker_cache_entries`). */
+  get cacheSizes(): { readonly validators: number } {
+    return { validators: this.validators.size };
   }
 
   /** Resolves once every batch accepted so far has been written or refused (graceful shutdown). */
@@ -123,12 +212,13 @@ export class Publisher {
       flowId: context.flowId,
     };
     // A small batch costs less to validate than to hand to a thread and back (DESIGN.md §5 trade-off):
-    // it runs here, bounded by its size, but only against a schema a worker already compiled and found
-    // cheap (issue 13 §1.3); until then, and for every other schema, validation runs in a worker.
+    // it runs here, bounded by its size, but only when this thread holds the validator — made from a
+    // worker's code for a schema the worker found cheap (issue 13 §1.3, 17 §2.1); until then, and for
+    // every other schema, validation runs in a worker.
     const spec = eventType.publishSpec;
-    const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || this.inlineSchemas.has(spec.schemaKey));
+    const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || this.validators.has(spec.schemaKey));
     const result = inline ? processBatch(task, this.validators) : await this.pool.publish(task, this.config.workerTaskTimeoutMs);
-    if (!inline && result.kind !== 'malformed' && cheapForMainThread(result.schemaCost)) this.inlineSchemas.set(spec.schemaKey, true);
+    if (!inline && result.kind !== 'malformed' && result.schemaCost !== undefined && cheapForMainThread(result.schemaCost)) void this.feedMainThread(spec, result.schemaCost);
     if (result.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: result.detail });
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
     const events = result.eids.length;

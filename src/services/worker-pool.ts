@@ -3,7 +3,7 @@ import v8 from 'node:v8';
 import { Piscina } from 'piscina';
 import { brokerError, BrokerError } from '../errors/catalog.js';
 import type { BrokerConfig } from '../config/config-schema.js';
-import type { CompileResult, ForgetResult, ForgetTask, GuardResult, PublishResult, PublishSpec, PublishTask, PublishTaskSpec, SchemaNeeded } from '../../workers/publish-protocol.js';
+import type { CompileResult, ForgetResult, ForgetTask, GuardResult, PublishResult, PublishSpec, PublishTask, PublishTaskSpec, SchemaCost, SchemaNeeded, StandaloneResult, StandaloneTask, WarmResult, WarmTask } from '../../workers/publish-protocol.js';
 import type { WorkerPoolLoad } from '../observability/meters.js';
 import type { SchemaCostLimits } from '../domain/schema-cost.js';
 
@@ -47,24 +47,59 @@ export class WorkerPool {
   }
 
   /**
-   * Drops the validators of retired schema keys in every thread (issue 15 §1.1): piscina cannot address
-   * a thread, so the pool sends `forget` tasks until every live thread answered one (at most four rounds
-   * of one task per thread). Never throws; a thread missed keeps the validators until its LRU drops them.
+   * Drops the validators of retired schema keys in every thread (issue 15 §1.1). Never throws; a thread
+   * missed keeps the validators until its LRU drops them.
    */
   async forgetSchemas(schemaKeys: readonly string[]): Promise<void> {
-    const threads = this.pool.threads.length;
-    const seen = new Set<number>();
     try {
-      for (let round = 0; round < 4 && seen.size < threads; round++) {
-        const answers = await Promise.all(Array.from({ length: threads }, () => this.pool.run({ kind: 'forget', schemaKeys } satisfies ForgetTask) as Promise<ForgetResult>));
-        for (const answer of answers) {
-          seen.add(answer.threadId);
-          this.validatorCounts.set(answer.threadId, answer.validators);
-        }
-      }
+      await this.onEveryThread<ForgetResult>({ kind: 'forget', schemaKeys } satisfies ForgetTask);
     } catch {
       // the pool is closing
     }
+  }
+
+  /**
+   * Compiles a spec's validator in every thread ahead of its first batch (issue 17 §2.1); a thread that
+   * holds it already answers at once.
+   * @returns the schema's cost when a thread found it within the main thread's budget, else undefined
+   * @throws BrokerError BUSY (503) when a round takes longer than `timeoutMs`; Error when the schema does not compile
+   */
+  async warm(spec: PublishSpec, timeoutMs: number): Promise<SchemaCost | undefined> {
+    const answers = await this.onEveryThread<WarmResult>({ kind: 'warm', schemaKey: spec.schemaKey, effectiveSchema: spec.effectiveSchema } satisfies WarmTask, timeoutMs);
+    return answers.find((a) => a.cost !== undefined)?.cost;
+  }
+
+  /**
+   * A schema's validator as standalone code, generated in a worker (the main thread instantiates it).
+   * @returns the code, or why not (also when it takes longer than `timeoutMs`)
+   */
+  async standaloneCode(effectiveSchema: string, timeoutMs: number): Promise<StandaloneResult> {
+    try {
+      return await this.runWithTimeout<StandaloneResult>({ kind: 'standalone', effectiveSchema } satisfies StandaloneTask, timeoutMs, [], `no code within ${timeoutMs} ms`);
+    } catch (err) {
+      return { ok: false, reason: (err as Error).message };
+    }
+  }
+
+  /**
+   * Runs a task once in every live thread: piscina cannot address a thread, so the pool sends one task
+   * per thread at once, in rounds, until every thread answered (at most four rounds).
+   * @returns the answers of the rounds (a thread may appear more than once)
+   */
+  private async onEveryThread<T extends { readonly threadId: number; readonly validators: number }>(task: object, timeoutMs?: number): Promise<T[]> {
+    const threads = this.pool.threads.length;
+    const seen = new Set<number>();
+    const all: T[] = [];
+    for (let round = 0; round < 4 && seen.size < threads; round++) {
+      const run = (): Promise<T> => (timeoutMs === undefined ? (this.pool.run(task) as Promise<T>) : this.runWithTimeout<T>(task, timeoutMs, [], `a task for every thread took longer than ${timeoutMs} ms`));
+      const answers = await Promise.all(Array.from({ length: threads }, run));
+      for (const answer of answers) {
+        seen.add(answer.threadId);
+        this.validatorCounts.set(answer.threadId, answer.validators);
+        all.push(answer);
+      }
+    }
+    return all;
   }
 
   /** Validators held by the worker threads, as they last reported (`broker_cache_entries{cache="worker_validators"}`). */
