@@ -9,13 +9,16 @@ import { brokerError, BrokerError } from '../errors/catalog.js';
 import { toProblem } from '../errors/problem.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { UNAUTHENTICATED, type Subject } from '../auth/subject.js';
-import { parseUntrustedJson } from './json-limits.js';
+import { parseUntrustedJson } from '../domain/json-limits.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import { bodyMediaTypeProblem } from './body-media-type.js';
 import type { HttpMeter, RequestRecorder } from '../observability/meters.js';
 import type { AccessLogEntry } from '../services/kpi.js';
 import { createStreamCompressor, inflateZstdBody, negotiateStreamCoding, type StreamCompressor } from './compression.js';
 import { PortInUseError } from './port-check.js';
+import type { StreamingAnswer, StreamSink } from '../domain/stream-sink.js';
+
+export type { StreamingAnswer, StreamSink } from '../domain/stream-sink.js';
 
 /** uWS `ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT`: bind without SO_REUSEPORT. */
 const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
@@ -37,33 +40,6 @@ export interface HttpAnswer {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/**
- * Where a streamed answer writes (DESIGN.md §6): lines go to the client as HTTP chunks. `write`
- * reports backpressure like a Node writable; a stream must `await drained()` after it returned false
- * before writing more, so a slow client never makes the node buffer without bound.
- */
-export interface StreamSink {
-  /** Queues chunks (one corked write each, no concatenation). @returns false when the client is behind (wait for `drained()`) or gone */
-  write(chunk: string | Buffer | readonly Buffer[]): boolean;
-  /** Resolves when the queued bytes went out, or at once when the client is gone. */
-  drained(): Promise<void>;
-  /** Bytes queued for the client and not yet sent. */
-  readonly bufferedBytes: number;
-  /** True once the client disconnected. */
-  readonly closed: boolean;
-  /** Aborted when the client disconnects or the node shuts down: the stream should end (flushing what it may). */
-  readonly signal: AbortSignal;
-}
-
-/** A streamed answer: status and headers go out at once, then `stream` writes until it returns. */
-export interface StreamingAnswer {
-  readonly status: number;
-  readonly contentType: string;
-  readonly headers?: Readonly<Record<string, string>>;
-  /** Writes the body; the response ends when it settles. A rejection after the headers went out ends the response and is logged. */
-  stream(sink: StreamSink): Promise<void>;
-}
-
 /** Per-request context handed to handlers. */
 export interface RequestContext {
   readonly method: Method;
@@ -79,7 +55,7 @@ export interface RequestContext {
   body(): Promise<Buffer>;
   /**
    * The body parsed as JSON: strict UTF-8, at most `MAX_JSON_DEPTH` levels, no `__proto__` or
-   * `constructor.prototype` key (src/http/json-limits.ts). @throws BrokerError 400 when it is not that
+   * `constructor.prototype` key (src/domain/json-limits.ts). @throws BrokerError 400 when it is not that
    */
   json(): Promise<unknown>;
 }
@@ -715,7 +691,7 @@ function safeDecode(value: string): string {
 /**
  * Parses a JSON request body strictly (DESIGN.md §7; WIRE.md "Conventions": malformed JSON is 400):
  * UTF-8 without invalid sequences, nesting at most `MAX_JSON_DEPTH` levels, and no `__proto__` or
- * `constructor.prototype` key anywhere (src/http/json-limits.ts).
+ * `constructor.prototype` key anywhere (src/domain/json-limits.ts).
  * @throws BrokerError 400 (BAD_REQUEST) naming what is wrong
  */
 export function parseJson(body: Buffer): unknown {
