@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { BrokerError } from '../../src/errors/catalog.js';
 import { findPrototypeKey, MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/domain/json-limits.js';
-import { parseJson } from '../../src/http/server.js';
+import { parseJson } from '../../src/http/body-reader.js';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import { eventTypeRecord } from '../support/fixtures.js';
