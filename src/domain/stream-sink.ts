@@ -1,8 +1,8 @@
 /**
  * What a streamed answer is, seen from both sides (DESIGN.md §6): the consumption services build
- * {@link StreamingAnswer}s and write to a {@link StreamSink}; the HTTP layer
- * (src/http/stream-writer.ts) sends the status and headers, hands the answer a sink bound to the
- * client's connection and ends the response when the answer's `stream` settles. Types only, no I/O.
+ * {@link StreamingAnswer}s and write to a {@link StreamSink}; the HTTP layer's stream writer
+ * (`sendStream`) sends the status and headers, hands the answer a sink bound to the client's
+ * connection and ends the response when the answer's `stream` settles. Types only, no I/O.
  */
 
 /**

@@ -16,7 +16,6 @@ import { RequestPipeline, type RouteSettings } from './request-pipeline.js';
 import type { Handler, Method } from './handler.js';
 
 export type { Handler, HttpAnswer, Method, RequestContext } from './handler.js';
-export type { StreamingAnswer, StreamSink } from '../domain/stream-sink.js';
 
 /** Body limits in bytes, the control-plane limiter and CORS (config `http.*`; issue 13 §2, §4). */
 export interface HttpServerOptions extends BodyLimitOptions {
