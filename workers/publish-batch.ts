@@ -10,7 +10,7 @@ import { compileSchema, createSchemaCompiler, describeValidationError } from '..
 import { hashPartition, userDefinedPartition } from '../src/domain/partitioner.js';
 import { eventOwner } from '../src/domain/event-owner.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
-import { parseEventBatch, type EventBatchLayout } from '../src/http/json-limits.js';
+import { parseEventBatch, type EventBatchLayout } from '../src/domain/json-limits.js';
 import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema-cost.js';
 import { rejectedItems } from '../src/domain/batch-items.js';
 import type { CompileResult, PartitionPayload, PublishResult, PublishStep, PublishTask, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
@@ -176,7 +176,7 @@ function rejection(events: readonly Event[], failures: ReadonlyMap<number, { ste
 /**
  * Processes one batch.
  * @returns `malformed` (answer 400) when the body is not a UTF-8 JSON array of objects nested at most
- *   `MAX_JSON_DEPTH` levels (src/http/json-limits.ts); `rejected`
+ *   `MAX_JSON_DEPTH` levels (src/domain/json-limits.ts); `rejected`
  *   (answer 422) when any event fails validation, size or partitioning, listing every failure;
  *   otherwise `accepted` with the serialized events grouped per partition, in input order.
  * @throws Error when the effective schema does not compile (a registry bug; answered 500)

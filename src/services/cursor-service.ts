@@ -2,7 +2,7 @@ import { partitionIds } from '../domain/event-type.js';
 import { cursorCountProblem, parseOffset, shiftOffset, type PartitionRange } from '../domain/offsets.js';
 import type { TimelineMap } from '../domain/timeline.js';
 import { brokerError } from '../errors/catalog.js';
-import { parseUntrustedJson } from '../http/json-limits.js';
+import { parseUntrustedJson } from '../domain/json-limits.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 

@@ -1,7 +1,7 @@
 import { planTombstones } from '../domain/deleted-events.js';
 import type { EventType } from '../domain/event-type.js';
 import { brokerError, errorCatalog } from '../errors/catalog.js';
-import { parseUntrustedJson } from '../http/json-limits.js';
+import { parseUntrustedJson } from '../domain/json-limits.js';
 import type { StoredTimeline } from '../domain/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
 import type { RedisClient } from '../storage/redis-connection.js';

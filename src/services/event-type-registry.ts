@@ -7,7 +7,7 @@ import { compatibleModeViolations, evolveSchema } from '../domain/schema-evoluti
 import { schemaCostLimitsOf } from '../domain/schema-cost.js';
 import { brokerError, BrokerError, errorDetail } from '../errors/catalog.js';
 import { scriptError } from '../storage/script-failures.js';
-import { parseUntrustedJson } from '../http/json-limits.js';
+import { parseUntrustedJson } from '../domain/json-limits.js';
 import { randomUUID } from 'node:crypto';
 import type { StoredTimeline } from '../domain/timeline.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';

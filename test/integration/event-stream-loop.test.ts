@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StreamParameters } from '../../src/domain/stream-parameters.js';
-import type { StreamSink } from '../../src/http/server.js';
+import type { StreamSink } from '../../src/domain/stream-sink.js';
 import { EventStreamLoop, type StreamPartition, type StreamPolicy, type TimelineSource } from '../../src/services/consumption/event-stream.js';
 import { NODE_STORAGE_ID } from '../../src/domain/storage.js';
 import { timelineMapOf } from '../../src/domain/timeline.js';

@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { BrokerError } from '../../src/errors/catalog.js';
-import { findPrototypeKey, MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/http/json-limits.js';
-import { parseJson } from '../../src/http/server.js';
+import { findPrototypeKey, MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/domain/json-limits.js';
+import { parseJson } from '../../src/http/body-reader.js';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 
 /**
- * The JSON limits of request bodies (DESIGN.md §7; src/http/json-limits.ts): nesting depth, strict
+ * The JSON limits of request bodies (DESIGN.md §7; src/domain/json-limits.ts): nesting depth, strict
  * UTF-8, and keys that could change prototypes — through the parser itself, the server's `parseJson`
  * (control-plane bodies) and the publish worker's `processBatch` (event batches).
  */

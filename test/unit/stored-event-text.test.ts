@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import type { EventType } from '../../src/domain/event-type.js';
-import { MAX_JSON_DEPTH, nestingBeyond, parseEventBatch, parseUntrustedJson, scanEventBatch } from '../../src/http/json-limits.js';
+import { MAX_JSON_DEPTH, nestingBeyond, parseEventBatch, parseUntrustedJson, scanEventBatch } from '../../src/domain/json-limits.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { PublishResult, PublishTask } from '../../workers/publish-protocol.js';
 import { eventTypeRecord } from '../support/fixtures.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { negotiateStreamFormat } from '../../src/http/stream-format.js';
+import { negotiateStreamFormat } from '../../src/domain/stream-format.js';
 import { requestedCursors } from '../../src/services/consumption/low-level-streams.js';
 import { BrokerError } from '../../src/errors/catalog.js';
 

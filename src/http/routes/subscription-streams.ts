@@ -4,7 +4,7 @@ import type { AccessControl } from '../../services/access-control.js';
 import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription } from '../../services/consumption/subscription-streams.js';
 import type { HttpServer } from '../server.js';
-import { negotiateStreamFormat } from '../stream-format.js';
+import { negotiateStreamFormat } from '../../domain/stream-format.js';
 
 /**
  * Subscription consumption routes (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset,

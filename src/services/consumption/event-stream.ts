@@ -1,13 +1,13 @@
 import type { BrokerConfig } from '../../config/config-schema.js';
 import type { Subject } from '../../auth/subject.js';
 import type { StreamParameters } from '../../domain/stream-parameters.js';
-import type { StreamSink } from '../../http/server.js';
+import type { StreamSink } from '../../domain/stream-sink.js';
 import type { TimelineMap } from '../../domain/timeline.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
 import type { EventSegment } from '../../storage/partition-store.js';
 import { offsetField } from '../../storage/subscription-state-store.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
-import { SSE_KEEP_ALIVE, SSE_RETRY_MS, type StreamFormat } from '../../http/stream-format.js';
+import { SSE_KEEP_ALIVE, SSE_RETRY_MS, type StreamFormat } from '../../domain/stream-format.js';
 import { IDLE_POLL_FACTOR } from './partition-wakeups.js';
 
 /** One partition a stream reads: positions are offsets (last consumed = -1 before the first event). */

@@ -4,7 +4,7 @@ import { OFFSET_EXPIRED, parseOffset, type PartitionRange } from '../../domain/o
 import type { TimelineMap } from '../../domain/timeline.js';
 import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
 import { brokerError } from '../../errors/catalog.js';
-import type { StreamingAnswer, StreamSink } from '../../http/server.js';
+import type { StreamingAnswer, StreamSink } from '../../domain/stream-sink.js';
 import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
@@ -13,7 +13,7 @@ import { CONSUMPTION_BLOCKED, READERS_CHANGED, readersKey, type AccessControl } 
 import type { Settings } from '../settings.js';
 import { EventStreamLoop, type StreamedListener, type StreamPartition, type StreamPolicy, type TimelineSource } from './event-stream.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
-import { negotiateStreamFormat, STREAM_CONTENT_TYPES, type StreamFormat } from '../../http/stream-format.js';
+import { negotiateStreamFormat, STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
 
 /** The `Warning` header of every low-level stream (spec "Low-level consumption (deprecated)"). */
 export const DEPRECATION_WARNING = '299 - "The low-level API is deprecated and will be removed; use subscriptions"';

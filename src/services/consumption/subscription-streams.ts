@@ -9,7 +9,7 @@ import { parseStreamParameters, type StreamParameters } from '../../domain/strea
 import type { Subscription } from '../../domain/subscription.js';
 import { brokerError } from '../../errors/catalog.js';
 import { scriptError } from '../../storage/script-failures.js';
-import type { StreamingAnswer, StreamSink } from '../../http/server.js';
+import type { StreamingAnswer, StreamSink } from '../../domain/stream-sink.js';
 import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
 import type { Keys } from '../../storage/keys.js';
@@ -23,7 +23,7 @@ import { NO_CONSUMPTION_METER, type ConsumptionMeter, type StreamMeter } from '.
 import { deadLetterPolicyOf, deadLetterStart, type DeadLetterPolicy, type PartitionDeadLetterState } from '../../domain/dead-letter.js';
 import type { DeadLetterQueue } from '../dead-letter-queue.js';
 import type { SubscriptionNotice, SubscriptionNotices } from './subscription-notices.js';
-import { STREAM_CONTENT_TYPES, type StreamFormat } from '../../http/stream-format.js';
+import { STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
 
 /** One partition of a subscription with its event type's timelines (issue 6 §3.2). */
 export interface SubscriptionPartition extends PartitionKey {

@@ -1,0 +1,63 @@
+/**
+ * Where the broker works around its HTTP engine, hyper-express 6.18 on uWebSockets.js 20.30 (DESIGN.md
+ * §1): each function names what the engine does on its own and why the broker cannot use that. The
+ * request pipeline, the body reader and the stream writer call these instead of the engine directly.
+ */
+import HyperExpress from 'hyper-express';
+import { PortInUseError } from './port-check.js';
+
+/** uWS `ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT`: bind without SO_REUSEPORT. */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+/** uWS's native `listen` with host, port and options (its typings list only the other forms); the patched form takes no options. */
+type ListenCallback = (listenSocket: unknown) => void;
+type ListenWithOptions = (host: string, port: number, options: number, cb: ListenCallback) => unknown;
+type ListenOnHost = (host: string, port: number, cb: ListenCallback) => unknown;
+
+/**
+ * A hyper-express server that leaves body limits to the broker. hyper-express refuses a body above its
+ * `max_body_length` with a bare 413 before any route runs; the limit is enforced in the pipeline instead
+ * (src/http/body-reader.ts: `refuseDeclaredOversize`, `readBody`), so the answer is a problem with
+ * X-Flow-Id. Bodies are buffered by hyper-express in chunks of at most 64 KiB.
+ */
+export function createEngine(): HyperExpress.Server {
+  return new HyperExpress.Server({ max_body_length: Number.MAX_SAFE_INTEGER, max_body_buffer: 64 * 1024 });
+}
+
+/**
+ * Starts `app` listening on `host:port`, exclusively: uWebSockets.js would otherwise set SO_REUSEPORT
+ * and a second node on the same port would share it silently. hyper-express offers `exclusive_port`
+ * only without a host, so its listen runs with uWS's `listen(host, port, cb)` turned, for that one call,
+ * into `listen(host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, cb)` (which uWS 20.30's native listen accepts);
+ * hyper-express keeps its own bookkeeping of the listen socket (port, shutdown).
+ * @returns the bound port (useful with port 0)
+ * @throws PortInUseError when the port is taken
+ */
+export async function listenExclusive(app: HyperExpress.Server, port: number, host: string): Promise<number> {
+  const uws = app.uws_instance;
+  const native: unknown = Reflect.get(uws, 'listen'); // uWS's own, from the prototype
+  const exclusive: ListenOnHost = (h, p, cb) => (native as ListenWithOptions).call(uws, h, p, LIBUS_LISTEN_EXCLUSIVE_PORT, cb);
+  Object.defineProperty(uws, 'listen', { value: exclusive, configurable: true, writable: true });
+  try {
+    await app.listen(port, host);
+  } catch {
+    throw new PortInUseError(host, port);
+  } finally {
+    Reflect.deleteProperty(uws, 'listen'); // the prototype's listen again
+  }
+  return app.port;
+}
+
+/**
+ * Sends a 204. hyper-express 6.18 passes `endWithoutBody(undefined, undefined)` to uWS, which this uWS
+ * build reads as a `Content-Length` of 2^63 and then drops the connection, so clients lose keep-alive
+ * (and some see ECONNRESET). uWS called without arguments writes no length. The hook is removed when used.
+ */
+export function endWithoutBody(res: HyperExpress.Response): void {
+  const raw = res.raw as unknown as { endWithoutBody: (...args: unknown[]) => unknown };
+  const original = raw.endWithoutBody;
+  raw.endWithoutBody = function (this: unknown, length?: unknown, close?: unknown) {
+    raw.endWithoutBody = original;
+    return length === undefined && close === undefined ? original.call(this) : original.call(this, length, close);
+  };
+  res.send();
+}

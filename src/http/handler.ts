@@ -1,0 +1,42 @@
+/**
+ * What a route handler sees and answers (DESIGN.md §1): the request context the pipeline builds
+ * (src/http/request-pipeline.ts) and the two kinds of answer, plain or streamed
+ * (src/domain/stream-sink.ts). Types only; routes import them through src/http/server.ts.
+ */
+import type { Logger } from '../observability/logger.js';
+import type { Subject } from '../auth/subject.js';
+import type { StreamingAnswer } from '../domain/stream-sink.js';
+
+/** The HTTP methods routes are registered for. */
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** What a handler answers; `body` objects are sent as JSON. */
+export interface HttpAnswer {
+  readonly status: number;
+  readonly body?: string | Buffer | object;
+  readonly contentType?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** Per-request context handed to handlers. */
+export interface RequestContext {
+  readonly method: Method;
+  readonly path: string;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: URLSearchParams;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly flowId: string;
+  /** Who asks: authenticated before the handler runs (routes registered `public` get `unauthenticated`). */
+  readonly subject: Subject;
+  readonly log: Logger;
+  /** The body bytes, inflated when sent with `Content-Encoding: gzip` or `zstd`, within the size limits. @throws BrokerError 400/413/415 */
+  body(): Promise<Buffer>;
+  /**
+   * The body parsed as JSON: strict UTF-8, at most `MAX_JSON_DEPTH` levels, no `__proto__` or
+   * `constructor.prototype` key (src/domain/json-limits.ts). @throws BrokerError 400 when it is not that
+   */
+  json(): Promise<unknown>;
+}
+
+/** A route handler: answers, or throws a BrokerError (mapped to a problem) or anything else (500). */
+export type Handler = (ctx: RequestContext) => Promise<HttpAnswer | StreamingAnswer>;
