@@ -1,0 +1,193 @@
+import type { BrokerConfig } from '../../config/config-schema.js';
+import type { StreamParameters } from '../../domain/stream-parameters.js';
+import type { TimelineMap } from '../../domain/timeline.js';
+import type { PartitionLogs } from '../../storage/partition-logs.js';
+import type { EventSegment } from '../../storage/partition-store.js';
+import type { BatchCutter } from './batch-cutter.js';
+import { IDLE_POLL_FACTOR } from './partition-wakeups.js';
+import type { StreamPartition } from './stream-partition.js';
+
+/** What reading asks of the stream's policy (part of `StreamPolicy`, event-stream.ts). */
+export interface ReadPolicy {
+  /**
+   * Whether an event goes to the client (per-event authorization, issue 4); skipped events are not
+   * sent but the cursor moves past them. Absent = every event.
+   */
+  accept?(partition: StreamPartition, event: string): boolean;
+}
+
+/** Where reading finds an event type's current timelines (the event type cache; undefined = unknown). */
+export interface TimelineLookup {
+  get(name: string): Promise<{ readonly timelines: TimelineMap } | undefined>;
+}
+
+/** What a {@link PartitionReader} reads from and into. */
+export interface PartitionReaderOptions {
+  /** `batch_limit` (a partition with that many events buffered is not read) and `batch_timespan`. */
+  readonly rules: Pick<StreamParameters, 'batchLimit' | 'batchTimespanSeconds'>;
+  readonly logs: PartitionLogs;
+  readonly eventTypes: TimelineLookup;
+  readonly config: BrokerConfig['consumption'];
+  readonly policy: ReadPolicy;
+  /** The stream's partitions by key (the loop's map; a partition no longer in it is not filled). */
+  readonly partitions: ReadonlyMap<string, StreamPartition>;
+  /** The read buffers (read events go there; their size counts against the cap). */
+  readonly buffers: BatchCutter;
+  /** Bytes the client's socket still holds (they count against the cap too). */
+  readonly clientBufferedBytes: () => number;
+  /** Wakes the stream's loop (a publish notice for one of its partitions arrived). */
+  readonly wake: () => void;
+}
+
+/**
+ * Reading of one stream (DESIGN.md §6; docs/architecture.md §4.1): follows each partition's active
+ * timeline and its publish notices (a notice records the partition's next offset and wakes the loop),
+ * and reads stream entries after each partition's last read offset into the read buffers while the
+ * stream's buffered bytes (its own plus the client socket's) stay under
+ * `consumption.maxStreamBufferBytes`. A partition is read when it has room (fewer than `batch_limit`
+ * events buffered) and something new, or when its safety-net poll is due.
+ */
+export class PartitionReader {
+  private readonly rules: Pick<StreamParameters, 'batchLimit' | 'batchTimespanSeconds'>;
+  private readonly logs: PartitionLogs;
+  private readonly eventTypes: TimelineLookup;
+  private readonly config: BrokerConfig['consumption'];
+  private readonly policy: ReadPolicy;
+  private readonly partitions: ReadonlyMap<string, StreamPartition>;
+  private readonly buffers: BatchCutter;
+  private readonly clientBufferedBytes: () => number;
+  private readonly wake: () => void;
+
+  constructor(options: PartitionReaderOptions) {
+    this.rules = options.rules;
+    this.logs = options.logs;
+    this.eventTypes = options.eventTypes;
+    this.config = options.config;
+    this.policy = options.policy;
+    this.partitions = options.partitions;
+    this.buffers = options.buffers;
+    this.clientBufferedBytes = options.clientBufferedBytes;
+    this.wake = options.wake;
+  }
+
+  /**
+   * Reads more events for partitions that have room and something new (or are due a poll), after
+   * taking each event type's current timelines.
+   * @throws BrokerError 503 when Redis fails while reading or a timeline's storage cannot be opened
+   */
+  async fill(): Promise<void> {
+    await this.refreshTimelines();
+    const capBytes = this.config.maxStreamBufferBytes;
+    const buffered = this.clientBufferedBytes() + this.buffers.bufferedBytes;
+    if (buffered >= capBytes) return;
+    const t = performance.now();
+    const due = [...this.partitions.values()].filter(
+      (p) => p.active && p.bufferedEvents < this.rules.batchLimit && (p.knownNext - 1 > p.read || t - p.lastReadAt >= this.pollIntervalOf(p)),
+    );
+    // Entries vary in size (one publish request's share each): ask for as many as the room left
+    // should hold at the partition's average entry size, so one read overshoots the cap by one entry at most.
+    const room = capBytes - buffered;
+    const slices = await Promise.all(
+      due.map((p) => {
+        p.lastReadAt = t;
+        // Unknown entry size: one entry first. Reads stay near READ_TARGET_BYTES so one large reply
+        // never holds the event loop (and the commits waiting on it) for long.
+        const budget = Math.min(room / due.length, READ_TARGET_BYTES);
+        const count = p.entryBytes === 0 ? 1 : Math.max(1, Math.min(this.config.readEntries, Math.floor(budget / p.entryBytes)));
+        return this.logs.read(p.eventType, p.timelines, p.partition, p.read, count);
+      }),
+    );
+    // Filtering and batch_timespan look at single events; otherwise whole entries travel as they are.
+    const perEvent = this.policy.accept !== undefined || this.rules.batchTimespanSeconds > 0;
+    due.forEach((p, i) => {
+      const slice = slices[i];
+      if (!slice || !p.active || this.partitions.get(p.key) !== p) return;
+      const head = slice.segments[0];
+      const tail = slice.segments[slice.segments.length - 1];
+      if (head === undefined || tail === undefined) {
+        if (p.knownNext - 1 > p.read) p.knownNext = p.read + 1;
+        return;
+      }
+      if (head.first > p.read + 1 && p.bufferedEvents === 0) {
+        // Retention removed events the stream had not reached: continue at the oldest kept one.
+        p.sent = head.first - 1;
+      }
+      let bytes = 0;
+      for (const segment of slice.segments) {
+        bytes += segment.data.length;
+        if (perEvent) this.addEvents(p, segment);
+        else this.buffers.push(p, segment);
+      }
+      p.entryBytes = bytes / slice.segments.length;
+      p.read = tail.first + tail.count - 1;
+      // A read cut at readEntries leaves more behind: read again without waiting for a notice.
+      if (slice.more) p.knownNext = Number.POSITIVE_INFINITY;
+      else if (p.knownNext - 1 <= p.read) p.knownNext = p.read + 1;
+    });
+  }
+
+  /**
+   * True when `p` has known data to read and room for it, given `buffered` bytes (the stream's read
+   * buffers plus the client socket's): then the loop goes round again at once.
+   */
+  hasNews(p: StreamPartition, buffered: number): boolean {
+    return p.knownNext - 1 > p.read && p.bufferedEvents < this.rules.batchLimit && buffered < this.config.maxStreamBufferBytes;
+  }
+
+  /** When `p`'s next safety-net read is due (ms, `performance.now()`). */
+  pollDeadline(p: StreamPartition): number {
+    return p.lastReadAt + this.pollIntervalOf(p);
+  }
+
+  /**
+   * Takes each event type's current timelines and (re)subscribes partitions to the notices of their
+   * active timeline: after a switch, publishes land on the new timeline and wake readers there.
+   * @throws BrokerError 503 when a timeline's storage cannot be opened
+   */
+  private async refreshTimelines(): Promise<void> {
+    const current = new Map<string, TimelineMap>();
+    for (const p of this.partitions.values()) {
+      let timelines = current.get(p.eventType);
+      if (timelines === undefined) {
+        timelines = (await this.eventTypes.get(p.eventType))?.timelines ?? p.timelines;
+        current.set(p.eventType, timelines);
+      }
+      p.timelines = timelines;
+      if (p.listening === timelines.active.order) continue;
+      const { wakeups, channel, order } = await this.logs.notices(p.eventType, timelines, p.partition);
+      if (this.partitions.get(p.key) !== p) continue;
+      p.unlisten();
+      p.listening = order;
+      p.unlisten = wakeups.listen(channel, (next) => {
+        p.knownNext = next;
+        this.wake();
+      });
+      p.noticesLive = () => wakeups.live(channel);
+      // A publish may have landed on the new timeline before the subscription: read at once.
+      p.knownNext = Number.POSITIVE_INFINITY;
+    }
+  }
+
+  /** Splits a segment into single events, leaving out those the policy does not accept. */
+  private addEvents(p: StreamPartition, segment: EventSegment): void {
+    let position = 0;
+    for (let i = 0; i < segment.count; i++) {
+      const newline = segment.data.indexOf(NEWLINE, position);
+      const end = newline < 0 ? segment.data.length : newline;
+      const data = segment.data.subarray(position, end);
+      position = end + 1;
+      const offset = segment.first + i;
+      if (this.policy.accept !== undefined && !this.policy.accept(p, data.toString())) this.buffers.skip(p, offset);
+      else this.buffers.push(p, { first: offset, count: 1, data });
+    }
+  }
+
+  /** ms between safety-net reads of a partition: slower while its notices reach this node. */
+  private pollIntervalOf(p: StreamPartition): number {
+    return p.noticesLive() ? this.config.pollIntervalMs * IDLE_POLL_FACTOR : this.config.pollIntervalMs;
+  }
+}
+
+const NEWLINE = 0x0a;
+/** Bytes one partition read aims at (at least one entry is always read). */
+const READ_TARGET_BYTES = 1 << 20;
