@@ -158,21 +158,20 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, logs, config.subscriptions);
   // The dead-letter queue of subscriptions (issue 14 §3): its event type exists on every installation.
   const deadLetters = new DeadLetterQueue(publisher, settings, config.publish.maxEventBytes);
-  const subscriptionStreams = new SubscriptionStreams(
+  const subscriptionStreams = new SubscriptionStreams({
     access,
     settings,
-    (listener) => cache.onChange(listener),
-    subscriptionRegistry,
-    cache,
-    subscriptionState,
+    eventTypeChanges: (listener) => cache.onChange(listener),
+    subscriptions: subscriptionRegistry,
+    eventTypes: cache,
+    state: subscriptionState,
     logs,
-    cache,
-    keys,
+    timelineSource: cache,
     config,
     logger,
     metrics,
     deadLetters,
-  );
+  });
   // Subscription notices (issue 15 §3): a sharded channel per subscription, subscribed only while this
   // node streams it; its own connection, like the partition wake-ups'.
   const subscriptionNotices = new SubscriptionNotices(duplicateForShardedSubscribe(redis, logger, 'broker-subscription-notices'), keys, logger, config.redis.commandTimeoutMs);

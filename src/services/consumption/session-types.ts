@@ -1,0 +1,108 @@
+import type { BrokerConfig } from '../../config/config-schema.js';
+import type { EventType } from '../../domain/event-type.js';
+import type { TimelineMap } from '../../domain/timeline.js';
+import type { PartitionKey } from '../../domain/rebalance.js';
+import type { StreamParameters } from '../../domain/stream-parameters.js';
+import type { Subscription } from '../../domain/subscription.js';
+import type { StreamSink } from '../../domain/stream-sink.js';
+import type { StreamFormat } from '../../domain/stream-format.js';
+import type { Logger } from '../../observability/logger.js';
+import type { ConsumptionMeter } from '../../observability/meters.js';
+import type { PartitionLogs } from '../../storage/partition-logs.js';
+import type { SessionInfo, SubscriptionStateStore } from '../../storage/subscription-state-store.js';
+import { CONSUMPTION_BLOCKED, READERS_CHANGED } from '../access-control.js';
+import type { DeadLetterQueue } from '../dead-letter-queue.js';
+import type { Clock } from './clock.js';
+import type { EventStreamLoop, StreamedListener, StreamPolicy } from './event-stream.js';
+
+/** One partition of a subscription with its event type's timelines (issue 6 §3.2). */
+export interface SubscriptionPartition extends PartitionKey {
+  readonly timelines: TimelineMap;
+}
+
+/** A subscription resolved for consumption: its record and every partition of its event types. */
+export interface ResolvedSubscription {
+  readonly record: Subscription;
+  readonly partitions: readonly SubscriptionPartition[];
+  /** The records of its event types that exist. */
+  readonly eventTypes: readonly EventType[];
+}
+
+/** Closing-batch debug messages (WIRE.md "Streaming"). */
+export const END_REASONS = {
+  commitTimeout: 'Commit timeout reached',
+  streamLimit: (n: number) => `Stream limit in events reached: ${n}`,
+  reset: 'Resetting subscription cursors',
+  sessionLost: 'Stream session ended: its lease expired or the subscription changed',
+  blocked: CONSUMPTION_BLOCKED,
+  authorizationChanged: 'Subscription authorization changed; reconnect',
+  readersChanged: READERS_CHANGED,
+  /** An event type of the stream got more partitions (repartitioning): reconnect to get them too. */
+  repartitioned: 'The partitions of an event type of this stream changed (repartitioning); reconnect',
+} as const;
+
+/** Stores a skipped event in the dead-letter queue. @throws when it was not stored */
+export type DeadLetterSink = Pick<DeadLetterQueue, 'publish'>;
+
+/** What a session reads and writes of its subscription's state in Redis (`SubscriptionStateStore`). */
+export type SessionStore = Pick<SubscriptionStateStore, 'read' | 'offsets' | 'heartbeat' | 'commit' | 'deadLetters' | 'setDeadLetter' | 'addFailedSends'>;
+
+/** What a session uses of its batch loop (`EventStreamLoop`). */
+export type SessionLoop = Pick<EventStreamLoop, 'current' | 'streamed' | 'get' | 'add' | 'remove' | 'deactivate' | 'skipTo' | 'poke' | 'run'>;
+
+/**
+ * Builds the batch loop of one subscription stream (`EventStreamLoop` over the node's partition logs,
+ * timelines and stream meter), asking `policy` every round.
+ */
+export type OpenSessionLoop = (params: StreamParameters, sink: StreamSink, policy: StreamPolicy, format: StreamFormat) => SessionLoop;
+
+/** The stores, clock and settings a session runner works with (shared by all runners of a node). */
+export interface RunnerDeps {
+  readonly state: SessionStore;
+  /** Reads the event a dead-letter skip stores (issue 14 §3). */
+  readonly logs: Pick<PartitionLogs, 'read'>;
+  /** Builds a stream's batch loop. */
+  readonly openLoop: OpenSessionLoop;
+  /** `subscriptions.leaseTtlMs`: the lease a heartbeat renews. */
+  readonly config: { readonly subscriptions: Pick<BrokerConfig['subscriptions'], 'leaseTtlMs'> };
+  readonly logger: Logger;
+  /** Counts skipped poison events (`broker_dead_letters_total`). */
+  readonly consumption: ConsumptionMeter;
+  /** Where skipped events go with `DEAD_LETTER_QUEUE` (issue 14 §3); absent = they are only skipped. */
+  readonly deadLetters: DeadLetterSink | undefined;
+  /** Time and timers of the sessions: heartbeat, lease fence, commit timeout, commit window. */
+  readonly clock: Clock;
+}
+
+/**
+ * A change of a subscription's sessions or assignment (`SubscriptionStreams.applyChange`): `remove`
+ * sessions, `upsert` one (joins or changes, leased `leaseMs` from Redis's now), `complete` a partition's
+ * hand-over from session `from`; `refuseDuringReset` refuses the change while a cursor reset runs.
+ * An empty change only sweeps expired sessions.
+ */
+export interface SessionChange {
+  readonly remove?: readonly string[];
+  readonly upsert?: { readonly id: string; readonly info: SessionInfo; readonly leaseMs: number };
+  readonly complete?: PartitionKey & { readonly from: string };
+  readonly refuseDuringReset?: boolean;
+}
+
+/** What a session asks of the node's subscription streams (`SubscriptionStreams`). */
+export interface SessionOwner {
+  /** What the session runners use. */
+  readonly deps: RunnerDeps;
+  /** This node's id, written in the info of its sessions. */
+  readonly nodeId: string;
+  /** True once the node shuts down: sessions are released at once. */
+  readonly stopping: boolean;
+  /** Told what each stream sent when it ends (KPI `broker.data.streamed`). */
+  readonly streamedListener: StreamedListener | undefined;
+  /** Whether the change notices of subscription `id` reach this node now. */
+  noticesLive(id: string): boolean;
+  /**
+   * Recomputes and writes the assignment with `change` (compare-and-set, retried).
+   * @returns 'ok', or 'CURSOR_RESET_RUNNING' when `refuseDuringReset` and a cursor reset runs
+   * @throws BrokerError 503
+   */
+  applyChange(subscription: ResolvedSubscription, change: SessionChange): Promise<'ok' | 'CURSOR_RESET_RUNNING'>;
+}
