@@ -122,7 +122,7 @@ describe('event stream loop', () => {
     await append('loop.skip', [{ n: 0 }, { n: 1, skip: true }, { n: 2 }, { n: 3, skip: true }, { n: 4, skip: true }]);
     const sink = new FakeSink();
     const policy = new TestPolicy((e) => e.includes('"skip":true'));
-    const loop = new EventStreamLoop(params({ batchLimit: 2, streamTimeoutSeconds: 2 }), sink, policy, logs, noChanges, config);
+    const loop = new EventStreamLoop({ params: params({ batchLimit: 2, streamTimeoutSeconds: 2 }), sink, policy: policy, logs, eventTypes: noChanges, config });
     loop.add('loop.skip', '0', timelines, -1);
     await loop.run(false);
     const lines = sink.lines.map((l) => JSON.parse(l) as Line);
@@ -136,7 +136,7 @@ describe('event stream loop', () => {
     await append('loop.tail', [{ n: 0 }]);
     const sink = new FakeSink();
     const policy = new TestPolicy((e) => e.includes('"skip":true'));
-    const loop = new EventStreamLoop(params({ batchLimit: 1, streamTimeoutSeconds: 3 }), sink, policy, logs, noChanges, config);
+    const loop = new EventStreamLoop({ params: params({ batchLimit: 1, streamTimeoutSeconds: 3 }), sink, policy: policy, logs, eventTypes: noChanges, config });
     loop.add('loop.tail', '0', timelines, -1);
     const running = loop.run(false);
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -156,7 +156,7 @@ describe('event stream loop', () => {
       { n: 2, ...at(3000) },
     ]);
     const sink = new FakeSink();
-    const loop = new EventStreamLoop(params({ batchLimit: 10, batchTimespanSeconds: 1, batchFlushTimeoutSeconds: 2, streamTimeoutSeconds: 2 }), sink, new TestPolicy(), logs, noChanges, config);
+    const loop = new EventStreamLoop({ params: params({ batchLimit: 10, batchTimespanSeconds: 1, batchFlushTimeoutSeconds: 2, streamTimeoutSeconds: 2 }), sink, policy: new TestPolicy(), logs, eventTypes: noChanges, config });
     loop.add('loop.span', '0', timelines, -1);
     const started = Date.now();
     const running = loop.run(false);
@@ -173,7 +173,7 @@ describe('event stream loop', () => {
     for (let i = 0; i < 50; i++) await append('loop.slow', Array.from({ length: 10 }, (_, j) => ({ n: i * 10 + j, big })));
     const sink = new FakeSink();
     sink.blocked = true;
-    const loop = new EventStreamLoop(params({ batchLimit: 10, streamTimeoutSeconds: 3 }), sink, new TestPolicy(), logs, noChanges, config);
+    const loop = new EventStreamLoop({ params: params({ batchLimit: 10, streamTimeoutSeconds: 3 }), sink, policy: new TestPolicy(), logs, eventTypes: noChanges, config });
     loop.add('loop.slow', '0', timelines, -1);
     const running = loop.run(false);
     await new Promise((resolve) => setTimeout(resolve, 500));

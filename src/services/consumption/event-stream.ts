@@ -53,6 +53,21 @@ export interface TimelineSource extends TimelineLookup {
   onChange(listener: (name: string | undefined) => void): () => void;
 }
 
+/** What an {@link EventStreamLoop} streams, from where, to whom. */
+export interface EventStreamLoopOptions {
+  /** The stream's parameters (spec "Stream parameters"; durations in seconds). */
+  readonly params: StreamParameters;
+  readonly sink: StreamSink;
+  readonly policy: StreamPolicy;
+  readonly logs: PartitionLogs;
+  readonly eventTypes: TimelineSource;
+  readonly config: BrokerConfig['consumption'];
+  /** Counts the stream while it runs and what it sends (once per write, never per event; default: none). */
+  readonly meter?: StreamMeter;
+  /** How batches are framed: JSON lines (the default), or server-sent events (src/domain/stream-format.ts). */
+  readonly format?: StreamFormat;
+}
+
 /**
  * The batch loop shared by the low-level and the subscription streams (spec "Stream parameters";
  * WIRE.md "Low-level stream", "Streaming"; DESIGN.md §6).
@@ -70,6 +85,10 @@ export interface TimelineSource extends TimelineLookup {
  * continues on the next (issue 6 §3.2).
  */
 export class EventStreamLoop {
+  private readonly sink: StreamSink;
+  private readonly policy: StreamPolicy;
+  private readonly eventTypes: TimelineSource;
+  private readonly meter: StreamMeter;
   private readonly partitions = new Map<string, StreamPartition>();
   private readonly reader: PartitionReader;
   private readonly cutter: BatchCutter;
@@ -78,22 +97,16 @@ export class EventStreamLoop {
   private woken = false;
   private readonly deadline: number;
 
-  constructor(
-    params: StreamParameters,
-    private readonly sink: StreamSink,
-    private readonly policy: StreamPolicy,
-    logs: PartitionLogs,
-    private readonly eventTypes: TimelineSource,
-    config: BrokerConfig['consumption'],
-    /** Counts the stream while it runs and what it sends (once per write, never per event). */
-    private readonly meter: StreamMeter = NO_STREAM_METER,
-    /** How batches are framed: JSON lines, or server-sent events (src/domain/stream-format.ts). */
-    format: StreamFormat = 'json-stream',
-  ) {
+  constructor(options: EventStreamLoopOptions) {
+    const { params, sink, policy, logs, eventTypes, config } = options;
+    this.sink = sink;
+    this.policy = policy;
+    this.eventTypes = eventTypes;
+    this.meter = options.meter ?? NO_STREAM_METER;
     this.deadline = now() + params.streamTimeoutSeconds * 1000;
     const partitions = this.partitions;
     this.cutter = new BatchCutter({ rules: params, policy, partitions, maxBufferBytes: config.maxStreamBufferBytes });
-    this.writer = new BatchWriter({ sink, policy, partitions, format, meter });
+    this.writer = new BatchWriter({ sink, policy, partitions, format: options.format, meter: this.meter });
     this.reader = new PartitionReader({
       rules: params,
       logs,

@@ -138,7 +138,7 @@ export class LowLevelStreams {
   }
 
   private async stream(policy: LowLevelPolicy, timelines: TimelineMap, starts: readonly Start[], params: StreamParameters, sink: StreamSink, format: StreamFormat): Promise<void> {
-    const loop = new EventStreamLoop(params, sink, policy, this.logs, this.timelineSource, this.config, this.meter, format);
+    const loop = new EventStreamLoop({ params, sink, policy, logs: this.logs, eventTypes: this.timelineSource, config: this.config, meter: this.meter, format });
     policy.loop = loop;
     for (const start of starts) loop.add(policy.eventType, start.partition, timelines, start.offset);
     this.open.add(policy);

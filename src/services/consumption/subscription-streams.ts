@@ -101,7 +101,7 @@ export class SubscriptionStreams implements SessionOwner {
     this.deps = {
       state,
       logs,
-      openLoop: (params, sink, policy, format) => new EventStreamLoop(params, sink, policy, logs, options.timelineSource, config.consumption, meter, format),
+      openLoop: (params, sink, policy, format) => new EventStreamLoop({ params, sink, policy, logs, eventTypes: options.timelineSource, config: config.consumption, meter, format }),
       config,
       logger,
       consumption: metrics,
