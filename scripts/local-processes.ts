@@ -38,6 +38,27 @@ async function waitForPort(port: number, timeoutMs: number, child: ChildProcess)
   }
 }
 
+/**
+ * Waits until a broker node answers HTTP on `port` (any status of `GET /health`). An open port is not
+ * enough: the node's start-up check (`assertPortFree`) listens on the port for a moment before Redis is
+ * set up, and a connection made then is accepted and closed (the next request is refused).
+ */
+async function waitForHttp(port: number, timeoutMs: number, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answered = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2_000) }).then(
+      async (res) => {
+        await res.arrayBuffer();
+        return true;
+      },
+      () => false,
+    );
+    if (answered) return;
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`process on port ${port} did not come up (exit code ${String(child.exitCode)})`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
 function exited(child: ChildProcess): Promise<void> {
   return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once('exit', () => resolve()));
 }
@@ -148,7 +169,7 @@ async function startBrokerOnce(env: Record<string, string>, port: number, option
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   try {
-    await waitForPort(port, 20_000, child);
+    await waitForHttp(port, 20_000, child);
   } catch (err) {
     child.kill('SIGKILL');
     throw new Error(`${(err as Error).message}\n${output}`);

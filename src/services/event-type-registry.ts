@@ -25,7 +25,16 @@ export interface RegistryCaller {
   authorizationProblems(input: Pick<EventType, 'authorization' | 'event_owner_selector'>, creating: boolean): string[];
   /** @throws BrokerError 403 unless the caller may update or delete `existing` */
   requireAdmin(existing: EventType): void;
+  /**
+   * The service itself, registering its own event types at start-up: their schemas are the broker's,
+   * so the schema checks run under {@link TRUSTED_SCHEMA_CHECK_TIMEOUT_MS} instead of
+   * `eventTypes.schemaCompileTimeoutMs` (a node on a loaded machine must not fail to start on its own schema).
+   */
+  readonly trusted?: boolean;
 }
+
+/** Time limit of the schema checks of the service's own event types, in ms. */
+export const TRUSTED_SCHEMA_CHECK_TIMEOUT_MS = 60_000;
 
 const FIRST_VERSION = '1.0.0';
 
@@ -94,8 +103,8 @@ export class EventTypeRegistry {
     const input = this.parse(body, caller.isAdmin);
     const authorizationProblems = caller.authorizationProblems(input, true);
     if (authorizationProblems.length > 0) throw brokerError('UNPROCESSABLE', { reason: authorizationProblems.join('\n') });
-    const submitted = await this.guard(input.schema.schema, input);
-    await this.checkSchema(submitted, input);
+    const submitted = await this.guard(input.schema.schema, input, caller);
+    await this.checkSchema(submitted, input, caller);
     const now = new Date().toISOString();
     const record = toRecord(input, { type: 'json_schema', schema: input.schema.schema, version: FIRST_VERSION, created_at: now }, now, now);
     const topology: EventTypeTopology = { partitionCount: partitionCountOf(input, this.config), timeline: 1 };
@@ -188,7 +197,7 @@ export class EventTypeRegistry {
     const updateProblems = [...checkUpdate(previous, input, caller.isAdmin), ...caller.authorizationProblems(input, false)];
     if (updateProblems.length > 0) throw brokerError('UNPROCESSABLE', { reason: updateProblems.join('\n') });
 
-    const submitted = await this.guard(input.schema.schema, input);
+    const submitted = await this.guard(input.schema.schema, input, caller);
     let schema: EventTypeSchema = previous.schema;
     let newSchema: EventTypeSchema | undefined;
     if (input.schema.schema !== previous.schema.schema) {
@@ -199,7 +208,7 @@ export class EventTypeRegistry {
         schema = newSchema;
       }
     }
-    await this.checkSchema(submitted, input);
+    await this.checkSchema(submitted, input, caller);
     if (onlyWhenSchemaChanges && newSchema === undefined) return { record: previous, previous, changed: false };
     const record = toRecord(input, schema, previous.created_at, new Date().toISOString());
     const outcome = await this.store.update(record, existing.revision, newSchema);
@@ -274,8 +283,8 @@ export class EventTypeRegistry {
    * once accepted it is proven bounded (size, depth, subschemas, enum sizes), so the rules below that
    * walk it on the main thread are too. @throws BrokerError 422, 503 (BUSY: too many checks waiting)
    */
-  private async guard(text: string, input: EventTypeInput): Promise<JsonObject> {
-    const guarded = await this.pool.guardSchema(text, this.config.maxSchemaBytes, schemaCostLimitsOf(this.config), this.config.schemaCompileTimeoutMs);
+  private async guard(text: string, input: EventTypeInput, caller?: RegistryCaller): Promise<JsonObject> {
+    const guarded = await this.pool.guardSchema(text, this.config.maxSchemaBytes, schemaCostLimitsOf(this.config), this.schemaCheckTimeoutMs(caller));
     if (!guarded.ok) throw brokerError('INVALID_SCHEMA', { reason: guarded.reason });
     const schema = JSON.parse(text) as JsonObject;
     if (input.compatibility_mode === 'compatible') {
@@ -285,13 +294,17 @@ export class EventTypeRegistry {
     return schema;
   }
 
+  private schemaCheckTimeoutMs(caller: RegistryCaller | undefined): number {
+    return caller?.trusted === true ? TRUSTED_SCHEMA_CHECK_TIMEOUT_MS : this.config.schemaCompileTimeoutMs;
+  }
+
   /** Effective schema rules, key fields, then its validation cost and compilation in a worker under `schemaCompileTimeoutMs`. */
-  private async checkSchema(submitted: JsonObject, input: EventTypeInput): Promise<void> {
+  private async checkSchema(submitted: JsonObject, input: EventTypeInput, caller?: RegistryCaller): Promise<void> {
     const effective = buildEffectiveSchema(submitted, input.category, input.cleanup_policy, input.compatibility_mode);
     if (!effective.ok) throw brokerError('INVALID_SCHEMA', { reason: effective.reason });
     const fieldProblems = checkFieldsAgainstSchema(input, effective.schema);
     if (fieldProblems.length > 0) throw brokerError('UNPROCESSABLE', { reason: fieldProblems.join('\n') });
-    const compiled = await this.pool.compile(JSON.stringify(effective.schema), schemaCostLimitsOf(this.config), this.config.schemaCompileTimeoutMs);
+    const compiled = await this.pool.compile(JSON.stringify(effective.schema), schemaCostLimitsOf(this.config), this.schemaCheckTimeoutMs(caller));
     if (!compiled.ok) throw brokerError('INVALID_SCHEMA', { reason: compiled.reason });
   }
 }

@@ -3,8 +3,8 @@ import type { AuthorizationAttribute } from '../domain/event-type.js';
 import type { EventTypeRegistry, RegistryCaller } from './event-type-registry.js';
 import type { Settings } from './settings.js';
 
-/** The registry caller for the service's own event types: an administrator, no authorization rules. */
-const SERVICE_CALLER: RegistryCaller = { isAdmin: true, authorizationProblems: () => [], requireAdmin: () => undefined };
+/** The registry caller for the service's own event types: an administrator, no authorization rules, trusted schemas. */
+const SERVICE_CALLER: RegistryCaller = { isAdmin: true, authorizationProblems: () => [], requireAdmin: () => undefined, trusted: true };
 
 /**
  * Registers one of the service's own event types unless it exists (spec "Events emitted by the

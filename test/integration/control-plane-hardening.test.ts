@@ -196,7 +196,9 @@ describe('§2 no request can exhaust the heap', () => {
         expect(statuses, `${what}: ${answer.text}`).toContain(answer.status);
         if (answer.status === 413) expectProblem(answer, 413, /\(http\.maxControlBodyBytes\)$/);
         else expectProblem(answer, 422, detail);
-        expect(ms, what).toBeLessThan(3000);
+        // Before the limits, 100,000 names took 6.5-7.4 s (a Redis lookup each); the time includes the
+        // client serializing the body, which a loaded machine stretches (3.2 s seen), hence the margin.
+        expect(ms, what).toBeLessThan(6000);
       }
     }
     // Nothing changed.

@@ -66,9 +66,10 @@ async function stats(id: string): Promise<Map<string, PartitionStats>> {
 }
 
 /** Seconds since the oldest event of `batch` was received (by its metadata.received_at). */
-function ageOf(batch: StreamBatch | undefined): number {
+/** Seconds from the batch's first event's `received_at` to `at` (ms since the epoch, default now). */
+function ageOf(batch: StreamBatch | undefined, at = Date.now()): number {
   const receivedAt = (batch?.events?.[0]?.metadata as { received_at: string } | undefined)?.received_at ?? '';
-  return (Date.now() - Date.parse(receivedAt)) / 1000;
+  return (at - Date.parse(receivedAt)) / 1000;
 }
 
 describe('GET /metrics', () => {
@@ -156,29 +157,37 @@ describe('GET /metrics', () => {
     await new Promise((resolve) => setTimeout(resolve, 1100)); // a lag of at least a second
 
     const labels = (partition: string) => ({ subscription_id: id, consumer_group: 'billing', event_type: NAME, partition });
-    const expectLagAsStats = async (m: Exposition, unconsumed: Record<string, number>): Promise<void> => {
+    // The gauges were computed during the scrape (`from`..`to`, ms): the ages compared allow for that
+    // window and for the time the stats request took after it (a loaded machine stretches both).
+    const expectLagAsStats = async (m: Exposition, unconsumed: Record<string, number>, from: number, to: number): Promise<void> => {
       const s = await stats(id);
+      const statsDone = Date.now();
       for (const [partition, events] of Object.entries(unconsumed)) {
         expect(valueOf(m, 'broker_subscription_lag_events', labels(partition))).toBe(events);
         expect(s.get(partition)?.unconsumed_events).toBe(events);
         const seconds = valueOf(m, 'broker_subscription_lag_seconds', labels(partition)) ?? -1;
         const fromStats = s.get(partition)?.consumer_lag_seconds ?? -100;
         if (events === 0) expect(seconds).toBe(0);
-        else expect(Math.abs(seconds - ageOf(byPartition.get(partition)))).toBeLessThanOrEqual(1);
-        expect(Math.abs(seconds - fromStats)).toBeLessThanOrEqual(1);
+        else {
+          expect(seconds).toBeGreaterThanOrEqual(ageOf(byPartition.get(partition), from) - 1);
+          expect(seconds).toBeLessThanOrEqual(ageOf(byPartition.get(partition), to) + 1);
+        }
+        expect(Math.abs(seconds - fromStats)).toBeLessThanOrEqual(1 + (statsDone - from) / 1000);
       }
       const sum = Object.values(unconsumed).reduce((a, b) => a + b, 0);
       expect(valueOf(m, 'broker_subscription_lag_events_sum', { subscription_id: id, consumer_group: 'billing', event_type: NAME })).toBe(sum);
     };
 
+    const openFrom = Date.now();
     const open = await scrape();
+    const openTo = Date.now();
     expect(valueOf(open, 'broker_active_streams', { kind: 'subscription' })).toBe(1);
     const streamed = (m: Exposition) => valueOf(m, 'broker_streamed_events_total', { kind: 'subscription' }) ?? 0;
     expect(streamed(open) - streamed(before)).toBe(6);
     expect(valueOf(open, 'broker_subscription_rebalances_total')).toBeGreaterThan(valueOf(before, 'broker_subscription_rebalances_total') ?? 0);
     expect(valueOf(open, 'broker_subscription_committed_offset', labels('0'))).toBe(-1);
     expect(valueOf(open, 'broker_subscription_lag_seconds', labels('0'))).toBeGreaterThanOrEqual(1);
-    await expectLagAsStats(open, { '0': 3, '1': 3 });
+    await expectLagAsStats(open, { '0': 3, '1': 3 }, openFrom, openTo);
 
     // Commit partition 0: committed; again: outdated; with an unknown stream id: refused.
     const commit = (sid: string) => call(broker.url, 'POST', `/subscriptions/${id}/cursors`, { items: [byPartition.get('0')?.cursor] }, { 'X-Broker-StreamId': sid });
@@ -186,12 +195,14 @@ describe('GET /metrics', () => {
     expect((await commit(streamId)).status).toBe(200);
     expect((await commit(crypto.randomUUID())).status).toBe(422);
 
+    const committedFrom = Date.now();
     const committed = await scrape();
+    const committedTo = Date.now();
     const commits = (m: Exposition, result: string) => valueOf(m, 'broker_subscription_commits_total', { result }) ?? 0;
     for (const result of ['committed', 'outdated', 'refused']) expect(commits(committed, result) - commits(open, result)).toBe(1);
     expect(valueOf(committed, 'broker_subscription_committed_offset', labels('0'))).toBe(2);
     expect(valueOf(committed, 'broker_subscription_committed_offset', labels('1'))).toBe(-1);
-    await expectLagAsStats(committed, { '0': 0, '1': 3 });
+    await expectLagAsStats(committed, { '0': 0, '1': 3 }, committedFrom, committedTo);
 
     // Two more events on partition 0: its lag and newest offset follow.
     expect((await call(broker.url, 'POST', `/event-types/${NAME}/events`, events(2, ['0']))).status).toBe(200);
