@@ -21,7 +21,9 @@ export default function run(task: WorkerTask): PublishResult | SchemaNeeded | Gu
     return { threadId, validators: validators.size };
   }
   if (task.kind === 'warm') {
-    const { cost } = validators.get(task);
+    const { validate, cost } = validators.get(task);
+    // V8 compiles a function's bytecode on its first call: make that call now, not in the first batch.
+    validate({});
     return cost ? { threadId, validators: validators.size, cost } : { threadId, validators: validators.size };
   }
   if (task.kind === 'standalone') {

@@ -7,6 +7,7 @@ import { RedisWaitBudget } from '../storage/deadline.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import type { Logger } from '../observability/logger.js';
 import { instantiateValidator } from '../domain/schema-compiler.js';
+import { LRUCache } from 'lru-cache';
 import type { BatchItemResponse, PublishSpec, PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
 import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
@@ -18,6 +19,8 @@ import type { WorkerPool } from './worker-pool.js';
  * deterministic bound, unlike a compile time measured on a loaded machine.
  */
 const MAIN_THREAD_MAX_CODE_BYTES = 64 * 1024;
+/** Schema keys remembered as prepared (least recently used dropped first; as many as event types cached). */
+const WARMED_KEYS_KEPT = 10_000;
 
 /**
  * Whether a worker's measurement proves a schema cheap enough to validate on the main thread: results
@@ -45,7 +48,7 @@ export interface PublisherOptions {
   readonly redisTimeoutMs: number;
   /** `eventTypes.schemaCompileTimeoutMs`: how long preparing a validator may take in a worker, in ms. */
   readonly compileTimeoutMs: number;
-  /** Validators kept on the main thread (`caches.mainThreadValidatorEntries`, default 64). */
+  /** Validators kept on the main thread (`caches.mainThreadValidatorEntries`, default 256). */
   readonly mainThreadValidatorEntries?: number;
   readonly logger: Logger;
 }
@@ -74,6 +77,17 @@ export class Publisher {
    * standalone code a worker generated for a schema it measured as cheap, never compiled here.
    */
   private readonly validators: ValidatorCache;
+  /**
+   * Schema keys prepared in every worker thread (and on the main thread when cheap), dropped when the key
+   * retires: a further prepare of them sends no task. Only a shortcut: a thread that lost a validator
+   * (its LRU, or a replaced thread) compiles it again on demand.
+   */
+  private readonly warmed = new LRUCache<string, true>({ max: WARMED_KEYS_KEPT });
+  /**
+   * Schema keys whose standalone code was over {@link MAIN_THREAD_MAX_CODE_BYTES} (or could not be made):
+   * never asked for again, or every batch of such a schema would cost a worker a compile.
+   */
+  private readonly workersOnly = new LRUCache<string, true>({ max: WARMED_KEYS_KEPT });
   /** Schema keys whose standalone code is being made for the main thread (dropped when the key retires). */
   private readonly feeding = new Set<string>();
   /** Event types being prepared, and whether a change came in meanwhile (prepare again once done). */
@@ -91,7 +105,7 @@ export class Publisher {
 
   constructor(options: PublisherOptions) {
     ({ cache: this.cache, pool: this.pool, logs: this.logs, redis: this.redis, config: this.config, redisTimeoutMs: this.redisTimeoutMs, compileTimeoutMs: this.compileTimeoutMs, logger: this.logger } = options);
-    this.validators = new ValidatorCache(options.mainThreadValidatorEntries ?? 64, false);
+    this.validators = new ValidatorCache(options.mainThreadValidatorEntries ?? 256, false);
   }
 
   /**
@@ -125,6 +139,8 @@ export class Publisher {
     const eventType = await this.cache.get(name);
     if (!eventType || eventType.publishSpec.category === 'undefined') return;
     const spec = eventType.publishSpec;
+    // A node hears of each change twice (its own announce, then the notice): the second finds it done.
+    if (this.warmed.has(spec.schemaKey)) return;
     const cost = await this.pool.warm(spec, this.compileTimeoutMs);
     // A delete or schema change that raced the warm-up may have retired the key before the workers
     // compiled it: nothing may outlive its event type (issue 15 §1), so drop it again then.
@@ -133,23 +149,33 @@ export class Publisher {
       return;
     }
     if (cheapForMainThread(cost)) await this.feedMainThread(spec, cost);
+    this.warmed.set(spec.schemaKey, true);
   }
 
   /** Instantiates a cheap schema's validator on the main thread from code a worker generates; logs and gives up on failure. */
   private async feedMainThread(spec: PublishSpec, cost: SchemaCost): Promise<void> {
     const key = spec.schemaKey;
-    if (this.validators.has(key) || this.feeding.has(key)) return;
+    if (this.validators.has(key) || this.feeding.has(key) || this.workersOnly.has(key)) return;
     this.feeding.add(key);
     try {
       const made = await this.pool.standaloneCode(spec.effectiveSchema, this.compileTimeoutMs);
       if (!made.ok) {
+        this.workersOnly.set(key, true);
         this.logger.warn({ eventType: spec.name, reason: made.reason }, 'no main-thread validator for a cheap schema; its small batches go to the workers');
         return;
       }
-      if (Buffer.byteLength(made.code) > MAIN_THREAD_MAX_CODE_BYTES) return;
+      if (Buffer.byteLength(made.code) > MAIN_THREAD_MAX_CODE_BYTES) {
+        this.workersOnly.set(key, true);
+        return;
+      }
       // A key retired meanwhile (the event type changed or was deleted) is not kept.
-      if (this.feeding.has(key)) this.validators.set(key, { validate: instantiateValidator(made.code), cost });
+      if (!this.feeding.has(key)) return;
+      const validate = instantiateValidator(made.code);
+      // V8 compiles a function's bytecode on its first call: make that call now, not in the first batch.
+      validate({});
+      this.validators.set(key, { validate, cost });
     } catch (err) {
+      this.workersOnly.set(key, true);
       this.logger.warn({ err: (err as Error).message, eventType: spec.name }, 'no main-thread validator for a cheap schema; its small batches go to the workers');
     } finally {
       this.feeding.delete(key);
@@ -175,7 +201,11 @@ export class Publisher {
   /** Drops what this node keeps about retired schema keys (their event types were deleted or changed). */
   forgetSchemas(schemaKeys: readonly string[]): void {
     this.validators.forget(schemaKeys);
-    for (const key of schemaKeys) this.feeding.delete(key);
+    for (const key of schemaKeys) {
+      this.feeding.delete(key);
+      this.warmed.delete(key);
+      this.workersOnly.delete(key);
+    }
   }
 
   /** Entries of the main thread's validator cache (`broker_cache_entries`). */
