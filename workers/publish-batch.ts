@@ -13,7 +13,8 @@ import type { JsonObject } from '../src/domain/json-schema-walk.js';
 import { parseEventBatch, type EventBatchLayout } from '../src/http/json-limits.js';
 import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema-cost.js';
 import { rejectedItems } from '../src/domain/batch-items.js';
-import type { CompileResult, PartitionPayload, PublishResult, PublishStep, PublishTask, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
+import type { PublishStep } from '../src/domain/batch-item-response.js';
+import type { CompileResult, PartitionPayload, PublishResult, PublishTask, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
 
 /**
  * The main thread validates a small batch itself only against a schema a worker measured as cheap

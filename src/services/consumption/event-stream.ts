@@ -8,7 +8,7 @@ import type { EventSegment } from '../../storage/partition-store.js';
 import { offsetField } from '../../storage/subscription-state-store.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 import { SSE_KEEP_ALIVE, SSE_RETRY_MS, type StreamFormat } from '../../http/stream-format.js';
-import { IDLE_POLL_FACTOR } from './partition-wakeups.js';
+import { IDLE_POLL_FACTOR } from '../../storage/partition-wakeups.js';
 
 /** One partition a stream reads: positions are offsets (last consumed = -1 before the first event). */
 export class StreamPartition {

@@ -128,7 +128,7 @@ export const BatchItemResponseSchema = Type.Object(
   },
   Closed,
 );
-/** A batch item as the wire carries it (compare workers/publish-protocol.ts `BatchItemResponse`). */
+/** A batch item as the wire carries it (compare src/domain/batch-item-response.ts `BatchItemResponse`). */
 export type BatchItem = Static<typeof BatchItemResponseSchema>;
 /** The body of a 207 or 422 answer: one item per event, in input order. */
 export const BatchItemResponsesSchema = Type.Array(BatchItemResponseSchema);
