@@ -73,7 +73,7 @@ export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask;
  * What validating against an effective schema costs, as a worker measured it when it compiled the
  * schema: the worst subschema applications per value of an event (src/domain/schema-cost.ts) and the
  * compilation time in milliseconds. Publish results carry it only for schemas within the main
- * thread's budget (`INLINE_MAX_APPLICATIONS_PER_VALUE` of workers/publish-batch.ts): the main thread
+ * thread's budget (`INLINE_MAX_APPLICATIONS_PER_VALUE` of workers/validator-cache.ts): the main thread
  * validates small batches itself only for those (issue 13 §1.3).
  */
 export interface SchemaCost {

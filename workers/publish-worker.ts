@@ -6,8 +6,9 @@
 import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { guardSchema } from '../src/domain/schema-guard.js';
-import { processBatch, ValidatorCache } from './publish-batch.js';
+import { processBatch } from './publish-batch.js';
 import type { CompileResult, ForgetResult, GuardResult, PublishResult, SchemaNeeded, WorkerTask } from './publish-protocol.js';
+import { ValidatorCache } from './validator-cache.js';
 
 /** `caches.workerValidatorEntries`, handed over by the pool as worker data. */
 const validatorEntries = (workerData as { validatorEntries?: number } | undefined)?.validatorEntries ?? 256;

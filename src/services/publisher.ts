@@ -9,7 +9,8 @@ import { LRUCache } from 'lru-cache';
 import type { BatchItemResponse } from '../domain/batch-item-response.js';
 import type { PublishSpec } from '../domain/publish-spec.js';
 import type { PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
-import { INLINE_MAX_COMPILE_MS, processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+import { processBatch } from '../../workers/publish-batch.js';
+import { INLINE_MAX_COMPILE_MS, ValidatorCache } from '../../workers/validator-cache.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
