@@ -1,16 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { buildEffectiveSchema } from '../../src/domain/effective-schema.js';
 import type { EventType } from '../../src/domain/event-type.js';
-import {
-  annotationProblems,
-  checkFieldsAgainstSchema,
-  checkUpdate,
-  parseEventTypeInput,
-  partitionCountOf,
-  validateAnnotations,
-  type EventTypeInput,
-  type EventTypeLimits,
-} from '../../src/domain/event-type-rules.js';
+import { annotationProblems, validateAnnotations } from '../../src/domain/annotation-rules.js';
+import { parseEventTypeInput } from '../../src/domain/event-type-input.js';
+import { checkFieldsAgainstSchema, checkUpdate, partitionCountOf, type EventTypeInput, type EventTypeLimits } from '../../src/domain/event-type-rules.js';
 import type { JsonObject } from '../../src/domain/json-schema-walk.js';
 
 const HOUR = 3_600_000;

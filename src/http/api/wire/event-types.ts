@@ -61,7 +61,7 @@ export type EventTypeRecord = Static<typeof EventTypeRecordSchema>;
 /**
  * An event type as sent to `POST /event-types` and `PUT /event-types/{name}`: the record without the
  * service-set fields; `schema` without `version` and `created_at`. Described, not yet enforced by
- * schema (the checks are `src/domain/event-type-rules.ts`).
+ * schema (the checks are `src/domain/event-type-input.ts` and `event-type-rules.ts`).
  */
 export const EventTypeInputSchema = Type.Object({
   name: Type.String(),
