@@ -14,7 +14,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { EXCLUDED_PAYLOADS, SCHEMA_FIXES, loadGithubEventTypes, wrapAsDataEvent, type GithubEventType } from './github-event-types.js';
+import { loadGithubEventTypes, wrapAsDataEvent, type GithubEventType } from './github-event-types.js';
+import { EXCLUDED_PAYLOADS, SCHEMA_FIXES } from './github-schema-fixes.js';
 import { isJsonObject, type JsonObject } from '../src/domain/json-schema-walk.js';
 
 /** Attempts per event when the broker answers 207 (the failed items are sent again). */

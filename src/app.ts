@@ -7,7 +7,7 @@ import { publishingRoutes } from './http/routes/publishing.js';
 import { subscriptionRoutes } from './http/routes/subscriptions.js';
 import { lowLevelStreamRoutes } from './http/routes/low-level-streams.js';
 import { LowLevelStreams } from './services/consumption/low-level-streams.js';
-import { PartitionWakeups } from './services/consumption/partition-wakeups.js';
+import { PartitionWakeups } from './storage/partition-wakeups.js';
 import { SubscriptionNotices } from './services/consumption/subscription-notices.js';
 import { subscriptionStreamRoutes } from './http/routes/subscription-streams.js';
 import { SubscriptionCursors } from './services/consumption/subscription-cursors.js';
@@ -106,7 +106,13 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   // `publish.minReplicas`: appends to the node's deployment (any key namespace) wait for its replicas
   // (on a cluster, the replicas of each master written to).
   const replicated = config.publish.minReplicas > 0 ? await openReplicatedAppender(redis, keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
-  const storagePool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, ...(replicated ? { replicated } : {}) }, storages, config.redis, logger, config.publish);
+  const storagePool = new StoragePool({
+    node: { id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, ...(replicated ? { replicated } : {}) },
+    records: storages,
+    redis: config.redis,
+    logger,
+    publish: config.publish,
+  });
   const logs = new PartitionLogs(storagePool);
   const publisher = new Publisher({
     cache,

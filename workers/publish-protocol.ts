@@ -1,32 +1,13 @@
 /**
  * Messages between the main thread and the publish workers (DESIGN.md §5). Plain data only:
- * structured-cloned by piscina, with the body's bytes transferred rather than copied.
+ * structured-cloned by piscina, with the body's bytes transferred rather than copied. The event type's
+ * {@link PublishSpec} and the {@link BatchItemResponse} items of a rejection are domain types
+ * (src/domain/publish-spec.ts, src/domain/batch-item-response.ts): the main thread's services and the
+ * domain use them without reaching into workers/.
  */
-import type { Category, EventOwnerSelector, PartitionStrategy } from '../src/domain/event-type.js';
+import type { BatchItemResponse } from '../src/domain/batch-item-response.js';
+import type { PublishSpec } from '../src/domain/publish-spec.js';
 import type { SchemaCostLimits } from '../src/domain/schema-cost.js';
-
-/** What a worker needs to know about the event type; built once per cache fill on the main thread. */
-export interface PublishSpec {
-  readonly name: string;
-  readonly category: Category;
-  readonly enrich: boolean;
-  readonly partitionStrategy: PartitionStrategy;
-  /** Hash key fields, each as a path over the whole event (for `data`, prefixed with `data`). */
-  readonly partitionKeyPaths: readonly (readonly string[])[];
-  readonly partitionCount: number;
-  readonly schemaVersion: string;
-  /** Identifies the effective schema text (content hash): the worker's validator cache key. */
-  readonly schemaKey: string;
-  /** The effective schema as JSON text; compiled by a worker on its first use of `schemaKey`. */
-  readonly effectiveSchema: string;
-  /** The event type's owner selector: events whose owner value resolves to null are refused. */
-  readonly ownerSelector?: EventOwnerSelector;
-  /**
-   * True for cleanup_policy `compact` / `compact_and_delete` (issue 6): the payloads then carry each
-   * event's `metadata.partition_compaction_key` (the effective schema requires it). Absent = false.
-   */
-  readonly compacted?: boolean;
-}
 
 /**
  * The spec as a publish task carries it to a worker: the effective schema's text only when the worker
@@ -118,23 +99,12 @@ export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask | Wa
  * What validating against an effective schema costs, as a worker measured it when it compiled the
  * schema: the worst subschema applications per value of an event (src/domain/schema-cost.ts) and the
  * compilation time in milliseconds. Publish results carry it only for schemas within the main
- * thread's budget (`INLINE_MAX_APPLICATIONS_PER_VALUE` of workers/publish-batch.ts): the main thread
+ * thread's budget (`INLINE_MAX_APPLICATIONS_PER_VALUE` of workers/validator-cache.ts): the main thread
  * validates small batches itself only for those (issue 13 §1.3).
  */
 export interface SchemaCost {
   readonly applicationsPerValue: number;
   readonly compileMs: number;
-}
-
-/** Step names of BatchItemResponse (spec "BatchItemResponse"). */
-export type PublishStep = 'none' | 'validating' | 'partitioning' | 'enriching' | 'publishing';
-
-/** One item of a 422/207 answer (spec "BatchItemResponse"). */
-export interface BatchItemResponse {
-  eid: string;
-  publishing_status: 'submitted' | 'failed' | 'aborted';
-  step: PublishStep;
-  detail: string;
 }
 
 /** The events of one partition, serialized: the JSON texts joined by `\n` (JSON text never contains a raw newline). */

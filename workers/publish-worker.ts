@@ -8,8 +8,9 @@ import { Piscina } from 'piscina';
 import { guardSchema } from '../src/domain/schema-guard.js';
 import { standaloneValidatorCode } from '../src/domain/schema-compiler.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
-import { processBatch, ValidatorCache } from './publish-batch.js';
+import { processBatch } from './publish-batch.js';
 import type { CompileResult, ForgetResult, GuardResult, PublishResult, SchemaNeeded, StandaloneResult, WarmResult, WorkerTask } from './publish-protocol.js';
+import { ValidatorCache } from './validator-cache.js';
 
 /** `caches.workerValidatorEntries`, handed over by the pool as worker data. */
 const validatorEntries = (workerData as { validatorEntries?: number } | undefined)?.validatorEntries ?? 256;

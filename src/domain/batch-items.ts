@@ -2,7 +2,7 @@
  * The items of a rejected batch (spec "BatchItemResponse"; WIRE.md "Publishing": 422, nothing
  * written, one item per input event in input order; issue 14 §4.5). Pure.
  */
-import type { BatchItemResponse, PublishStep } from '../../workers/publish-protocol.js';
+import type { BatchItemResponse, PublishStep } from './batch-item-response.js';
 
 /** The steps an event goes through, in order (spec "BatchItemResponse"); `none` is before the first. */
 const STEP_ORDER: readonly PublishStep[] = ['none', 'validating', 'partitioning', 'enriching', 'publishing'];

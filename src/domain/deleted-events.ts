@@ -7,7 +7,8 @@
  * the spec's key paths point at it for compacted event types), and for `user_defined` `metadata.partition`. Under `random` the partition of earlier events is unknown,
  * so the tombstone goes to every partition.
  */
-import type { BatchItemResponse, PublishSpec, PublishStep } from '../../workers/publish-protocol.js';
+import type { BatchItemResponse, PublishStep } from './batch-item-response.js';
+import type { PublishSpec } from './publish-spec.js';
 import { rejectedItems } from './batch-items.js';
 import { hashPartition, readPath, userDefinedPartition } from './partitioner.js';
 

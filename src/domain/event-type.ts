@@ -1,6 +1,7 @@
 /**
  * The event type record as stored in Redis and served on the wire (spec "EventType"; WIRE.md
- * "Event types"). Wire names stay snake_case. Input validation lives in `event-type-rules.ts`.
+ * "Event types"). Wire names stay snake_case. Input validation lives in `event-type-input.ts` (the
+ * body's shape) and `event-type-rules.ts` (the rules a schema cannot say).
  */
 
 export const CATEGORIES = ['undefined', 'data', 'business'] as const;

@@ -9,7 +9,8 @@
  * `Field "name" ...`.
  */
 import type { AuthorizationAttribute } from './event-type.js';
-import { annotationProblems, EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH } from './event-type-rules.js';
+import { annotationProblems } from './annotation-rules.js';
+import { EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH } from './event-type-input.js';
 import { deadLetterAnnotationProblems, SUBSCRIPTION_SERVICE_ANNOTATIONS } from './dead-letter.js';
 import { absent, parseAttributeList, Problems, readString, withinCount, type RuleResult } from './rule-problems.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
@@ -207,7 +208,7 @@ function parseAuthorization(value: JsonValue | undefined, p: Problems): Subscrip
 }
 
 /**
- * Annotations or labels through the event type rules ({@link annotationProblems}); a subscription's
+ * Annotations or labels through the shared rules ({@link annotationProblems}); a subscription's
  * annotations may carry the service's dead-letter settings (issue 14 §3), checked here (422).
  */
 function parseStringMap(value: JsonValue | undefined, field: 'annotations' | 'labels', p: Problems): Record<string, string> | undefined {

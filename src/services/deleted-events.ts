@@ -5,7 +5,7 @@ import { parseUntrustedJson } from '../domain/json-limits.js';
 import type { StoredTimeline } from '../domain/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
 import type { RedisClient } from '../storage/redis-connection.js';
-import type { BatchItemResponse } from '../../workers/publish-protocol.js';
+import type { BatchItemResponse } from '../domain/batch-item-response.js';
 import type { EventTypeCache } from './event-type-cache.js';
 
 /** The answer to a deleted-events request: 200 empty, or 422/207 with one BatchItemResponse per event (as publishing). */

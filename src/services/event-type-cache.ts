@@ -6,7 +6,7 @@ import type { JsonObject } from '../domain/json-schema-walk.js';
 import type { Keys } from '../storage/keys.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { Logger } from '../observability/logger.js';
-import type { PublishSpec } from '../../workers/publish-protocol.js';
+import type { PublishSpec } from '../domain/publish-spec.js';
 
 /** A cached event type with what publishing needs precomputed. */
 export interface CachedEventType extends StoredEventType {

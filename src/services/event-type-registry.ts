@@ -1,7 +1,8 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import { buildEffectiveSchema } from '../domain/effective-schema.js';
 import type { AuthorizationAttribute, CompatibilityMode, EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
-import { checkFieldsAgainstSchema, checkUpdate, isSupportedSchemaType, parseEventTypeInput, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
+import { isSupportedSchemaType, parseEventTypeInput } from '../domain/event-type-input.js';
+import { checkFieldsAgainstSchema, checkUpdate, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
 import type { JsonObject } from '../domain/json-schema-walk.js';
 import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
 import { schemaCostLimitsOf } from '../domain/schema-cost.js';

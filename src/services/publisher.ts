@@ -8,8 +8,11 @@ import type { RedisClient } from '../storage/redis-connection.js';
 import type { Logger } from '../observability/logger.js';
 import { instantiateValidator } from '../domain/schema-compiler.js';
 import { LRUCache } from 'lru-cache';
-import type { BatchItemResponse, PublishSpec, PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
-import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+import type { BatchItemResponse } from '../domain/batch-item-response.js';
+import type { PublishSpec } from '../domain/publish-spec.js';
+import type { PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
+import { processBatch } from '../../workers/publish-batch.js';
+import { ValidatorCache } from '../../workers/validator-cache.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 

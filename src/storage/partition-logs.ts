@@ -1,8 +1,8 @@
 import type { PartitionRange } from '../domain/offsets.js';
 import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
-import type { PartitionWakeups } from '../services/consumption/partition-wakeups.js';
 import { settleBy } from './deadline.js';
 import type { PartitionAppend, PartitionSlice, PartitionWrite } from './partition-store.js';
+import type { PartitionChangeFeed } from './partition-wakeups.js';
 import type { StorageHandle, StoragePool } from './storage-pool.js';
 
 /**
@@ -95,7 +95,7 @@ export class PartitionLogs {
    * Where publish notices of a partition arrive: the active timeline's notice channel and the hub of
    * its storage. @throws BrokerError 503 when the storage cannot be opened
    */
-  async notices(name: string, timelines: TimelineMap, partition: string): Promise<{ wakeups: PartitionWakeups; channel: string; order: number }> {
+  async notices(name: string, timelines: TimelineMap, partition: string): Promise<{ wakeups: PartitionChangeFeed; channel: string; order: number }> {
     const active = timelines.active;
     const handle = await this.storageOf(active);
     return { wakeups: handle.wakeups, channel: handle.keys.partitionNotices(name, active.order, partition), order: active.order };

@@ -2,9 +2,9 @@ import type { BrokerConfig } from '../config/config-schema.js';
 import { NODE_STORAGE_ID, type Storage } from '../domain/storage.js';
 import { brokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
-import { PartitionWakeups } from '../services/consumption/partition-wakeups.js';
 import { createKeys, type Keys } from './keys.js';
 import { PartitionStore } from './partition-store.js';
+import { PartitionWakeups } from './partition-wakeups.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, type RedisClient } from './redis-connection.js';
 import { openReplicatedAppender, type ReplicatedAppend } from './replicated-append.js';
 import { Scripts } from './scripts.js';
@@ -22,6 +22,22 @@ export interface StorageHandle {
   readonly replicated?: ReplicatedAppend;
 }
 
+/** What a {@link StoragePool} is built from. */
+export interface StoragePoolOptions {
+  /** The node's own storage (id `default`), opened by the app. */
+  readonly node: StorageHandle;
+  /** Where storage records are read when a timeline first uses a storage. */
+  readonly records: Pick<StorageStore, 'get'>;
+  /** Connection settings (`redis.*` timeouts) for the connections to other deployments. */
+  readonly redis: BrokerConfig['redis'];
+  readonly logger: Logger;
+  /**
+   * `minReplicas`: appends to another deployment (standalone or cluster) wait for its replicas too,
+   * at most `replicaTimeoutMs` milliseconds. Default: no replicas awaited (0, 1000).
+   */
+  readonly publish?: Pick<BrokerConfig['publish'], 'minReplicas' | 'replicaTimeoutMs'>;
+}
+
 /**
  * The storages this node has opened (spec "Storage"; issue 6 §3.1), by id. The node's own storage is
  * there from the start; another one is opened on first use by a timeline: a storage in the node's own
@@ -36,15 +52,17 @@ export class StoragePool {
   /** Connections this pool opened (closed on stop); the node's own are closed by the app. */
   private readonly owned: { redis: RedisClient; wakeups: PartitionWakeups; replicated?: ReplicatedAppend }[] = [];
 
-  /** @param publish `minReplicas`: appends to another deployment (standalone or cluster) wait for its replicas too */
-  constructor(
-    node: StorageHandle,
-    private readonly records: Pick<StorageStore, 'get'>,
-    private readonly config: BrokerConfig['redis'],
-    private readonly logger: Logger,
-    private readonly publish: Pick<BrokerConfig['publish'], 'minReplicas' | 'replicaTimeoutMs'> = { minReplicas: 0, replicaTimeoutMs: 1000 },
-  ) {
-    this.handles.set(NODE_STORAGE_ID, node);
+  private readonly records: Pick<StorageStore, 'get'>;
+  private readonly config: BrokerConfig['redis'];
+  private readonly logger: Logger;
+  private readonly publish: Pick<BrokerConfig['publish'], 'minReplicas' | 'replicaTimeoutMs'>;
+
+  constructor(options: StoragePoolOptions) {
+    this.records = options.records;
+    this.config = options.redis;
+    this.logger = options.logger;
+    this.publish = options.publish ?? { minReplicas: 0, replicaTimeoutMs: 1000 };
+    this.handles.set(NODE_STORAGE_ID, options.node);
   }
 
   /** The node's own storage (id `default`). */

@@ -6,7 +6,7 @@ import { NODE_STORAGE_ID } from '../../src/domain/storage.js';
 import { timelineMapOf } from '../../src/domain/timeline.js';
 import { PartitionLogs } from '../../src/storage/partition-logs.js';
 import { StoragePool } from '../../src/storage/storage-pool.js';
-import { PartitionWakeups } from '../../src/services/consumption/partition-wakeups.js';
+import { PartitionWakeups } from '../../src/storage/partition-wakeups.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { PartitionStore } from '../../src/storage/partition-store.js';
 import { duplicateForShardedSubscribe, type RedisClient } from '../../src/storage/redis-connection.js';
@@ -33,7 +33,7 @@ beforeAll(() => {
   wakeups = new PartitionWakeups(subscriber, logger);
   const scripts = new Scripts(redis);
   store = new PartitionStore(redis, scripts, keys);
-  const pool = new StoragePool({ id: NODE_STORAGE_ID, redis, scripts, keys, partitions: store, wakeups }, { get: () => Promise.resolve(undefined) }, loadConfig({}).redis, logger);
+  const pool = new StoragePool({ node: { id: NODE_STORAGE_ID, redis, scripts, keys, partitions: store, wakeups }, records: { get: () => Promise.resolve(undefined) }, redis: loadConfig({}).redis, logger });
   logs = new PartitionLogs(pool);
 });
 afterAll(() => {

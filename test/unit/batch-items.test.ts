@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { abortPoint, abortedStep, rejectedItems } from '../../src/domain/batch-items.js';
-import type { PublishStep } from '../../workers/publish-protocol.js';
+import type { PublishStep } from '../../src/domain/batch-item-response.js';
 
 /** Items of a rejected batch (issue 14 §4.5; spec "BatchItemResponse"). */
 describe('rejectedItems', () => {

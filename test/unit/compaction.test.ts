@@ -6,8 +6,9 @@ import { hashPartition } from '../../src/domain/partitioner.js';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { appendCall } from '../../src/storage/partition-store.js';
-import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
-import type { PublishSpec } from '../../workers/publish-protocol.js';
+import { processBatch } from '../../workers/publish-batch.js';
+import { ValidatorCache } from '../../workers/validator-cache.js';
+import type { PublishSpec } from '../../src/domain/publish-spec.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 
 /** Log compaction and deleted events (issue 6): the pure parts. Redis behaviour is in test/integration/compaction.test.ts. */

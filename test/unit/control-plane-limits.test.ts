@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
-import { MAX_ANNOTATIONS, MAX_FIELD_LIST_ITEMS, parseEventTypeInput, type EventTypeLimits } from '../../src/domain/event-type-rules.js';
+import { MAX_ANNOTATIONS } from '../../src/domain/annotation-rules.js';
+import { MAX_FIELD_LIST_ITEMS, parseEventTypeInput } from '../../src/domain/event-type-input.js';
+import type { EventTypeLimits } from '../../src/domain/event-type-rules.js';
 import { cursorCountProblem, MAX_CURSORS_PER_REQUEST } from '../../src/domain/offsets.js';
 import { MAX_AUTHORIZATION_ATTRIBUTES } from '../../src/domain/rule-problems.js';
 import { parseSubscriptionInput, parseSubscriptionUpdate, type Subscription } from '../../src/domain/subscription.js';

@@ -1,13 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { buildEffectiveSchema } from '../../src/domain/effective-schema.js';
 import type { EventType } from '../../src/domain/event-type.js';
+import { annotationProblems, validateAnnotations } from '../../src/domain/annotation-rules.js';
+import { parseEventTypeInput } from '../../src/domain/event-type-input.js';
 import {
-  annotationProblems,
   checkFieldsAgainstSchema,
   checkUpdate,
-  parseEventTypeInput,
+  cleanupPolicyProblems,
+  enrichmentProblems,
   partitionCountOf,
-  validateAnnotations,
+  partitionKeyFieldsProblems,
+  partitionStrategyProblems,
+  retentionProblems,
   type EventTypeInput,
   type EventTypeLimits,
 } from '../../src/domain/event-type-rules.js';
@@ -418,5 +422,50 @@ describe('checkUpdate', () => {
   it('allows enrichment strategies to change within the category rules (undefined has none)', () => {
     const existing = stored(body(undefinedCategory));
     expect(checkUpdate(existing, mustParse(body({ ...undefinedCategory, enrichment_strategies: undefined })), false)).toEqual([]);
+  });
+});
+
+/** The cross-field rules a schema cannot say, each alone: 422 problems, empty when the rule holds. */
+describe('cross-field rules', () => {
+  const details = (problems: readonly { status: number; detail: string }[]) => problems.map((problem) => `${problem.status} ${problem.detail}`);
+
+  it.each([
+    ['undefined', [], []],
+    ['undefined', ['metadata_enrichment'], ['422 Field "enrichment_strategies" must be empty for category "undefined"']],
+    ['data', ['METADATA_ENRICHMENT'], []],
+    ['business', [], ['422 Field "enrichment_strategies" must contain "metadata_enrichment" for category "business"']],
+    [undefined, ['x'], []],
+  ] as const)('enrichment strategies of category %s: %j', (category, requested, expected) => {
+    expect(details(enrichmentProblems(category, requested))).toEqual(expected);
+  });
+
+  it('user_defined partitioning needs a category other than undefined', () => {
+    expect(details(partitionStrategyProblems('undefined', 'user_defined'))).toEqual(['422 Field "partition_strategy" "user_defined" is not available for category "undefined"']);
+    expect(partitionStrategyProblems('data', 'user_defined')).toEqual([]);
+    expect(partitionStrategyProblems('undefined', 'hash')).toEqual([]);
+  });
+
+  it.each([
+    ['hash', undefined, false, ['422 Field "partition_key_fields" must not be null when partition_strategy is "hash"']],
+    ['hash', [], true, ['422 Field "partition_key_fields" must not be empty when partition_strategy is "hash"']],
+    ['hash', undefined, true, []],
+    ['hash', ['id'], true, []],
+    ['random', ['id'], true, ['422 Field "partition_key_fields" must be absent when partition_strategy is "random"; it is only used with "hash"']],
+    ['random', [], true, []],
+    [undefined, ['id'], true, []],
+  ] as const)('partition_key_fields with %s: %j (sent: %s)', (strategy, keyFields, sent, expected) => {
+    expect(details(partitionKeyFieldsProblems(strategy, keyFields, sent))).toEqual(expected);
+  });
+
+  it('compaction needs a category other than undefined', () => {
+    expect(details(cleanupPolicyProblems('undefined', 'compact'))).toEqual(['422 Field "cleanup_policy" "compact" is not available for category "undefined"']);
+    expect(cleanupPolicyProblems('undefined', 'delete')).toEqual([]);
+    expect(cleanupPolicyProblems('business', 'compact_and_delete')).toEqual([]);
+  });
+
+  it('retention within the bounds unless admin', () => {
+    expect(details(retentionProblems(HOUR, limits, false))).toEqual([`422 Field "options.retention_time" must be between ${3 * HOUR} and ${96 * HOUR} milliseconds`]);
+    expect(retentionProblems(HOUR, limits, true)).toEqual([]);
+    expect(retentionProblems(3 * HOUR, limits, false)).toEqual([]);
   });
 });

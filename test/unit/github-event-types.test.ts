@@ -1,14 +1,8 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import {
-  EXCLUDED_PAYLOADS,
-  SCHEMA_FIXES,
-  eventTypeName,
-  loadGithubEventTypes,
-  translateToDraft04,
-  wrapAsDataEvent,
-  type GithubEventType,
-} from '../../scripts/github-event-types.js';
+import { eventTypeName, loadGithubEventTypes, wrapAsDataEvent, type GithubEventType } from '../../scripts/github-event-types.js';
+import { EXCLUDED_PAYLOADS, SCHEMA_FIXES } from '../../scripts/github-schema-fixes.js';
+import { translateToDraft04 } from '../../scripts/json-schema-draft04.js';
 import { buildEffectiveSchema, lookupField } from '../../src/domain/effective-schema.js';
 import { isJsonObject, walkSchema, type JsonObject, type JsonValue } from '../../src/domain/json-schema-walk.js';
 import { compileSchema, createSchemaCompiler, describeValidationError, type SchemaCompiler } from '../../src/domain/schema-compiler.js';

@@ -4,7 +4,8 @@ import { BrokerError } from '../../src/errors/catalog.js';
 import { findPrototypeKey, MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/domain/json-limits.js';
 import { parseJson } from '../../src/http/body-reader.js';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
-import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+import { processBatch } from '../../workers/publish-batch.js';
+import { ValidatorCache } from '../../workers/validator-cache.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 
 /**

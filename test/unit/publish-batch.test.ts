@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import type { EventType } from '../../src/domain/event-type.js';
-import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+import { processBatch } from '../../workers/publish-batch.js';
+import { ValidatorCache } from '../../workers/validator-cache.js';
 import type { PublishTask } from '../../workers/publish-protocol.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import type { EventType } from '../../src/domain/event-type.js';
 import { MAX_JSON_DEPTH, nestingBeyond, parseEventBatch, parseUntrustedJson, scanEventBatch } from '../../src/domain/json-limits.js';
-import { processBatch, ValidatorCache } from '../../workers/publish-batch.js';
+import { processBatch } from '../../workers/publish-batch.js';
+import { ValidatorCache } from '../../workers/validator-cache.js';
 import type { PublishResult, PublishTask } from '../../workers/publish-protocol.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 // mulberry32, seeded, so a failing case can be replayed from its seed.

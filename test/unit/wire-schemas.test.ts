@@ -10,7 +10,7 @@ import type { CompatibilityCheck } from '../../src/services/event-type-registry.
 import type { PartitionRecord } from '../../src/services/cursor-service.js';
 import type { PartitionStats, SubscriptionCursor } from '../../src/services/consumption/subscription-cursors.js';
 import type { AdminAuthorization } from '../../src/storage/settings-store.js';
-import type { BatchItemResponse } from '../../workers/publish-protocol.js';
+import type { BatchItemResponse } from '../../src/domain/batch-item-response.js';
 
 /** `T` with every property and array readonly, as the hand-written interfaces declare them. */
 type DeepReadonly<T> = T extends readonly (infer E)[] ? readonly DeepReadonly<E>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T;

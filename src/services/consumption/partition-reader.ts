@@ -4,7 +4,7 @@ import type { TimelineMap } from '../../domain/timeline.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
 import type { EventSegment } from '../../storage/partition-store.js';
 import type { BatchCutter } from './batch-cutter.js';
-import { IDLE_POLL_FACTOR } from './partition-wakeups.js';
+import { IDLE_POLL_FACTOR } from '../../storage/partition-wakeups.js';
 import type { StreamPartition } from './stream-partition.js';
 
 /** What reading asks of the stream's policy (part of `StreamPolicy`, event-stream.ts). */

@@ -61,7 +61,7 @@ export type EventTypeRecord = Static<typeof EventTypeRecordSchema>;
 /**
  * An event type as sent to `POST /event-types` and `PUT /event-types/{name}`: the record without the
  * service-set fields; `schema` without `version` and `created_at`. Described, not yet enforced by
- * schema (the checks are `src/domain/event-type-rules.ts`).
+ * schema (the checks are `src/domain/event-type-input.ts` and `event-type-rules.ts`).
  */
 export const EventTypeInputSchema = Type.Object({
   name: Type.String(),
@@ -128,7 +128,7 @@ export const BatchItemResponseSchema = Type.Object(
   },
   Closed,
 );
-/** A batch item as the wire carries it (compare workers/publish-protocol.ts `BatchItemResponse`). */
+/** A batch item as the wire carries it (compare src/domain/batch-item-response.ts `BatchItemResponse`). */
 export type BatchItem = Static<typeof BatchItemResponseSchema>;
 /** The body of a 207 or 422 answer: one item per event, in input order. */
 export const BatchItemResponsesSchema = Type.Array(BatchItemResponseSchema);

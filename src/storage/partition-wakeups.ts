@@ -1,5 +1,5 @@
-import { onResubscribed, type RedisClient } from '../../storage/redis-connection.js';
-import type { Logger } from '../../observability/logger.js';
+import type { Logger } from '../observability/logger.js';
+import { onResubscribed, type RedisClient } from './redis-connection.js';
 
 /**
  * While a channel's notices reach the node, its readers' safety-net poll runs this many times less
@@ -9,6 +9,21 @@ export const IDLE_POLL_FACTOR = 10;
 
 /** Called with the partition's new `next` offset (the offset after its newest event; `Infinity`: read now). */
 export type WakeupListener = (next: number) => void;
+
+/**
+ * The change feed of partitions as readers see it (DESIGN.md §6): notices that a partition has new
+ * events, per notice channel (`keys.partitionNotices(...)`), and whether they currently arrive. The
+ * consumption services depend on this interface; {@link PartitionWakeups} implements it over Redis
+ * sharded pub/sub.
+ */
+export interface PartitionChangeFeed {
+  /** Whether notices of `channel` reach this node now; while not, readers poll at the full rate. */
+  live(channel: string): boolean;
+  /**
+   * Registers a listener for a notice channel. @returns a function that unregisters it
+   */
+  listen(channel: string, listener: WakeupListener): () => void;
+}
 
 /**
  * Wake-up on publish (DESIGN.md §6): the `publishBatch` script SPUBLISHes the partition's new `next`
@@ -22,7 +37,7 @@ export type WakeupListener = (next: number) => void;
  * cluster client with sharded subscribers (`duplicateForShardedSubscribe`), which subscribes each channel
  * on the master owning its slot and moves the subscriptions when a failover moves the slot.
  */
-export class PartitionWakeups {
+export class PartitionWakeups implements PartitionChangeFeed {
   private readonly listeners = new Map<string, Set<WakeupListener>>();
   /** Channels whose SSUBSCRIBE was answered (and not unsubscribed since). */
   private readonly confirmed = new Set<string>();

@@ -1,0 +1,15 @@
+/**
+ * The items of a 207 or 422 answer to a batch (spec "BatchItemResponse"; WIRE.md "Publishing"), as the
+ * publish workers, the publisher and the deleted-events service build them. Types only.
+ */
+
+/** Step names of BatchItemResponse (spec "BatchItemResponse"), in the order an event goes through them. */
+export type PublishStep = 'none' | 'validating' | 'partitioning' | 'enriching' | 'publishing';
+
+/** One item of a 422/207 answer (spec "BatchItemResponse"). */
+export interface BatchItemResponse {
+  eid: string;
+  publishing_status: 'submitted' | 'failed' | 'aborted';
+  step: PublishStep;
+  detail: string;
+}

@@ -1,0 +1,119 @@
+/**
+ * The compiled validators of a thread (a worker's, or the main thread's for the inline path; DESIGN.md
+ * §5) and what each schema costs to validate against (issue 13 §1.3): compiled on first use, measured,
+ * dropped least recently used first.
+ */
+import type { ValidateFunction } from 'ajv';
+import { LRUCache } from 'lru-cache';
+import { compileSchema, createSchemaCompiler } from '../src/domain/schema-compiler.js';
+import type { JsonObject } from '../src/domain/json-schema-walk.js';
+import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema-cost.js';
+import type { CompileResult, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
+
+/**
+ * The main thread validates a small batch itself only against a schema a worker measured as cheap
+ * (issue 13 §1.3): at most this many subschema applications per value (a 4 KB batch, at most ~2,000
+ * values, then costs at most ~130,000 applications, about a millisecond), and with standalone validator
+ * code of at most 64 KB (`MAIN_THREAD_MAX_CODE_BYTES`, src/services/publisher.ts).
+ */
+export const INLINE_MAX_APPLICATIONS_PER_VALUE = 64;
+
+/** The budget a publish worker measures schemas against: within it, the main thread may validate. */
+const INLINE_COST_LIMITS: SchemaCostLimits = { ...SCHEMA_COST_LIMITS, maxApplicationsPerValue: INLINE_MAX_APPLICATIONS_PER_VALUE };
+
+/** A compiled validator with what it costs (undefined: not measured, or over {@link INLINE_MAX_APPLICATIONS_PER_VALUE}). */
+export interface CompiledSchema {
+  readonly validate: ValidateFunction;
+  readonly cost: SchemaCost | undefined;
+}
+
+/**
+ * Compiled validators per schema key, least recently used dropped first; one per worker thread (and
+ * one on the main thread). Each validator has its own ajv instance, dropped with it: a shared instance
+ * keeps every schema it ever compiled (measured: RSS +165 MB over 3,000 event types).
+ */
+export class ValidatorCache {
+  private readonly validators: LRUCache<string, CompiledSchema>;
+
+  /**
+   * @param maxEntries validators kept (the least recently used is dropped)
+   * @param measureCost whether `get` also analyses each schema's validation cost (workers: yes; the
+   *   main thread, which compiles only schemas a worker measured already: no)
+   */
+  constructor(
+    maxEntries = 256,
+    private readonly measureCost = true,
+  ) {
+    this.validators = new LRUCache({ max: maxEntries });
+  }
+
+  /** Validators held now. */
+  get size(): number {
+    return this.validators.size;
+  }
+
+  /** Whether the validator of this schema key is held (a check that does not make it more recently used). */
+  has(schemaKey: string): boolean {
+    return this.validators.has(schemaKey);
+  }
+
+  /**
+   * The validator of a spec's effective schema, compiled on first use, with its cost (the static
+   * analysis of src/domain/schema-cost.ts against the main thread's budget, and the compilation time).
+   * @throws Error when the schema does not compile, or is not held and the spec lacks its text
+   */
+  get(spec: Pick<PublishTaskSpec, 'schemaKey' | 'effectiveSchema'>): CompiledSchema {
+    const cached = this.validators.get(spec.schemaKey);
+    if (cached) return cached;
+    if (spec.effectiveSchema === undefined) throw new Error(`no validator for schema key ${spec.schemaKey} and no schema text to compile`);
+    const schema = JSON.parse(spec.effectiveSchema) as JsonObject;
+    const started = performance.now();
+    const validate = compileSchema(createSchemaCompiler({ metaSchemaCheck: false }), schema);
+    const compileMs = performance.now() - started;
+    const analysis = this.measureCost ? analyseSchemaCost(schema, INLINE_COST_LIMITS) : undefined;
+    const compiled = { validate, cost: analysis?.ok === true ? { applicationsPerValue: analysis.applicationsPerValue, compileMs } : undefined };
+    this.validators.set(spec.schemaKey, compiled);
+    return compiled;
+  }
+
+  /**
+   * Keeps a validator compiled elsewhere: the main thread's cache holds only validators instantiated from
+   * code a worker generated (issue 17 §2.1), so it never compiles a schema itself.
+   */
+  set(schemaKey: string, compiled: CompiledSchema): void {
+    this.validators.set(schemaKey, compiled);
+  }
+
+  /** Drops the validators of these schema keys (their event types were changed or deleted). */
+  forget(schemaKeys: Iterable<string>): void {
+    for (const key of schemaKeys) this.validators.delete(key);
+  }
+
+  /**
+   * The registry's check that a new effective schema is usable (issue 13 §1.3): its validation cost is
+   * within the budget (checked first: it bounds what compiling and validating can cost), then it
+   * compiles (in an instance of its own, dropped afterwards). Nothing is cached.
+   * @returns the cost, or the reason (a 422 detail)
+   */
+  check(effectiveSchema: string, limits: SchemaCostLimits): CompileResult {
+    try {
+      const schema = JSON.parse(effectiveSchema) as JsonObject;
+      const analysis = analyseSchemaCost(schema, limits);
+      if (!analysis.ok) return { ok: false, reason: analysis.reason };
+      const started = performance.now();
+      compileSchema(createSchemaCompiler({ metaSchemaCheck: false }), schema);
+      const compileMs = performance.now() - started;
+      return { ok: true, cost: { applicationsPerValue: analysis.applicationsPerValue, compileMs } };
+    } catch (err) {
+      return { ok: false, reason: `the schema cannot be compiled: ${firstLine((err as Error).message)}` };
+    }
+  }
+}
+
+/** The first line of an error message, at most 300 characters (ajv appends the whole generated code to some). */
+function firstLine(message: string): string {
+  const line = message.split('\n', 1)[0] ?? '';
+  const cut = line.indexOf(', function code:');
+  const text = cut >= 0 ? line.slice(0, cut) : line;
+  return text.length > 300 ? `${text.slice(0, 300)}...` : text;
+}
