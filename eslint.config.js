@@ -2,6 +2,24 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/** `no-restricted-imports` blocks forbidding each layer to import the layers above it. */
+function layerRules(layers) {
+  return layers.map(({ files, above }) => ({
+    files,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: above.map((layer) => ({
+            regex: layer === 'workers' ? '(^|/)workers/' : layer === 'app' ? '(^|/)src/app(\\.js)?$|^\\.\\./app\\.js$' : `(^|/)(src/)?${layer}/`,
+            message: `imports run down the layers: this layer must not import ${layer}/ (docs/architecture.md §2)`,
+          })),
+        },
+      ],
+    },
+  }));
+}
+
 export default tseslint.config(
   { ignores: ['dist/**', '.build-tmp/**', 'node_modules/**', 'data/**', 'coverage/**', 'bench/.tmp/**'] },
   js.configs.recommended,
@@ -23,5 +41,13 @@ export default tseslint.config(
       'no-restricted-syntax': ['error', { selector: "NewExpression[callee.name='BrokerError']", message: 'Use brokerError(code, values) from src/errors/catalog.ts: the detail is the catalog template.' }],
     },
   },
+  // Imports run down the layers only (docs/architecture.md §2; issue 16 §4.3): one block per layer, naming
+  // the layers above it. Known exceptions are listed in docs/architecture.md and allowed file by file.
+  ...layerRules([
+    { files: ['src/domain/**/*.ts'], above: ['services', 'http', 'storage', 'workers', 'app', 'cli'] },
+    { files: ['src/storage/**/*.ts'], above: ['services', 'http', 'workers', 'app', 'cli'] },
+    { files: ['src/services/**/*.ts'], above: ['http', 'app', 'cli'] },
+    { files: ['workers/**/*.ts'], above: ['services', 'http', 'storage', 'app', 'cli'] },
+  ]),
   { files: ['eslint.config.js', 'scripts/build.mjs'], ...tseslint.configs.disableTypeChecked },
 );
