@@ -2,7 +2,7 @@
  * Demo: registers one `data` event type per GitHub webhook event and publishes the real example
  * payloads of `@octokit/webhooks-examples` to a running broker.
  *
- *   node dist/scripts/demo-github.js [--url http://localhost:8080] [--batch 100]
+ *   node dist/scripts/demo-github.js [--url http://localhost:8080] [--batch 100] [--concurrency 4]
  *
  * Registration: `POST /event-types` (201/200 created, 409 already exists: both fine). Publishing:
  * `POST /event-types/{name}/events` in batches; the broker answers 200 (all submitted, empty body),
@@ -27,6 +27,8 @@ const MB = 1024 * 1024;
 interface Options {
   url: string;
   batch: number;
+  /** Event types published at once (each one's batches in order), as several producers would. */
+  concurrency: number;
 }
 
 /** One item of a 207/422 answer (WIRE.md "Publishing"). */
@@ -50,13 +52,20 @@ interface Row {
 function parseOptions(argv: string[]): Options | undefined {
   const { values } = parseArgs({
     args: argv,
-    options: { url: { type: 'string', default: 'http://localhost:8080' }, batch: { type: 'string', default: '100' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      url: { type: 'string', default: 'http://localhost:8080' },
+      batch: { type: 'string', default: '100' },
+      concurrency: { type: 'string', default: '4' },
+      help: { type: 'boolean', short: 'h' },
+    },
     strict: true,
   });
   if (values.help) return undefined;
   const batch = Number(values.batch);
   if (!Number.isInteger(batch) || batch < 1) throw new Error(`--batch must be a positive integer, got "${values.batch}"`);
-  return { url: values.url.replace(/\/+$/, ''), batch };
+  const concurrency = Number(values.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`--concurrency must be a positive integer, got "${values.concurrency}"`);
+  return { url: values.url.replace(/\/+$/, ''), batch, concurrency };
 }
 
 /** `title: detail` of a problem+json body, or the start of any other body. */
@@ -273,7 +282,7 @@ function truncate(text: string, max: number): string {
 export async function main(argv: string[]): Promise<number> {
   const options = parseOptions(argv);
   if (!options) {
-    process.stdout.write('usage: node dist/scripts/demo-github.js [--url http://localhost:8080] [--batch 100]\n');
+    process.stdout.write('usage: node dist/scripts/demo-github.js [--url http://localhost:8080] [--batch 100] [--concurrency 4]\n');
     return 0;
   }
   const types = loadGithubEventTypes();
@@ -302,15 +311,21 @@ export async function main(argv: string[]): Promise<number> {
   process.stderr.write(`registered ${registered.length}/${types.length} event types\n`);
 
   const progress = new Progress(registered.reduce((sum, t) => sum + t.payloads.length, 0), process.stderr.isTTY === true);
-  for (const type of registered) {
-    const row = rows.find((r) => r.eventType === type.definition.name);
-    if (!row) continue;
-    const path = `/event-types/${encodeURIComponent(type.definition.name)}/events`;
-    for (let start = 0; start < type.payloads.length; start += options.batch) {
-      const events = type.payloads.slice(start, start + options.batch).map((payload) => wrapAsDataEvent(type.name, payload, randomUUID()));
-      await publishBatch(client, path, events, row, progress);
+  // `--concurrency` lanes take the event types in turn; each publishes one event type's batches in order.
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < registered.length) {
+      const type = registered[next++] as GithubEventType;
+      const row = rows.find((r) => r.eventType === type.definition.name);
+      if (!row) continue;
+      const path = `/event-types/${encodeURIComponent(type.definition.name)}/events`;
+      for (let start = 0; start < type.payloads.length; start += options.batch) {
+        const events = type.payloads.slice(start, start + options.batch).map((payload) => wrapAsDataEvent(type.name, payload, randomUUID()));
+        await publishBatch(client, path, events, row, progress);
+      }
     }
-  }
+  };
+  await Promise.all(Array.from({ length: options.concurrency }, lane));
   progress.done();
   process.stdout.write(formatTable(rows, progress.elapsedSeconds(), progress.sentEvents()) + '\n');
   const ok = rows.every((r) => r.rejected === 0 && r.accepted === r.payloads) && registered.length === types.length;
