@@ -25,8 +25,13 @@ let broker: BrokerProcess;
 
 beforeAll(async () => {
   redis = await startRedis();
-  broker = await startBroker({ BROKER_REDIS_URL: redis.url, BROKER_LOG_LEVEL: 'warn', BROKER_PUBLISH_WORKER_THREADS: '1', BROKER_REDIS_COMMAND_TIMEOUT_MS: String(TIMEOUT_MS) });
-  for (const name of ['stall.orders', 'stall.cold']) expect((await call(broker.url, 'POST', '/event-types', businessEventType(name))).status).toBe(201);
+  const env = { BROKER_REDIS_URL: redis.url, BROKER_LOG_LEVEL: 'warn', BROKER_PUBLISH_WORKER_THREADS: '1', BROKER_REDIS_COMMAND_TIMEOUT_MS: String(TIMEOUT_MS) };
+  // Another node registers the event types and stops: a node caches every event type it hears created
+  // (issue 17 §2, no cold path), and the node under test must not know `stall.cold` yet.
+  const creator = await startBroker(env);
+  for (const name of ['stall.orders', 'stall.cold']) expect((await call(creator.url, 'POST', '/event-types', businessEventType(name))).status).toBe(201);
+  expect(await creator.stop()).toBe(0);
+  broker = await startBroker(env);
   // Warm: the event type is cached and its schema measured, so the paused phase only waits for Redis.
   for (let i = 0; i < 3; i++) expect((await call(broker.url, 'POST', '/event-types/stall.orders/events', [orderEvent(`warm-${i}`)])).status).toBe(200);
 });
