@@ -1,6 +1,6 @@
 /**
  * The `auth` section of the configuration schema (spec "Authentication"; DESIGN.md §7), with
- * {@link AuthConfig} derived from it. Part of {@link configSchema} in `config-schema.ts`; `description`
+ * {@link AuthConfig} derived from it. Part of `configSchema` in `config-schema.ts`; `description`
  * feeds the README's configuration table.
  */
 import { Type, type Static } from '@sinclair/typebox';
