@@ -1,0 +1,25 @@
+/**
+ * Pieces the configuration schema is built from (TypeBox; issue 16 §1.2): closed sections, enums,
+ * positive integers, and the readonly view of a derived type. They produce the same JSON Schema
+ * keywords the schema had when it was written out by hand, so ajv checks exactly as before.
+ */
+import { Type, type TInteger, type TUnsafe } from '@sinclair/typebox';
+
+/** A closed section: keys not in the schema are refused (`additionalProperties: false`). */
+export const Closed = { additionalProperties: false } as const;
+
+/** An integer key with a lower bound (default 1) and the description the README table shows. */
+export function positiveInt(description: string, minimum = 1): TInteger {
+  return Type.Integer({ minimum, description });
+}
+
+/**
+ * One of a constant list of values: JSON Schema `enum` (no `type` keyword, as the hand-written schema
+ * had), typed as the union of the values.
+ */
+export function OneOf<const T extends readonly string[]>(values: T, options: { description?: string } = {}): TUnsafe<T[number]> {
+  return Type.Unsafe<T[number]>({ enum: [...values], ...options });
+}
+
+/** `T` with every property and array readonly: the loaded configuration is deep-frozen. */
+export type DeepReadonly<T> = T extends readonly (infer E)[] ? readonly DeepReadonly<E>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T;
