@@ -117,6 +117,16 @@ export class EventTypeCache {
     return entry;
   }
 
+  /**
+   * The event type as stored now, with its publish spec, read from Redis and not cached: preparing a
+   * change's validators (`Publisher.prepare`) must not make a node cache event types it does not serve
+   * (a cached copy is served until the next notice arrives). @returns undefined when it does not exist
+   */
+  async read(name: string): Promise<CachedEventType | undefined> {
+    const stored = await this.store.get(name);
+    return stored ? { ...stored, publishSpec: buildPublishSpec(stored) } : undefined;
+  }
+
   /** The event type read from Redis again (the cached copy is dropped first): a publish that met a closed timeline. */
   async reload(name: string): Promise<CachedEventType | undefined> {
     this.invalidate(name);

@@ -91,6 +91,8 @@ export class Publisher {
    * never asked for again, or every batch of such a schema would cost a worker a compile.
    */
   private readonly workersOnly = new LRUCache<string, true>({ max: WARMED_KEYS_KEPT });
+  /** Per event type name, the schema key prepared for it last (retired when the name is deleted or changes schema). */
+  private readonly preparedKeys = new LRUCache<string, string>({ max: WARMED_KEYS_KEPT });
   /** Schema keys whose standalone code is being made for the main thread (dropped when the key retires). */
   private readonly feeding = new Set<string>();
   /** Event types being prepared, and whether a change came in meanwhile (prepare again once done). */
@@ -139,20 +141,35 @@ export class Publisher {
   }
 
   private async prepareOnce(name: string): Promise<void> {
-    const eventType = await this.cache.get(name);
+    const eventType = await this.cache.read(name);
+    // This node may never have cached the event type, so the cache retires nothing for it: what was
+    // prepared for the name goes when it is deleted or its schema changes (issue 15 §1).
+    const previous = this.preparedKeys.get(name);
+    if (previous !== undefined && previous !== eventType?.publishSpec.schemaKey) {
+      this.preparedKeys.delete(name);
+      await this.retire(previous);
+    }
     if (!eventType || eventType.publishSpec.category === 'undefined') return;
     const spec = eventType.publishSpec;
-    // A node hears of each change twice (its own announce, then the notice): the second finds it done.
+    this.preparedKeys.set(name, spec.schemaKey);
+    // A node hears of each change twice (its own announce, then the notice), and event types may share
+    // a schema: a key prepared already sends no task.
     if (this.warmed.has(spec.schemaKey)) return;
     const cost = await this.pool.warm(spec, this.compileTimeoutMs);
     // A delete or schema change that raced the warm-up may have retired the key before the workers
-    // compiled it: nothing may outlive its event type (issue 15 §1), so drop it again then.
-    if ((await this.cache.get(name))?.publishSpec.schemaKey !== spec.schemaKey) {
-      await this.pool.forgetSchemas([spec.schemaKey]);
+    // compiled it: nothing may outlive its event type, so drop it again then.
+    if ((await this.cache.read(name))?.publishSpec.schemaKey !== spec.schemaKey) {
+      await this.retire(spec.schemaKey);
       return;
     }
     if (cheapForMainThread(cost)) await this.feedMainThread(spec, cost);
     this.warmed.set(spec.schemaKey, true);
+  }
+
+  /** Drops a schema key's validators on the main thread and in every worker thread. */
+  private async retire(schemaKey: string): Promise<void> {
+    this.forgetSchemas([schemaKey]);
+    await this.pool.forgetSchemas([schemaKey]);
   }
 
   /** Instantiates a cheap schema's validator on the main thread from code a worker generates; logs and gives up on failure. */

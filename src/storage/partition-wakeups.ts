@@ -28,8 +28,9 @@ export interface PartitionChangeFeed {
 /**
  * Wake-up on publish (DESIGN.md §6): the `publishBatch` script SPUBLISHes the partition's new `next`
  * offset on the partition's notice channel; this hub holds one sharded subscription per partition that
- * has at least one open reader on this node and calls the readers at once. After the connection
- * reconnected, every reader is called with `Infinity` (read now: notices may have been missed). Readers
+ * has at least one open reader on this node and calls the readers at once. When a channel's SSUBSCRIBE
+ * is answered, and after the connection reconnected, its readers are called with `Infinity` (read now:
+ * notices may have been missed). Readers
  * still poll as a safety net: every `consumption.pollIntervalMs` while their channel is not `live`
  * (subscribing pending or failed, connection closed), `IDLE_POLL_FACTOR` times slower while it is.
  *
@@ -77,7 +78,12 @@ export class PartitionWakeups implements PartitionChangeFeed {
       this.listeners.set(channel, set);
       this.subscriber.ssubscribe(channel).then(
         () => {
-          if (this.listeners.has(channel)) this.confirmed.add(channel);
+          const current = this.listeners.get(channel);
+          if (!current) return;
+          this.confirmed.add(channel);
+          // A publish between the readers' first read and this answer sent its notice to nobody, and from
+          // now on they poll slowly: read once more now.
+          for (const listener of current) listener(Number.POSITIVE_INFINITY);
         },
         (err: unknown) => this.logger.warn({ err: (err as Error).message, channel }, 'cannot subscribe to partition notices; readers poll'),
       );

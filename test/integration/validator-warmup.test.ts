@@ -71,6 +71,16 @@ describe('validators are ready before the first batch', () => {
     expect((await counts(1)).tasks).toBe(ready.tasks + 1);
   });
 
+  it('a node that only heard of an event type drops its validators when it is deleted', async () => {
+    const before = await counts(1);
+    expect((await call(node(0).url, 'POST', '/event-types', businessEventType('warmup.gone', { schema: { type: 'json_schema', schema: schemaText({ gone: { type: 'string' } }) } }))).status).toBe(201);
+    await expect.poll(async () => (await counts(1)).main, { timeout: 10_000 }).toBe(before.main + 1);
+    await expect.poll(async () => (await counts(1)).workers, { timeout: 10_000 }).toBe(before.workers + THREADS);
+    expect((await call(node(0).url, 'DELETE', '/event-types/warmup.gone')).status).toBe(200);
+    await expect.poll(async () => (await counts(1)).main, { timeout: 10_000 }).toBe(before.main);
+    await expect.poll(async () => (await counts(1)).workers, { timeout: 10_000 }).toBe(before.workers);
+  });
+
   it('a schema over the main thread budget: compiled in the workers only', async () => {
     const before = await counts(0);
     const body = businessEventType('warmup.costly', { schema: { type: 'json_schema', schema: fanOutSchema(6) } });

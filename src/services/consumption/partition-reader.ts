@@ -87,7 +87,8 @@ export class PartitionReader {
     // Entries vary in size (one publish request's share each): ask for as many as the room left
     // should hold at the partition's average entry size, so one read overshoots the cap by one entry at most.
     const room = capBytes - buffered;
-    const slices = await Promise.all(
+    const lastReadAt = due.map((p) => p.lastReadAt);
+    const reads = Promise.all(
       due.map((p) => {
         p.lastReadAt = t;
         // Unknown entry size: one entry first. Reads stay near READ_TARGET_BYTES so one large reply
@@ -97,6 +98,11 @@ export class PartitionReader {
         return this.logs.read(p.eventType, p.timelines, p.partition, p.read, count);
       }),
     );
+    // A failed round read nothing: each partition stays due as it was (the loop retries it).
+    const slices = await reads.catch((err: unknown) => {
+      due.forEach((p, i) => (p.lastReadAt = lastReadAt[i] ?? p.lastReadAt));
+      throw err;
+    });
     // Filtering and batch_timespan look at single events; otherwise whole entries travel as they are.
     const perEvent = this.policy.accept !== undefined || this.rules.batchTimespanSeconds > 0;
     due.forEach((p, i) => {
