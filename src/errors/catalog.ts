@@ -36,7 +36,7 @@ export const errorCatalog = {
   UNKNOWN_FEATURE: { status: 400, template: 'Feature "{feature}" is unknown; known: {known}', meaning: '`PUT /settings/features` names a feature the broker does not know.' },
   BAD_PAGING_TOKEN: { status: 400, template: 'token is not a paging token of this listing; take it from the next or prev link, or use token=new', meaning: 'The `token` query parameter of `GET /subscriptions` is not one this listing handed out.' },
   // 401
-  UNAUTHORIZED: { status: 401, template: '{reason}', headers: { 'WWW-Authenticate': 'Bearer' }, meaning: 'No bearer token, or one that does not verify (signature, expiry, issuer, audience) or that the token-info service calls inactive. Only `/health`, `/openapi.json`, `/docs` and the console\'s files under `/ui` need none.' },
+  UNAUTHORIZED: { status: 401, template: '{reason}', headers: { 'WWW-Authenticate': 'Bearer' }, meaning: 'No bearer token, or one that does not verify (signature, expiry, issuer, audience) or that the token-info service calls inactive. Only `/health`, `/openapi.json`, `/docs`, `/problems` and the console\'s files under `/ui` need none.' },
   // 403
   ACCESS_DENIED: { status: 403, template: 'Access on {operation} {resource} denied', meaning: 'The subject is not in the authorization list (admins, readers or writers) of the event type, subscription or admin settings.' },
   PRODUCER_BLOCKED: { status: 403, template: 'Application or event type is blocked', meaning: 'The producing application or the event type is on the blacklist (`PRODUCER_APP`, `PRODUCER_ET`).' },
@@ -57,6 +57,7 @@ export const errorCatalog = {
   CONSOLE_ASSET_NOT_FOUND: { status: 404, template: 'no console asset {path}', meaning: 'The web console has no file at this path.' },
   API_REFERENCE_NOT_BUILT: { status: 404, template: 'The API reference page is not built into this node (npm run build copies it into dist/docs-assets); /openapi.json is served', meaning: '`/docs` was asked for but this node was started without the reference page\'s files; `/openapi.json` is served anyway.' },
   API_REFERENCE_ASSET_NOT_FOUND: { status: 404, template: 'no API reference file {path}', meaning: 'The API reference page has no file at this path.' },
+  PROBLEM_TYPE_NOT_FOUND: { status: 404, template: 'no problem type {type}; GET /problems lists them', meaning: '`GET /problems/{type}` names no problem type of the catalog.' },
   // 405
   METHOD_NOT_ALLOWED: { status: 405, template: '{method} is not supported on {path}', headers: { Allow: '{allowed}' }, meaning: 'The route exists but not for this method; `Allow` lists the methods it has.' },
   // 409
@@ -137,6 +138,25 @@ export type ErrorArgs<C extends ErrorCode> = [Placeholders<(typeof errorCatalog)
  */
 export function problemType(code: ErrorCode): string {
   return `/problems/${code.toLowerCase().replaceAll('_', '-')}`;
+}
+
+/** One problem type as `GET /problems/{type}` describes it (the catalog entry behind a problem's `type`). */
+export interface ProblemTypeDescription {
+  readonly type: string;
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly title: string;
+  /** The `detail` template: `{name}` placeholders are filled per failure. */
+  readonly detail_template: string;
+  readonly meaning: string;
+}
+
+/** Every problem type of the catalog, in catalog order (`GET /problems`; the API document's "Problem types"). */
+export function problemTypes(): ProblemTypeDescription[] {
+  return (Object.keys(errorCatalog) as ErrorCode[]).map((code) => {
+    const entry: CatalogEntry = errorCatalog[code];
+    return { type: problemType(code), code, status: entry.status, title: reasonPhrase(entry.status), detail_template: entry.template, meaning: entry.meaning };
+  });
 }
 
 /** The HTTP reason phrase of a status, used as a problem's `title`. */

@@ -69,6 +69,33 @@ describe('GET /openapi.json', () => {
   });
 });
 
+describe('GET /problems/{type}', () => {
+  it('resolves the type of problems the node answers with, without a token; lists every code; 404 for an unknown type', async () => {
+    // Real problems: a request without a token (401) and an unknown event type (404 after auth).
+    const unauthorized = await call(broker.url, 'GET', '/event-types');
+    expect(unauthorized.status).toBe(401);
+    const notFound = await call(broker.url, 'GET', '/event-types/no.such.type', undefined, { Authorization: `Bearer ${await issuer.sign({ sub: 'admin', audience: 'broker' })}` });
+    expect(notFound.status).toBe(404);
+    for (const [answer, code] of [
+      [unauthorized, 'UNAUTHORIZED'],
+      [notFound, 'EVENT_TYPE_NOT_FOUND'],
+    ] as const) {
+      const type = (answer.json as { type: string }).type;
+      const resolved = await call(broker.url, 'GET', type);
+      expect(resolved.status, resolved.text).toBe(200);
+      expect(resolved.json).toMatchObject({ type, code, status: answer.status, title: (answer.json as { title: string }).title });
+    }
+    const all = (await call(broker.url, 'GET', '/problems')).json as { items: { type: string; code: string }[] };
+    expect(all.items.length).toBeGreaterThanOrEqual(75);
+    expect(new Set(all.items.map((t) => t.type)).size).toBe(all.items.length);
+    const doc = (await call(broker.url, 'GET', '/openapi.json')).json as { info: { description: string } };
+    for (const t of all.items) expect(doc.info.description).toContain(`| \`${t.type}\` |`);
+    const unknown = await call(broker.url, 'GET', '/problems/no-such-problem');
+    expect(unknown.status).toBe(404);
+    expect((unknown.json as { type: string }).type).toBe('/problems/problem-type-not-found');
+  });
+});
+
 describe('GET /docs', () => {
   it('serves the reference page and its script from the node, without a token', async () => {
     const page = await call(broker.url, 'GET', '/docs');

@@ -128,6 +128,6 @@ describe('the route table against the server', () => {
     expect(() => apiDocsRoutes(http, 'test', new Map())).toThrow('the API document lacks 1 registered route(s): PATCH /event-types/:name');
     const described = server();
     apiDocsRoutes(described, 'test', new Map());
-    expect(described.registeredRoutes().map((r) => `${r.method} ${r.path}`)).toEqual(['GET /openapi.json', 'GET /docs', 'GET /docs/:asset']);
+    expect(described.registeredRoutes().map((r) => `${r.method} ${r.path}`)).toEqual(['GET /openapi.json', 'GET /docs', 'GET /docs/:asset', 'GET /problems', 'GET /problems/:type']);
   });
 });

@@ -8,6 +8,7 @@
  */
 import type { TSchema } from '@sinclair/typebox';
 import { configSchema } from '../../config/config-schema.js';
+import { problemTypes } from '../../errors/catalog.js';
 import { MAX_EVENT_SEND_COUNT_ANNOTATION, UNPROCESSABLE_EVENT_POLICY_ANNOTATION } from '../../domain/dead-letter.js';
 import { FEATURES, type Feature } from '../../services/settings.js';
 import { DEFAULT_PROBLEM, FLOW_ID_HEADER, type HeaderSpec, type ResponseSpec, type RouteSpec } from './route-model.js';
@@ -65,7 +66,7 @@ const DESCRIPTION = [
   'CORS: with origins listed in config `http.corsAllowedOrigins`, every path answers the `OPTIONS` preflight of a listed origin (204; 403 for others), and answers carry `Access-Control-Allow-Origin` for it; with none listed (the default) there is no CORS.',
   '',
   '## Authentication',
-  'The node runs in one auth mode (config `auth.mode`): `off` — no token, every request is the subject `unauthenticated`; `jwt` — a bearer JWT verified locally (`auth.jwt.*`); `tokeninfo` — a bearer token checked by a token-info service (`auth.tokeninfo.*`). Public routes (`/health`, `/openapi.json`, `/docs`, `/ui` files) need no token in any mode.',
+  'The node runs in one auth mode (config `auth.mode`): `off` — no token, every request is the subject `unauthenticated`; `jwt` — a bearer JWT verified locally (`auth.jwt.*`); `tokeninfo` — a bearer token checked by a token-info service (`auth.tokeninfo.*`). Public routes (`/health`, `/openapi.json`, `/docs`, `/problems`, `/ui` files) need no token in any mode.',
   '',
   '## Annotations under `broker.io/`',
   '`broker.io` is reserved: clients may not set other annotations or labels under it.',
@@ -78,6 +79,13 @@ const DESCRIPTION = [
   '| feature | when on |',
   '|---|---|',
   ...FEATURES.map((f) => `| \`${f}\` | ${FEATURE_NOTES[f]} |`),
+  '',
+  '## Problem types',
+  'Every failure is an RFC 7807 problem whose `type` is `/problems/<code>`; `GET /problems/<code>` answers the entry below as JSON, `GET /problems` all of them. `detail` fills the template\'s `{placeholders}`.',
+  '',
+  '| type | status | meaning |',
+  '|---|---|---|',
+  ...problemTypes().map((t) => `| \`${t.type}\` | ${t.status} | ${t.meaning.replace(/\|/g, '\\|')} |`),
   '',
   '## Configuration keys',
   'Defaults and `BROKER_*` environment variables: README "Configuration".',

@@ -85,6 +85,19 @@ export const SETTINGS_ROUTES: RouteSpec[] = [
 
 const TEXT_ASSET: TSchema = Type.String({ description: 'the file' });
 
+/** One entry of the error catalog as `/problems` describes it (`ProblemTypeDescription`, src/errors/catalog.ts). */
+const PROBLEM_TYPE = Type.Object(
+  {
+    type: Type.String({ description: 'the problem `type`: `/problems/<code in kebab case>`' }),
+    code: Type.String({ description: 'the catalog code, e.g. `EVENT_TYPE_NOT_FOUND`' }),
+    status: Type.Integer({ description: 'the HTTP status of such a problem' }),
+    title: Type.String({ description: 'the problem `title` (the status\'s reason phrase)' }),
+    detail_template: Type.String({ description: 'the problem `detail` with `{name}` placeholders, filled per failure' }),
+    meaning: Type.String({ description: 'when it happens' }),
+  },
+  { additionalProperties: false },
+);
+
 /** Health, metrics, this document and its reference page, the console. */
 export const OPERATION_ROUTES: RouteSpec[] = [
   route({
@@ -108,6 +121,16 @@ export const OPERATION_ROUTES: RouteSpec[] = [
     method: 'GET', path: '/docs/{asset}', operationId: 'apiReferenceAsset', tag: 'Operations', access: 'public',
     params: Type.Object({ asset: Type.String({ description: 'a file of the reference page' }) }),
     summary: 'A file of the API reference page', responses: { '200': { description: 'the file', content: { 'text/javascript': TEXT_ASSET, 'text/plain': TEXT_ASSET } }, '304': empty('not modified (If-None-Match)'), ...problems(404) },
+  }),
+  route({
+    method: 'GET', path: '/problems', operationId: 'problemTypes', tag: 'Operations', access: 'public',
+    summary: 'Every problem type a failure can carry (the error catalog)', description: 'The same list as this document\'s "Problem types" section.',
+    responses: { '200': json('the problem types, in catalog order', Type.Object({ items: Type.Array(PROBLEM_TYPE) })) },
+  }),
+  route({
+    method: 'GET', path: '/problems/{type}', operationId: 'problemType', tag: 'Operations', access: 'public',
+    params: Type.Object({ type: Type.String({ description: 'the last segment of a problem\'s `type`, e.g. `event-type-not-found`' }) }),
+    summary: 'One problem type: what a problem\'s `type` URI resolves to', responses: { '200': json('the problem type', PROBLEM_TYPE), ...problems(404) },
   }),
   route({
     method: 'GET', path: '/ui', operationId: 'console', tag: 'Console', access: 'public',

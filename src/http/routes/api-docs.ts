@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { brokerError } from '../../errors/catalog.js';
+import { brokerError, problemTypes } from '../../errors/catalog.js';
 import { buildOpenApiDocument } from '../api/openapi.js';
 import { missingRoutes } from '../api/route-table.js';
 import type { HttpServer } from '../server.js';
@@ -129,6 +129,16 @@ export function apiDocsRoutes(http: HttpServer, version: string = packageVersion
     const headers = { ...cached, ETag: asset.etag };
     if (ctx.headers['if-none-match'] === asset.etag) return Promise.resolve({ status: 304, headers });
     return Promise.resolve({ status: 200, body: asset.body, contentType: asset.contentType, headers });
+  }, { public: true });
+
+  // A problem's `type` resolves (RFC 7807 §3.1): the catalog entry behind it (issue 16 §3.1).
+  const types = problemTypes();
+  const byType = new Map(types.map((t) => [t.type.slice('/problems/'.length), t]));
+  http.route('GET', '/problems', () => Promise.resolve({ status: 200, body: { items: types }, headers: cached }), { public: true });
+  http.route('GET', '/problems/:type', (ctx) => {
+    const found = byType.get(ctx.params.type ?? '');
+    if (found === undefined) throw brokerError('PROBLEM_TYPE_NOT_FOUND', { type: ctx.params.type ?? '' });
+    return Promise.resolve({ status: 200, body: found, headers: cached });
   }, { public: true });
 
   const missing = missingRoutes(http.registeredRoutes());
