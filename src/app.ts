@@ -142,10 +142,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   // Nothing outlives what it describes (issue 15 §1): a deleted event type's series go, and validators of
   // schemas no event type uses any more are dropped on the main thread and in every worker thread.
   cache.onDeleted((name) => metrics.forgetEventType(name));
-  cache.onSchemaRetired((schemaKey) => {
-    publisher.forgetSchemas([schemaKey]);
-    void pool.forgetSchemas([schemaKey]);
-  });
+  cache.onSchemaRetired((schemaKey) => void publisher.retire(schemaKey));
   metrics.observeCaches(() => {
     const eventTypes = cache.sizes;
     const main = publisher.cacheSizes;

@@ -6,7 +6,7 @@
 import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { guardSchema } from '../src/domain/schema-guard.js';
-import { standaloneValidatorCode } from '../src/domain/schema-compiler.js';
+import { primeValidator, standaloneValidatorCode } from '../src/domain/schema-compiler.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
 import { processBatch } from './publish-batch.js';
 import type { CompileResult, ForgetResult, GuardResult, PublishResult, SchemaNeeded, StandaloneResult, WarmResult, WorkerTask } from './publish-protocol.js';
@@ -23,8 +23,7 @@ export default function run(task: WorkerTask): PublishResult | SchemaNeeded | Gu
   }
   if (task.kind === 'warm') {
     const { validate, cost } = validators.get(task);
-    // V8 compiles a function's bytecode on its first call: make that call now, not in the first batch.
-    validate({});
+    primeValidator(validate);
     return cost ? { threadId, validators: validators.size, cost } : { threadId, validators: validators.size };
   }
   if (task.kind === 'standalone') {

@@ -6,7 +6,7 @@ import type { PartitionLogs } from '../storage/partition-logs.js';
 import { RedisWaitBudget } from '../storage/deadline.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import type { Logger } from '../observability/logger.js';
-import { instantiateValidator } from '../domain/schema-compiler.js';
+import { instantiateValidator, primeValidator } from '../domain/schema-compiler.js';
 import { LRUCache } from 'lru-cache';
 import type { BatchItemResponse } from '../domain/batch-item-response.js';
 import type { PublishSpec } from '../domain/publish-spec.js';
@@ -24,15 +24,6 @@ import type { WorkerPool } from './worker-pool.js';
 const MAIN_THREAD_MAX_CODE_BYTES = 64 * 1024;
 /** Schema keys remembered as prepared (least recently used dropped first; as many as event types cached). */
 const WARMED_KEYS_KEPT = 10_000;
-
-/**
- * Whether a worker's measurement proves a schema cheap enough to validate on the main thread: results
- * carry a cost only within `INLINE_MAX_APPLICATIONS_PER_VALUE` (workers/publish-batch.ts); the code size is
- * checked when the code arrives ({@link MAIN_THREAD_MAX_CODE_BYTES}).
- */
-function cheapForMainThread(cost: SchemaCost | undefined): cost is SchemaCost {
-  return cost !== undefined;
-}
 
 /** The answer to a publish request (WIRE.md "Publishing"): 200 empty, or 422/207 with one item per event. */
 export type PublishOutcome =
@@ -162,12 +153,16 @@ export class Publisher {
       await this.retire(spec.schemaKey);
       return;
     }
-    if (cheapForMainThread(cost)) await this.feedMainThread(spec, cost);
+    // Workers report a cost only for a schema within the main thread's budget (`INLINE_MAX_APPLICATIONS_PER_VALUE`).
+    if (cost !== undefined) await this.feedMainThread(spec, cost);
     this.warmed.set(spec.schemaKey, true);
   }
 
-  /** Drops a schema key's validators on the main thread and in every worker thread. */
-  private async retire(schemaKey: string): Promise<void> {
+  /**
+   * Drops a schema key's validators on the main thread and in every worker thread (issue 15 §1.1: its
+   * event type was deleted or its schema changed). Never throws.
+   */
+  async retire(schemaKey: string): Promise<void> {
     this.forgetSchemas([schemaKey]);
     await this.pool.forgetSchemas([schemaKey]);
   }
@@ -190,10 +185,7 @@ export class Publisher {
       }
       // A key retired meanwhile (the event type changed or was deleted) is not kept.
       if (!this.feeding.has(key)) return;
-      const validate = instantiateValidator(made.code);
-      // V8 compiles a function's bytecode on its first call: make that call now, not in the first batch.
-      validate({});
-      this.validators.set(key, { validate, cost });
+      this.validators.set(key, { validate: primeValidator(instantiateValidator(made.code)), cost });
     } catch (err) {
       this.workersOnly.set(key, true);
       this.logger.warn({ err: (err as Error).message, eventType: spec.name }, 'no main-thread validator for a cheap schema; its small batches go to the workers');
@@ -268,7 +260,7 @@ export class Publisher {
     const spec = eventType.publishSpec;
     const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || this.validators.has(spec.schemaKey));
     const result = inline ? processBatch(task, this.validators) : await this.pool.publish(task, this.config.workerTaskTimeoutMs);
-    if (!inline && result.kind !== 'malformed' && result.schemaCost !== undefined && cheapForMainThread(result.schemaCost)) void this.feedMainThread(spec, result.schemaCost);
+    if (!inline && result.kind !== 'malformed' && result.schemaCost !== undefined) void this.feedMainThread(spec, result.schemaCost);
     if (result.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: result.detail });
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
     const events = result.eids.length;

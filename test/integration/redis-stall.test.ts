@@ -26,8 +26,8 @@ let broker: BrokerProcess;
 beforeAll(async () => {
   redis = await startRedis();
   const env = { BROKER_REDIS_URL: redis.url, BROKER_LOG_LEVEL: 'warn', BROKER_PUBLISH_WORKER_THREADS: '1', BROKER_REDIS_COMMAND_TIMEOUT_MS: String(TIMEOUT_MS) };
-  // Another node registers the event types and stops: a node caches every event type it hears created
-  // (issue 17 §2, no cold path), and the node under test must not know `stall.cold` yet.
+  // Another node registers the event types and stops, so the node under test has certainly never read
+  // `stall.cold` (its cache must miss during the pause).
   const creator = await startBroker(env);
   for (const name of ['stall.orders', 'stall.cold']) expect((await call(creator.url, 'POST', '/event-types', businessEventType(name))).status).toBe(201);
   expect(await creator.stop()).toBe(0);
