@@ -1,15 +1,17 @@
 /**
  * Reading the JSON body of `POST /event-types` and `PUT /event-types/{name}` (spec "EventType",
  * "EventTypeStatistics", "EventOwnerSelector", "Annotations", "AuthorizationAttribute", "Authentication"
- * items 3-8 and the "Event type registry" endpoints; WIRE.md "Conventions" and "Event types"): JSON
- * types, required fields, enums, patterns and sizes, then the rules a schema cannot say
- * (event-type-rules.ts, annotation-rules.ts), into a normalized {@link EventTypeInput}.
+ * items 3-8 and the "Event type registry" endpoints; WIRE.md "Conventions" and "Event types"): the shape
+ * — JSON types, required fields, enums, patterns and sizes — is {@link EventTypeInputSchema}, checked by
+ * ajv (src/domain/input-check.ts); the rules a schema cannot say (event-type-rules.ts,
+ * annotation-rules.ts) then run on the typed value, which is normalized into an {@link EventTypeInput}.
  *
  * Pure: no I/O. Status convention (WIRE.md "Conventions"): a body that is not a JSON object, a value of the
  * wrong JSON type, or an invalid `category` / `compatibility_mode` / `cleanup_policy` is **400**; everything
  * else (missing required field, pattern, size, unknown strategy or schema type, cross-field rule) is
  * **422**. Every problem is collected, one detail line each, in the form `Field "name" ...`.
  */
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import {
   CATEGORIES,
   CLEANUP_POLICIES,
@@ -17,13 +19,13 @@ import {
   ENRICHMENT_STRATEGIES,
   PARTITION_STRATEGIES,
   type Category,
+  type CleanupPolicy,
+  type CompatibilityMode,
   type EnrichmentStrategy,
-  type EventOwnerSelector,
-  type EventTypeAuthorization,
   type EventTypeOptions,
-  type EventTypeStatistics,
+  type PartitionStrategy,
 } from './event-type.js';
-import { annotationProblems } from './annotation-rules.js';
+import { annotationProblems, MAX_ANNOTATIONS } from './annotation-rules.js';
 import {
   cleanupPolicyProblems,
   enrichmentProblems,
@@ -34,8 +36,8 @@ import {
   type EventTypeLimits,
   type RuleResult,
 } from './event-type-rules.js';
-import { absent, parseAttributeList, Problems, readObject, readString, withinCount } from './rule-problems.js';
-import { isJsonObject, type JsonValue } from './json-schema-walk.js';
+import { MAX_AUTHORIZATION_ATTRIBUTES, Problems } from './rule-problems.js';
+import { checkInput } from './input-check.js';
 
 /** Pattern of event type names (spec "EventType"); the length bounds 1..255 come from WIRE.md. */
 export const EVENT_TYPE_NAME_PATTERN = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
@@ -51,279 +53,207 @@ export function isSupportedSchemaType(type: string): boolean {
   return SCHEMA_TYPE_ALIASES.includes(type.toLowerCase());
 }
 
+/** A string enum accepted in any case (WIRE.md "Conventions"); `status` 400 for the enums the reference parses. */
+function AnyCaseEnum<const T extends readonly string[]>(values: T, options: { status?: 400; what?: string; description?: string } = {}) {
+  return Type.Unsafe<T[number]>(
+    Type.String({
+      'x-any-case-enum': [...values],
+      ...(options.status !== undefined ? { 'x-status': options.status } : {}),
+      ...(options.what !== undefined ? { 'x-messages': { 'x-any-case-enum': `has unknown ${options.what} {value}; allowed: {allowed}` } } : {}),
+      description: options.description ?? `one of ${values.join(', ')} (any case)`,
+    }),
+  );
+}
+
+/** A list of at most {@link MAX_FIELD_LIST_ITEMS} items (issue 13 §2.2). */
+const ListBounds = { maxItems: MAX_FIELD_LIST_ITEMS, 'x-limit': 'items per list', 'x-messages': { type: 'must be an array of strings' } };
+
+/** Dot-separated field paths into the event: each non-empty, without empty segments. */
+const FieldPaths = (description: string) =>
+  Type.Array(
+    Type.String({ minLength: 1, pattern: '^[^.]+(\\.[^.]+)*$', 'x-messages': { pattern: 'must be a dot-separated path without empty segments, got {value}' } }),
+    { ...ListBounds, description },
+  );
+
+/** An integer of at least 1 (`default_statistic`). */
+const PositiveCount = Type.Integer({ minimum: 1, 'x-messages': { minimum: 'must be an integer of at least 1', fraction: 'must be an integer of at least 1' } });
+
+/** An authorization list (spec "AuthorizationAttribute"): 1..{@link MAX_AUTHORIZATION_ATTRIBUTES} attributes of non-empty strings; distinct attributes are a rule (`parseAttributeList`). */
+export const AttributeListInput = Type.Array(
+  Type.Object({ data_type: Type.String({ minLength: 1 }), value: Type.String({ minLength: 1 }) }),
+  {
+    minItems: 1,
+    maxItems: MAX_AUTHORIZATION_ATTRIBUTES,
+    'x-limit': 'attributes per authorization list',
+    'x-messages': { minItems: 'must contain at least one attribute', type: 'must be an array of authorization attributes' },
+  },
+);
+
+/** An `annotations` or `labels` map: string values, at most {@link MAX_ANNOTATIONS} entries; key syntax and value sizes are rules (annotation-rules.ts). */
+export const StringMapInput = (description: string) =>
+  Type.Record(Type.String(), Type.String({ 'x-map-value': true }), {
+    maxProperties: MAX_ANNOTATIONS,
+    'x-limit': 'entries per map',
+    'x-messages': { type: 'must be an object of string values' },
+    description,
+  });
+
 /**
- * An enum value, matched case-insensitively and returned lower case. Absent → `fallback` (or a
- * "must not be null" problem when there is none); unknown → a problem of `invalidStatus`.
+ * The body of `POST /event-types` and `PUT /event-types/{name}` as JSON Schema (spec "EventType"; WIRE.md
+ * "Event types"): what the request must look like. The route table declares it and the OpenAPI document
+ * shows it; {@link parseEventTypeInput} checks it.
  */
-function readEnum<T extends string>(
-  value: JsonValue | undefined,
-  field: string,
-  allowed: readonly T[],
-  p: Problems,
-  invalidStatus: 400 | 422,
-  fallback: T | undefined,
-  what = 'value',
-): T | undefined {
-  if (absent(value)) {
-    if (fallback === undefined) p.missing(field);
-    return fallback;
+export const EventTypeInputSchema = Type.Object(
+  {
+    name: Type.String({
+      minLength: 1,
+      maxLength: MAX_EVENT_TYPE_NAME_LENGTH,
+      pattern: EVENT_TYPE_NAME_PATTERN.source,
+      'x-messages': { minLength: `must be between 1 and ${MAX_EVENT_TYPE_NAME_LENGTH} characters long`, maxLength: `must be between 1 and ${MAX_EVENT_TYPE_NAME_LENGTH} characters long` },
+    }),
+    owning_application: Type.String({ minLength: 1 }),
+    category: AnyCaseEnum(CATEGORIES, { status: 400 }),
+    enrichment_strategies: Type.Optional(Type.Array(AnyCaseEnum(ENRICHMENT_STRATEGIES, { what: 'enrichment strategy' }), { ...ListBounds, description: 'default []' })),
+    partition_strategy: Type.Optional(AnyCaseEnum(PARTITION_STRATEGIES, { what: 'partition strategy', description: 'default random' })),
+    partition_key_fields: Type.Optional(FieldPaths('the fields whose values decide the partition (required exactly for hash)')),
+    compatibility_mode: Type.Optional(AnyCaseEnum(COMPATIBILITY_MODES, { status: 400, description: 'default forward' })),
+    schema: Type.Object({
+      type: Type.String({
+        'x-any-case-enum': SCHEMA_TYPE_ALIASES,
+        'x-messages': { 'x-any-case-enum': 'schema type {value} is not supported; the supported type is "json_schema" (JSON Schema draft 04)' },
+      }),
+      schema: Type.String({ description: 'the JSON Schema (draft-04) of the events, as JSON text' }),
+    }),
+    cleanup_policy: Type.Optional(AnyCaseEnum(CLEANUP_POLICIES, { status: 400, description: 'default delete' })),
+    default_statistic: Type.Optional(
+      Type.Object({ messages_per_minute: PositiveCount, message_size: PositiveCount, read_parallelism: PositiveCount, write_parallelism: PositiveCount }),
+    ),
+    options: Type.Optional(
+      Type.Object({
+        retention_time: Type.Optional(
+          Type.Integer({
+            minimum: 1,
+            description: 'milliseconds (default: config eventTypes.defaultRetentionTimeMs)',
+            'x-messages': { type: 'must be an integer (milliseconds)', minimum: 'must be a positive integer (milliseconds)', fraction: 'must be a positive integer (milliseconds)' },
+          }),
+        ),
+      }),
+    ),
+    authorization: Type.Optional(Type.Object({ admins: AttributeListInput, readers: AttributeListInput, writers: AttributeListInput })),
+    annotations: Type.Optional(StringMapInput('annotations; keys under `broker.io/` are the service\'s')),
+    labels: Type.Optional(StringMapInput('labels')),
+    ordering_key_fields: Type.Optional(FieldPaths('the fields that order events of a partition')),
+    event_owner_selector: Type.Optional(
+      Type.Object({ type: AnyCaseEnum(['path', 'static'] as const), name: Type.String({ minLength: 1 }), value: Type.String({ minLength: 1 }) }),
+    ),
+  },
+  { 'x-messages': { type: 'must be a JSON object' } },
+);
+/** A body that passed {@link EventTypeInputSchema}. */
+export type EventTypeInputBody = Static<typeof EventTypeInputSchema>;
+
+/**
+ * Distinct attributes (spec "AuthorizationAttribute"): each `{data_type, value}` at most once in a list.
+ * @returns the 422 problems, one per repeated attribute
+ */
+export function duplicateAttributeProblems(list: readonly { data_type: string; value: string }[], field: string, p: Problems): void {
+  const seen = new Set<string>();
+  for (const { data_type: dataType, value } of list) {
+    const key = JSON.stringify([dataType, value]);
+    if (seen.has(key)) p.rule(field, `must not contain the attribute {data_type: "${dataType}", value: "${value}"} more than once`);
+    seen.add(key);
   }
-  if (typeof value !== 'string') {
-    p.malformed(field, 'must be a string');
-    return undefined;
-  }
+}
+
+/** Lower case of an any-case enum value checked by its schema. */
+function lower<T extends string>(allowed: readonly T[], value: string): T {
   const match = allowed.find((candidate) => candidate === value.toLowerCase());
-  if (match === undefined) {
-    const text = `has unknown ${what} "${value}"; allowed: ${allowed.join(', ')}`;
-    if (invalidStatus === 400) p.malformed(field, text);
-    else p.rule(field, text);
-  }
+  if (match === undefined) throw new Error(`"${value}" passed the schema but is not one of ${allowed.join(', ')}`);
   return match;
 }
 
-/** An array of at most {@link MAX_FIELD_LIST_ITEMS} strings (wrong types are 400, more items 422), or `undefined` when absent or malformed. */
-function readStringArray(value: JsonValue | undefined, field: string, p: Problems): string[] | undefined {
-  if (absent(value)) return undefined;
-  if (!Array.isArray(value)) {
-    p.malformed(field, 'must be an array of strings');
-    return undefined;
-  }
-  if (!withinCount(value, field, MAX_FIELD_LIST_ITEMS, 'items per list', p)) return undefined;
-  const out: string[] = [];
-  let wellTyped = true;
-  for (const [i, item] of value.entries()) {
-    if (typeof item === 'string') out.push(item);
-    else {
-      p.malformed(`${field}[${i}]`, 'must be a string');
-      wellTyped = false;
-    }
-  }
-  return wellTyped ? out : undefined;
-}
-
-/** An integer ≥ `min` (non-numbers are 400, other failures 422), or `undefined`. */
-function readInteger(value: JsonValue | undefined, field: string, p: Problems, min: number): number | undefined {
-  if (absent(value)) {
-    p.missing(field);
-    return undefined;
-  }
-  if (typeof value !== 'number') {
-    p.malformed(field, 'must be an integer');
-    return undefined;
-  }
-  if (!Number.isSafeInteger(value) || value < min) {
-    p.rule(field, `must be an integer of at least ${min}`);
-    return undefined;
-  }
-  return value;
-}
-
-/** The event type name: 1..{@link MAX_EVENT_TYPE_NAME_LENGTH} characters matching {@link EVENT_TYPE_NAME_PATTERN} (422 otherwise), or `undefined`. */
-function parseName(value: JsonValue | undefined, p: Problems): string | undefined {
-  const name = readString(value, 'name', p, { required: true, nonEmpty: false });
-  if (name === undefined) return undefined;
-  let ok = true;
-  if (name.length < 1 || name.length > MAX_EVENT_TYPE_NAME_LENGTH) {
-    p.rule('name', `must be between 1 and ${MAX_EVENT_TYPE_NAME_LENGTH} characters long`);
-    ok = false;
-  }
-  if (name.length > 0 && !EVENT_TYPE_NAME_PATTERN.test(name)) {
-    p.rule('name', `must match the pattern ${EVENT_TYPE_NAME_PATTERN.source}`);
-    ok = false;
-  }
-  return ok ? name : undefined;
-}
-
-function parseEnrichment(value: JsonValue | undefined, category: Category | undefined, p: Problems): EnrichmentStrategy[] | undefined {
-  const field = 'enrichment_strategies';
-  const raw = absent(value) ? [] : readStringArray(value, field, p);
-  if (raw === undefined) return undefined;
-  const strategies: EnrichmentStrategy[] = [];
-  let ok = true;
-  for (const item of raw) {
-    const match = ENRICHMENT_STRATEGIES.find((candidate) => candidate === item.toLowerCase());
-    if (match === undefined) {
-      p.rule(field, `has unknown enrichment strategy "${item}"; allowed: ${ENRICHMENT_STRATEGIES.join(', ')}`);
-      ok = false;
-    } else if (strategies.includes(match)) {
-      p.rule(field, `must not contain "${match}" more than once`);
-      ok = false;
-    } else strategies.push(match);
-  }
-  const ruleProblems = enrichmentProblems(category, raw);
-  p.addAll(ruleProblems);
-  return ok && ruleProblems.length === 0 ? strategies : undefined;
-}
-
-/** Dot-separated field paths: each non-empty, without empty segments. */
-function parseFieldPaths(value: JsonValue | undefined, field: string, p: Problems): string[] | undefined {
-  const paths = readStringArray(value, field, p);
-  if (paths === undefined) return undefined;
-  let ok = true;
-  for (const [i, path] of paths.entries()) {
-    if (path.length === 0) {
-      p.rule(`${field}[${i}]`, 'must not be empty');
-      ok = false;
-    } else if (path.split('.').some((segment) => segment.length === 0)) {
-      p.rule(`${field}[${i}]`, `must be a dot-separated path without empty segments, got "${path}"`);
-      ok = false;
-    }
-  }
-  return ok ? paths : undefined;
-}
-
-function parseSchema(value: JsonValue | undefined, p: Problems): { type: 'json_schema'; schema: string } | undefined {
-  const object = readObject(value, 'schema', p, true);
-  if (object === undefined) return undefined;
-  const type = readString(object.type, 'schema.type', p, { required: true, nonEmpty: false });
-  const schema = readString(object.schema, 'schema.schema', p, { required: true, nonEmpty: false });
-  if (type !== undefined && !isSupportedSchemaType(type)) {
-    p.rule('schema.type', `schema type "${type}" is not supported; the supported type is "json_schema" (JSON Schema draft 04)`);
-    return undefined;
-  }
-  if (type === undefined || schema === undefined) return undefined;
-  return { type: 'json_schema', schema };
-}
-
-function parseStatistic(value: JsonValue | undefined, p: Problems): EventTypeStatistics | undefined {
-  const object = readObject(value, 'default_statistic', p, false);
-  if (object === undefined) return undefined;
-  const messagesPerMinute = readInteger(object.messages_per_minute, 'default_statistic.messages_per_minute', p, 1);
-  const messageSize = readInteger(object.message_size, 'default_statistic.message_size', p, 1);
-  const readParallelism = readInteger(object.read_parallelism, 'default_statistic.read_parallelism', p, 1);
-  const writeParallelism = readInteger(object.write_parallelism, 'default_statistic.write_parallelism', p, 1);
-  if (messagesPerMinute === undefined || messageSize === undefined || readParallelism === undefined || writeParallelism === undefined) return undefined;
-  return { messages_per_minute: messagesPerMinute, message_size: messageSize, read_parallelism: readParallelism, write_parallelism: writeParallelism };
-}
-
-function parseOptions(value: JsonValue | undefined, limits: EventTypeLimits, isAdmin: boolean, p: Problems): EventTypeOptions | undefined {
-  const fallback = { retention_time: limits.defaultRetentionTimeMs };
-  if (absent(value)) return fallback;
-  const object = readObject(value, 'options', p, false);
-  if (object === undefined) return undefined;
-  const raw = object.retention_time;
-  if (absent(raw)) return fallback;
-  const field = 'options.retention_time';
-  if (typeof raw !== 'number') {
-    p.malformed(field, 'must be an integer (milliseconds)');
-    return undefined;
-  }
-  if (!Number.isSafeInteger(raw) || raw < 1) {
-    p.rule(field, 'must be a positive integer (milliseconds)');
-    return undefined;
-  }
-  const ruleProblems = retentionProblems(raw, limits, isAdmin);
-  p.addAll(ruleProblems);
-  return ruleProblems.length === 0 ? { retention_time: raw } : undefined;
-}
-
-function parseAuthorization(value: JsonValue | undefined, p: Problems): EventTypeAuthorization | undefined {
-  const object = readObject(value, 'authorization', p, false);
-  if (object === undefined) return undefined;
-  const admins = parseAttributeList(object.admins, 'authorization.admins', p);
-  const readers = parseAttributeList(object.readers, 'authorization.readers', p);
-  const writers = parseAttributeList(object.writers, 'authorization.writers', p);
-  if (admins === undefined || readers === undefined || writers === undefined) return undefined;
-  return { admins, readers, writers };
-}
-
-function parseOwnerSelector(value: JsonValue | undefined, p: Problems): EventOwnerSelector | undefined {
-  const object = readObject(value, 'event_owner_selector', p, false);
-  if (object === undefined) return undefined;
-  const type = readEnum(object.type, 'event_owner_selector.type', ['path', 'static'] as const, p, 422, undefined);
-  const name = readString(object.name, 'event_owner_selector.name', p, { required: true, nonEmpty: true });
-  const selectorValue = readString(object.value, 'event_owner_selector.value', p, { required: true, nonEmpty: true });
-  if (type === undefined || name === undefined || selectorValue === undefined) return undefined;
-  return { type, name, value: selectorValue };
-}
-
-function parseStringMap(value: JsonValue | undefined, field: 'annotations' | 'labels', p: Problems): Record<string, string> | undefined {
-  if (absent(value)) return undefined;
-  const problems = annotationProblems(value, field);
-  p.addAll(problems);
-  if (problems.length > 0 || !isJsonObject(value)) return undefined;
-  const out: Record<string, string> = {};
-  for (const [key, item] of Object.entries(value)) if (typeof item === 'string') out[key] = item;
-  return out;
+/** Checks `body` against `schema`; the failure as a RuleResult (detail lines and pointers). */
+export function checkBody<S extends TSchema>(schema: S, body: unknown): RuleResult<Static<S>> {
+  const checked = checkInput(schema, body);
+  if (checked.ok) return checked;
+  return { ok: false, status: checked.status, details: checked.problems.map((p) => p.detail), errors: checked.problems };
 }
 
 /**
  * Validates and normalizes the body of `POST /event-types` or `PUT /event-types/{name}` (spec "EventType"
  * and its sub-records, "Authentication" items 3-8; WIRE.md "Conventions", "Event types").
  *
- * Checks types, required fields, the name pattern and length (1..255), enum values (case-insensitive),
- * the category rules of `enrichment_strategies`, `partition_strategy` (`user_defined` not for `undefined`)
- * and `cleanup_policy` (compaction not for `undefined`), `partition_key_fields` (non-empty exactly for
- * `hash`), the schema type (`json_schema`/`json-schema` only), `default_statistic` (four integers ≥ 1),
- * `options.retention_time` (within the limits unless `isAdmin`), `authorization` (three non-empty lists of
- * distinct attributes), annotations, labels, `ordering_key_fields` and `event_owner_selector`. The schema
- * text itself and field paths against the schema are checked elsewhere (`checkFieldsAgainstSchema` of
- * event-type-rules.ts, which also holds the cross-field rules called here).
+ * First the shape, {@link EventTypeInputSchema}: types, required fields, the name pattern and length
+ * (1..255), enum values (any case), list and map sizes, `default_statistic` (four integers ≥ 1),
+ * `options.retention_time` (a positive integer), the schema type (`json_schema`/`json-schema`). A body
+ * that breaks it is answered with those problems only. Then the rules: the category rules of
+ * `enrichment_strategies` (and no strategy twice), `partition_strategy` (`user_defined` not for
+ * `undefined`) and `cleanup_policy` (compaction not for `undefined`), `partition_key_fields` (non-empty
+ * exactly for `hash`), the retention bounds (unless `isAdmin`), distinct authorization attributes,
+ * annotation and label keys and values. The schema text itself and field paths against the schema are
+ * checked elsewhere (`checkFieldsAgainstSchema` of event-type-rules.ts).
  *
- * @param body the parsed JSON request body
+ * @param body the parsed JSON request body (declared properties holding `null` are removed from it)
  * @param limits installation defaults and bounds
  * @param isAdmin whether the caller is a service administrator (lifts the retention bounds)
  * @returns the normalized input, or status 400 (a non-object body, a wrong JSON type, or an invalid
  *   `category`/`compatibility_mode`/`cleanup_policy`) or 422 (any other problem) with every detail line
  */
 export function parseEventTypeInput(body: unknown, limits: EventTypeLimits, isAdmin: boolean): RuleResult<EventTypeInput> {
-  if (!isJsonObject(body)) return { ok: false, status: 400, details: ['Request body must be a JSON object'] };
+  const checked = checkBody(EventTypeInputSchema, body);
+  if (!checked.ok) return checked;
+  const input = checked.value;
   const p = new Problems();
 
-  const name = parseName(body.name, p);
-  const owningApplication = readString(body.owning_application, 'owning_application', p, { required: true, nonEmpty: true });
-  const category = readEnum(body.category, 'category', CATEGORIES, p, 400, undefined);
-  const enrichment = parseEnrichment(body.enrichment_strategies, category, p);
-  const partitionStrategy = readEnum(body.partition_strategy, 'partition_strategy', PARTITION_STRATEGIES, p, 422, 'random', 'partition strategy');
-  p.addAll(partitionStrategyProblems(category, partitionStrategy));
-  const keyFields = parseFieldPaths(body.partition_key_fields, 'partition_key_fields', p);
-  p.addAll(partitionKeyFieldsProblems(partitionStrategy, keyFields, !absent(body.partition_key_fields)));
-  const compatibilityMode = readEnum(body.compatibility_mode, 'compatibility_mode', COMPATIBILITY_MODES, p, 400, 'forward');
-  const schema = parseSchema(body.schema, p);
-  const cleanupPolicy = readEnum(body.cleanup_policy, 'cleanup_policy', CLEANUP_POLICIES, p, 400, 'delete');
-  p.addAll(cleanupPolicyProblems(category, cleanupPolicy));
-  const statistic = parseStatistic(body.default_statistic, p);
-  const options = parseOptions(body.options, limits, isAdmin, p);
-  const authorization = parseAuthorization(body.authorization, p);
-  const annotations = parseStringMap(body.annotations, 'annotations', p);
-  const labels = parseStringMap(body.labels, 'labels', p);
-  const orderingKeyFields = parseFieldPaths(body.ordering_key_fields, 'ordering_key_fields', p);
-  const ownerSelector = parseOwnerSelector(body.event_owner_selector, p);
-
-  if (
-    p.list.length > 0 ||
-    name === undefined ||
-    owningApplication === undefined ||
-    category === undefined ||
-    enrichment === undefined ||
-    partitionStrategy === undefined ||
-    compatibilityMode === undefined ||
-    schema === undefined ||
-    cleanupPolicy === undefined ||
-    options === undefined
-  ) {
-    const details = p.list.map((problem) => problem.detail);
-    return { ok: false, status: p.list.some((problem) => problem.status === 400) ? 400 : 422, details: details.length > 0 ? details : ['The event type is invalid'] };
+  const category: Category = lower(CATEGORIES, input.category);
+  const requested = input.enrichment_strategies ?? [];
+  const enrichment: EnrichmentStrategy[] = [];
+  for (const item of requested) {
+    const match = lower(ENRICHMENT_STRATEGIES, item);
+    if (enrichment.includes(match)) p.rule('enrichment_strategies', `must not contain "${match}" more than once`);
+    else enrichment.push(match);
   }
+  p.addAll(enrichmentProblems(category, requested));
+  const partitionStrategy: PartitionStrategy = lower(PARTITION_STRATEGIES, input.partition_strategy ?? 'random');
+  p.addAll(partitionStrategyProblems(category, partitionStrategy));
+  const keyFields = input.partition_key_fields;
+  p.addAll(partitionKeyFieldsProblems(partitionStrategy, keyFields, keyFields !== undefined));
+  const compatibilityMode: CompatibilityMode = lower(COMPATIBILITY_MODES, input.compatibility_mode ?? 'forward');
+  const cleanupPolicy: CleanupPolicy = lower(CLEANUP_POLICIES, input.cleanup_policy ?? 'delete');
+  p.addAll(cleanupPolicyProblems(category, cleanupPolicy));
+  const retention = input.options?.retention_time;
+  if (retention !== undefined) p.addAll(retentionProblems(retention, limits, isAdmin));
+  const options: EventTypeOptions = { retention_time: retention ?? limits.defaultRetentionTimeMs };
+  const authorization = input.authorization;
+  if (authorization !== undefined) {
+    duplicateAttributeProblems(authorization.admins, 'authorization.admins', p);
+    duplicateAttributeProblems(authorization.readers, 'authorization.readers', p);
+    duplicateAttributeProblems(authorization.writers, 'authorization.writers', p);
+  }
+  if (input.annotations !== undefined) p.addAll(annotationProblems(input.annotations, 'annotations'));
+  if (input.labels !== undefined) p.addAll(annotationProblems(input.labels, 'labels'));
+  const selector = input.event_owner_selector;
+
+  if (p.list.length > 0) return p.result<EventTypeInput>(undefined, 'The event type is invalid');
   return {
     ok: true,
     value: {
-      name,
-      owning_application: owningApplication,
+      name: input.name,
+      owning_application: input.owning_application,
       category,
       enrichment_strategies: enrichment,
       partition_strategy: partitionStrategy,
       ...(partitionStrategy === 'hash' && keyFields !== undefined ? { partition_key_fields: keyFields } : {}),
       compatibility_mode: compatibilityMode,
-      schema,
+      schema: { type: 'json_schema', schema: input.schema.schema },
       cleanup_policy: cleanupPolicy,
-      ...(statistic !== undefined ? { default_statistic: statistic } : {}),
+      ...(input.default_statistic !== undefined ? { default_statistic: input.default_statistic } : {}),
       options,
       ...(authorization !== undefined ? { authorization } : {}),
-      ...(annotations !== undefined ? { annotations } : {}),
-      ...(labels !== undefined ? { labels } : {}),
-      ...(orderingKeyFields !== undefined ? { ordering_key_fields: orderingKeyFields } : {}),
-      ...(ownerSelector !== undefined ? { event_owner_selector: ownerSelector } : {}),
+      ...(input.annotations !== undefined ? { annotations: input.annotations } : {}),
+      ...(input.labels !== undefined ? { labels: input.labels } : {}),
+      ...(input.ordering_key_fields !== undefined ? { ordering_key_fields: input.ordering_key_fields } : {}),
+      ...(selector !== undefined ? { event_owner_selector: { type: lower(['path', 'static'] as const, selector.type), name: selector.name, value: selector.value } } : {}),
     },
   };
 }

@@ -5,12 +5,14 @@
  */
 import type { AuthorizationAttribute } from './event-type.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
+import type { InputProblem } from './input-check.js';
 
 /**
  * Outcome of a rule check: the validated value, or the HTTP status (400 when any problem is of the
- * malformed kind, else 422) with one detail line per problem.
+ * malformed kind, else 422) with one detail line per problem; `errors` holds the JSON pointer of each
+ * when the problems come from a schema check (src/domain/input-check.ts).
  */
-export type RuleResult<T> = { ok: true; value: T } | { ok: false; status: 400 | 422; details: string[] };
+export type RuleResult<T> = { ok: true; value: T } | { ok: false; status: 400 | 422; details: string[]; errors?: readonly InputProblem[] };
 
 /** One problem found by a rule: the status it calls for (400 malformed, 422 rule broken) and its detail line. */
 export interface RuleProblem {

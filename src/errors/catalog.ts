@@ -195,6 +195,8 @@ export class BrokerError extends Error {
     readonly code: ErrorCode,
     readonly detail: string,
     readonly headers: Readonly<Record<string, string>> = {},
+    /** Per-field problems with the JSON pointer of each (input checked against a schema): the problem's `errors` member. */
+    readonly errors?: readonly FieldError[],
   ) {
     super(detail);
     this.status = errorCatalog[code].status;
@@ -218,11 +220,35 @@ export function brokerError<C extends ErrorCode>(code: C, ...args: ErrorArgs<C>)
   return new BrokerError(code, fill(entry.template, params), headers);
 }
 
+/**
+ * One failing field of a request checked against its schema (issue 16 §1.1): the RFC 6901 pointer into
+ * the checked part (`/authorization/readers/0/value`), the part (`body`, `query`, `path`, `header`) and
+ * the detail line. Sent as the problem's `errors` member (RFC 9457 §3.1 style).
+ */
+export interface FieldError {
+  readonly pointer: string;
+  readonly detail: string;
+  readonly in?: string;
+}
+
+/**
+ * The 400 `BAD_REQUEST` or 422 `UNPROCESSABLE` of a request that broke its schema or a field rule: one
+ * `detail` line per problem and, when known, each problem's JSON pointer in `errors` (WIRE.md
+ * "Conventions": malformed 400, a broken rule 422).
+ */
+export function invalidInput(status: 400 | 422, details: readonly string[], errors?: readonly FieldError[], part = 'body'): BrokerError {
+  const code = status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE';
+  const fields = errors?.map((e) => ({ pointer: e.pointer, detail: e.detail, in: e.in ?? part }));
+  return new BrokerError(code, fill(errorCatalog[code].template, { reason: details.join('\n') }), {}, fields);
+}
+
 /** An RFC 7807 problem body as the broker sends it; `type` is {@link problemType} of the code. */
 export interface Problem {
   readonly title: string;
   readonly status: number;
   readonly detail: string;
+  /** The failing fields of a request checked against its schema ({@link FieldError}). */
+  readonly errors?: readonly FieldError[];
   /** Last, so bodies still begin `{"title":` as before `type` was added. */
   readonly type: string;
 }

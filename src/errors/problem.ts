@@ -22,5 +22,8 @@ export function toProblem(err: unknown): ProblemAnswer {
 }
 
 function answer(err: BrokerError): ProblemAnswer {
-  return { status: err.status, problem: { title: reasonPhrase(err.status), status: err.status, detail: err.detail, type: err.type }, headers: err.headers };
+  const problem: Problem = err.errors === undefined
+    ? { title: reasonPhrase(err.status), status: err.status, detail: err.detail, type: err.type }
+    : { title: reasonPhrase(err.status), status: err.status, detail: err.detail, errors: err.errors, type: err.type };
+  return { status: err.status, problem, headers: err.headers };
 }

@@ -6,6 +6,7 @@
 import type { Logger } from '../observability/logger.js';
 import type { Subject } from '../auth/subject.js';
 import type { StreamingAnswer } from '../domain/stream-sink.js';
+import type { CheckedInputs } from './request-inputs.js';
 
 /** The HTTP methods routes are registered for. */
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -24,6 +25,11 @@ export interface RequestContext {
   readonly path: string;
   readonly params: Readonly<Record<string, string>>;
   readonly query: URLSearchParams;
+  /**
+   * The path parameters, query and declared headers after the check against the route's schemas, values
+   * coerced to their declared types; typed with `inputOf` (src/http/request-inputs.ts).
+   */
+  readonly input: CheckedInputs;
   readonly headers: Readonly<Record<string, string>>;
   readonly flowId: string;
   /** Who asks: authenticated before the handler runs (routes registered `public` get `unauthenticated`). */

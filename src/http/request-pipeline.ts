@@ -1,7 +1,8 @@
 /**
  * The one pipeline every request runs through (DESIGN.md §1; docs/architecture.md "HTTP pipeline"):
  * flow id (echoed or generated, WIRE.md "Conventions") → 503 while draining → 413 declared oversize →
- * 415 body media type → authentication → control-plane limiter slot → handler → answer (gzip for large
+ * 415 body media type → authentication → control-plane limiter slot → path, query and headers checked
+ * against the route's schemas (src/http/request-inputs.ts) → handler → answer (gzip for large
  * bodies), stream (src/http/stream-writer.ts) or RFC 7807 problem → metrics, access-log entry and log
  * line. 2xx are logged at debug, 4xx at info, 5xx at error with the trace id in the problem's detail.
  */
@@ -23,6 +24,7 @@ import { parseJson, readBody, refuseDeclaredOversize, type BodyLimit } from './b
 import { sendStream } from './stream-writer.js';
 import { endWithoutBody } from './engine-workarounds.js';
 import type { Handler, HttpAnswer, Method, RequestContext } from './handler.js';
+import { checkRequestInputs, type RouteInputs } from './request-inputs.js';
 
 const gzip = promisify(zlib.gzip);
 
@@ -49,6 +51,8 @@ export interface RouteSettings {
   readonly limited: boolean;
   /** Records the request's latency and status; none without metrics. */
   readonly record?: RequestRecorder;
+  /** The schemas of its path parameters, query and headers, checked before the handler runs (issue 16 §1.1). */
+  readonly inputs: RouteInputs;
 }
 
 /** The pipeline's collaborators. */
@@ -128,12 +132,15 @@ export class RequestPipeline {
       }
       const params: Record<string, string> = {};
       for (const [key, value] of Object.entries(req.path_parameters)) params[key] = safeDecode(value);
+      const query = new URLSearchParams(req.path_query);
+      const input = checkRequestInputs(route.inputs, params, query, req.headers);
       let bodyPromise: Promise<Buffer> | undefined;
       const ctx: RequestContext = {
         method,
         path: req.path,
         params,
-        query: new URLSearchParams(req.path_query),
+        query,
+        input,
         headers: req.headers,
         flowId,
         subject,

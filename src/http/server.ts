@@ -14,6 +14,7 @@ import { routeBodyLimits, type BodyLimit, type BodyLimitOptions } from './body-r
 import { createEngine, listenExclusive } from './engine-workarounds.js';
 import { RequestPipeline, type RouteSettings } from './request-pipeline.js';
 import type { Handler, Method } from './handler.js';
+import { routeInputs } from './request-inputs.js';
 
 export type { Handler, HttpAnswer, Method, RequestContext } from './handler.js';
 
@@ -79,7 +80,11 @@ export class HttpServer {
     this.app.set_error_handler((req, res, err) => this.pipeline.refuseWithError(req, res, err));
   }
 
-  /** Registers a route; `path` uses `:param` segments. Parameters arrive URL-decoded. */
+  /**
+   * Registers a route; `path` uses `:param` segments. Parameters arrive URL-decoded and checked, with the
+   * query and declared headers, against the route table's schemas for it.
+   * @throws Error when the route table does not describe the route (src/http/api/route-table.ts)
+   */
   route(method: Method, path: string, handler: Handler, options: RouteOptions = {}): void {
     this.routes.push({ method, path, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
     const register = method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -90,6 +95,7 @@ export class HttpServer {
       limit: options.body === 'events' ? this.limits.events : this.limits.control,
       limited: options.limited === true,
       record: this.metrics?.route(method, path),
+      inputs: routeInputs(method, path),
     };
     this.app[register](path, (req, res) => this.pipeline.handle(settings, req, res));
   }

@@ -6,7 +6,7 @@ import { checkFieldsAgainstSchema, checkUpdate, partitionCountOf, type EventType
 import type { JsonObject } from '../domain/json-schema-walk.js';
 import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
 import { schemaCostLimitsOf } from '../domain/schema-cost.js';
-import { brokerError, BrokerError, errorDetail } from '../errors/catalog.js';
+import { brokerError, BrokerError, errorDetail, invalidInput } from '../errors/catalog.js';
 import { scriptError } from '../storage/script-failures.js';
 import { parseUntrustedJson } from '../domain/json-limits.js';
 import { randomUUID } from 'node:crypto';
@@ -274,7 +274,7 @@ export class EventTypeRegistry {
   /** @param isAdmin whether the caller is an administrator (lifts the retention bounds) */
   private parse(body: unknown, isAdmin: boolean): EventTypeInput {
     const parsed = parseEventTypeInput(body, this.config, isAdmin);
-    if (!parsed.ok) throw brokerError(parsed.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', { reason: parsed.details.join('\n') });
+    if (!parsed.ok) throw invalidInput(parsed.status, parsed.details, parsed.errors);
     return parsed.value;
   }
 

@@ -14,7 +14,7 @@ import {
   type SubscriptionInput,
 } from '../domain/subscription.js';
 import type { PartitionRange } from '../domain/offsets.js';
-import { brokerError, BrokerError } from '../errors/catalog.js';
+import { brokerError, BrokerError, invalidInput } from '../errors/catalog.js';
 import { scriptError } from '../storage/script-failures.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
@@ -242,7 +242,7 @@ export class SubscriptionRegistry {
 }
 
 function ruleChecked(parsed: RuleResult<SubscriptionInput>): SubscriptionInput {
-  if (!parsed.ok) throw brokerError(parsed.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', { reason: parsed.details.join('\n') });
+  if (!parsed.ok) throw invalidInput(parsed.status, parsed.details, parsed.errors);
   return parsed.value;
 }
 

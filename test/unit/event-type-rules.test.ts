@@ -253,19 +253,26 @@ describe('parseEventTypeInput: rejected bodies', () => {
     expect(result.details.some((line) => line.includes(detail)), result.details.join('\n')).toBe(true);
   });
 
-  it('collects every problem, one line each', () => {
+  it('collects every problem of the body\'s shape, one line each, with its JSON pointer; the rules run once the shape is right', () => {
     const result = parseEventTypeInput({ name: 5, category: 'nope', schema: { type: 'avro_schema', schema: '{}' }, partition_strategy: 'hash' }, limits, false);
     expect(result).toEqual({
       ok: false,
       status: 400,
       details: [
-        'Field "name" must be a string',
         'Field "owning_application" must not be null',
+        'Field "name" must be a string',
         'Field "category" has unknown value "nope"; allowed: undefined, data, business',
-        'Field "partition_key_fields" must not be null when partition_strategy is "hash"',
         'Field "schema.type" schema type "avro_schema" is not supported; the supported type is "json_schema" (JSON Schema draft 04)',
       ],
+      errors: [
+        { status: 422, pointer: '/owning_application', detail: 'Field "owning_application" must not be null' },
+        { status: 400, pointer: '/name', detail: 'Field "name" must be a string' },
+        { status: 400, pointer: '/category', detail: 'Field "category" has unknown value "nope"; allowed: undefined, data, business' },
+        { status: 422, pointer: '/schema/type', detail: 'Field "schema.type" schema type "avro_schema" is not supported; the supported type is "json_schema" (JSON Schema draft 04)' },
+      ],
     });
+    const shaped = parseEventTypeInput({ name: 'a.b', owning_application: 'app', category: 'business', enrichment_strategies: ['metadata_enrichment'], schema: { type: 'json_schema', schema: '{}' }, partition_strategy: 'hash' }, limits, false);
+    expect(shaped).toEqual({ ok: false, status: 422, details: ['Field "partition_key_fields" must not be null when partition_strategy is "hash"'] });
   });
 });
 

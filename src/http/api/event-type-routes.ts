@@ -17,6 +17,9 @@ import {
 import { batchItems, empty, json, jsonBody, problems, type RouteSpec } from './route-model.js';
 import { NameParam, Bool, Paging, Location, streamQuery, stream, route } from './route-parts.js';
 
+/** The query of `POST /event-types/{name}/schemas`: `fetch` (any case; absent: false). */
+export const AddSchemaQuery = Type.Object({ fetch: Type.Optional(Bool('find the stored version equal to the body instead of adding one', true)) });
+
 /** Event types, schemas and registry listings. */
 export const EVENT_TYPE_ROUTES: RouteSpec[] = [
   route({
@@ -58,7 +61,7 @@ export const EVENT_TYPE_ROUTES: RouteSpec[] = [
     method: 'POST', path: '/event-types/{name}/schemas', operationId: 'addSchema', tag: 'Schemas', access: 'authenticated', params: NameParam,
     summary: 'Add a schema version, or find one (`fetch=true`)',
     description: 'Without `fetch`: a schema update (needs the event type\'s `admins`), answering the latest schema. With `fetch=true`: the stored version equal to the schema sent (404 when none is).',
-    query: Type.Object({ fetch: Type.Optional(Bool('find the stored version equal to the body instead of adding one')) }),
+    query: AddSchemaQuery,
     body: jsonBody(Type.Object({ type: Type.Literal('json_schema'), schema: Type.String() })),
     responses: { '200': json('the latest (or found) schema version', EventTypeSchemaSchema), ...problems(400, 403, 404, 422, 503) },
   }),

@@ -5,10 +5,18 @@ import { EVENT_STREAM_MEDIA, JSON_STREAM_MEDIA, type HeaderSpec, type ResponseSp
 
 /** `{name}`: an event type. */
 export const NameParam = Type.Object({ name: Type.String({ description: 'event type name' }) });
-/** `{subscription_id}`. */
-export const SubscriptionParam = Type.Object({ subscription_id: Type.String({ format: 'uuid' }) });
-/** A `true`/`false` query parameter. */
-export const Bool = (description: string) => Type.Union([Type.Literal('true'), Type.Literal('false')], { description });
+/** `{subscription_id}`: a uuid; any other value names no subscription (404, like an unknown one). */
+export const SubscriptionParam = Type.Object({ subscription_id: Type.String({ description: 'the subscription\'s uuid (another value: 404)' }) });
+/** A `true`/`false` query parameter (400 otherwise); `anyCase` accepts `TRUE`, `False`, …. */
+export const Bool = (description: string, anyCase = false) =>
+  Type.Unsafe<string>(
+    Type.String({
+      ...(anyCase ? { 'x-any-case-enum': ['true', 'false'] } : { enum: ['true', 'false'] }),
+      'x-status': 400,
+      'x-messages': { enum: 'must be true or false', 'x-any-case-enum': 'must be true or false' },
+      description,
+    }),
+  );
 /** `offset`/`limit` paging (WIRE.md: limit 1..1000, default 20). */
 export const Paging = { offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 20 })) };
 /** `Location` of a created resource. */

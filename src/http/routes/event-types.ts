@@ -7,6 +7,8 @@ import type { AuditLog } from '../../services/audit-log.js';
 import type { EventTypeRegistry, RegistryCaller } from '../../services/event-type-registry.js';
 import type { HttpServer } from '../server.js';
 import { pageOf } from './paging.js';
+import { inputOf } from '../request-inputs.js';
+import { AddSchemaQuery } from '../api/event-type-routes.js';
 
 /** What deleting an event type needs to know and do about the subscriptions that read it. */
 export interface EventTypeSubscriptions {
@@ -102,7 +104,7 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
   // admins, checks and audit entry (only when a new version was stored); answers the latest schema.
   http.route('POST', '/event-types/:name/schemas', async (ctx) => {
     const eventType = name(ctx.params);
-    if (fetchQuery(ctx.query)) return { status: 200, body: await registry.findSchema(eventType, await ctx.json()) };
+    if (inputOf(AddSchemaQuery, ctx.input.query, 'query').fetch?.toLowerCase() === 'true') return { status: 200, body: await registry.findSchema(eventType, await ctx.json()) };
     access.requireWritable();
     const added = await registry.addSchema(eventType, await ctx.json(), callerOf(ctx.subject, access));
     if (added.changed) audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: eventType, op: 'U', previous: added.previous, next: added.record });
@@ -139,18 +141,6 @@ function callerOf(subject: Subject, access: AccessControl): RegistryCaller {
     },
     requireAdmin: (existing) => access.requireEventType(subject, existing, 'admin'),
   };
-}
-
-/**
- * The `fetch` query parameter of `POST /event-types/{name}/schemas`: false when absent.
- * @throws BrokerError 400 unless it is `true` or `false` (any case)
- */
-function fetchQuery(query: URLSearchParams): boolean {
-  const text = query.get('fetch');
-  if (text === null) return false;
-  const lower = text.toLowerCase();
-  if (lower !== 'true' && lower !== 'false') throw brokerError('BAD_REQUEST', { reason: 'fetch must be true or false' });
-  return lower === 'true';
 }
 
 /**

@@ -1,6 +1,6 @@
 import { parseAttributeList, Problems } from '../../domain/rule-problems.js';
 import type { JsonValue } from '../../domain/json-schema-walk.js';
-import { brokerError } from '../../errors/catalog.js';
+import { brokerError, invalidInput } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import { isBlacklistType, isFeature, type Settings } from '../../services/settings.js';
 import type { AuditLog } from '../../services/audit-log.js';
@@ -83,7 +83,7 @@ function parseAdmins(body: unknown, access: AccessControl): AdminAuthorization {
   const readers = parseAttributeList(fields.readers, 'readers', p);
   const writers = parseAttributeList(fields.writers, 'writers', p);
   const result = p.result({ admins, readers, writers }, 'invalid administrators');
-  if (!result.ok) throw brokerError(result.status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE', { reason: result.details.join('\n') });
+  if (!result.ok) throw invalidInput(result.status, result.details, result.errors);
   const problems = access.attributeProblems({ admins, readers, writers });
   if (problems.length > 0 || !admins || !readers || !writers) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
   return { admins, readers, writers };

@@ -23,6 +23,16 @@ export const ProblemSchema = Type.Object(
     status: Type.Integer({ minimum: 400, maximum: 599 }),
     detail: Type.Optional(Type.String({ description: 'what went wrong, for a person; several problems one per line; for a 500, the trace id in the node log' })),
     instance: Type.Optional(Type.String()),
+    errors: Type.Optional(
+      Type.Array(
+        Type.Object({
+          pointer: Type.String({ description: 'RFC 6901 JSON pointer of the failing value within `in`' }),
+          in: Type.Optional(Type.String({ description: '`body`, `query`, `path` or `header`' })),
+          detail: Type.String(),
+        }),
+        { description: 'for a request that broke its schema: one entry per failing value' },
+      ),
+    ),
   },
   { description: 'RFC 7807 problem details' },
 );

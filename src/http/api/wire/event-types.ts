@@ -59,28 +59,10 @@ export const EventTypeRecordSchema = Type.Object(
 export type EventTypeRecord = Static<typeof EventTypeRecordSchema>;
 
 /**
- * An event type as sent to `POST /event-types` and `PUT /event-types/{name}`: the record without the
- * service-set fields; `schema` without `version` and `created_at`. Described, not yet enforced by
- * schema (the checks are `src/domain/event-type-input.ts` and `event-type-rules.ts`).
+ * An event type as sent to `POST /event-types` and `PUT /event-types/{name}`: declared and checked in
+ * `src/domain/event-type-input.ts` (the rules a schema cannot say run after it).
  */
-export const EventTypeInputSchema = Type.Object({
-  name: Type.String(),
-  owning_application: Type.String(),
-  category: StringEnum(CATEGORIES),
-  enrichment_strategies: Type.Optional(Type.Array(StringEnum(ENRICHMENT_STRATEGIES))),
-  partition_strategy: Type.Optional(StringEnum(PARTITION_STRATEGIES)),
-  partition_key_fields: Type.Optional(Type.Array(Type.String())),
-  compatibility_mode: Type.Optional(StringEnum(COMPATIBILITY_MODES)),
-  schema: Type.Object({ type: Type.Literal('json_schema'), schema: Type.String(), version: Type.Optional(Type.String()) }),
-  cleanup_policy: Type.Optional(StringEnum(CLEANUP_POLICIES)),
-  default_statistic: Type.Optional(EventTypeStatisticsSchema),
-  options: Type.Optional(Type.Object({ retention_time: Type.Optional(Type.Integer({ minimum: 0 })) })),
-  authorization: Type.Optional(EventTypeAuthorizationSchema),
-  annotations: Type.Optional(StringMap('annotations')),
-  labels: Type.Optional(StringMap('labels')),
-  ordering_key_fields: Type.Optional(Type.Array(Type.String())),
-  event_owner_selector: Type.Optional(EventOwnerSelectorSchema),
-});
+export { EventTypeInputSchema } from '../../../domain/event-type-input.js';
 
 /** Result of `POST /event-types/{name}/schemas/{version}/compatibility-check` (issue 14 §4.2). */
 export const CompatibilityCheckSchema = Type.Object(

@@ -1,0 +1,276 @@
+/**
+ * Request input checked against its JSON Schema (issue 16 §1.1; WIRE.md "Conventions"): the route table
+ * declares every body, query, path parameter and header as a TypeBox schema, and this module compiles
+ * those schemas with ajv and turns a failure into the problems the broker answers — one detail line per
+ * failure in the `Field "<field>" ...` form of the reference service, with the JSON pointer of the value
+ * and the status WIRE.md gives: **400** for a value of the wrong JSON type or an enum the reference parses
+ * (`x-status: 400` on the schema), **422** for every other broken rule (missing, empty, pattern, size).
+ *
+ * Conventions the schemas follow (WIRE.md "Conventions"):
+ * - Unknown properties are ignored (request schemas are open objects).
+ * - `null` is the same as absent for a declared property (Jackson semantics of the reference): a
+ *   declared property whose value is `null` is removed before checking, so a required one reads
+ *   "must not be null" and an optional one takes its default.
+ * - Enum values are accepted in any case: `x-any-case-enum` lists the lower-case values; the checked
+ *   value is left as sent (normalizing is the reader's, e.g. `toLowerCase()`).
+ *
+ * Annotations read from a schema node (ajv knows them as keywords; the OpenAPI document carries them):
+ * - `x-status` (400 | 422): the status of any failure of this node's own keywords;
+ * - `x-messages` ({keyword: text}): the detail text (after `Field "<field>" `) for a keyword of this node,
+ *   `{value}` standing for the value as JSON and `{allowed}` for an enum's values; `fraction` is the text
+ *   for a number that is not an integer where one is required (422, while a non-number is 400);
+ * - `x-map-value` (true): the node is the value schema of a map; details read `Field "<map>" value of key "<key>" …`;
+ * - `x-limit` (text): what sets a `maxItems`/`maxProperties` bound, named in the detail.
+ *
+ * Pure: compiling is cached per schema object ({@link precompileInputs} compiles a route table's schemas
+ * before the node listens); no I/O.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { Static, TSchema } from '@sinclair/typebox';
+import { isJsonObject } from './json-schema-walk.js';
+
+/** The status a failed input check answers: 400 malformed, 422 a rule broken (WIRE.md "Conventions"). */
+export type InputStatus = 400 | 422;
+
+/** One failure of an input check: its status, the JSON pointer of the value and the detail line. */
+export interface InputProblem {
+  readonly status: InputStatus;
+  /** RFC 6901 pointer into the checked value (`/authorization/readers/0/value`; `` for the whole value). */
+  readonly pointer: string;
+  /** `Field "authorization.readers[0].value" must not be empty`. */
+  readonly detail: string;
+}
+
+/** Outcome of {@link checkInput}: the value typed by its schema, or the problems (status 400 when any is malformed, else 422). */
+export type InputResult<T> = { ok: true; value: T } | { ok: false; status: InputStatus; problems: InputProblem[] };
+
+/** Where a checked value comes from; query, path and header values arrive as strings and are coerced. */
+export type InputPart = 'body' | 'query' | 'path' | 'header';
+
+/** Most problem lines one answer lists (a 100,000-item list of bad items answers 50 lines and a count). */
+export const MAX_INPUT_PROBLEMS = 50;
+
+/** Words for JSON types in "must be a …" details. */
+const TYPE_WORDS: Readonly<Record<string, string>> = {
+  string: 'a string',
+  integer: 'an integer',
+  number: 'a number',
+  boolean: 'a boolean',
+  object: 'an object',
+  array: 'an array',
+  null: 'null',
+};
+
+function newAjv(coerceTypes: boolean): Ajv {
+  const ajv = new Ajv({ allErrors: true, verbose: true, coerceTypes, strict: true, allowUnionTypes: true, useDefaults: false });
+  addFormats.default(ajv, { mode: 'fast', formats: ['uuid', 'date-time', 'uri'] });
+  ajv.addKeyword({ keyword: 'x-status', schemaType: 'number' });
+  ajv.addKeyword({ keyword: 'x-messages', schemaType: 'object' });
+  ajv.addKeyword({ keyword: 'x-limit', schemaType: 'string' });
+  ajv.addKeyword({ keyword: 'x-map-value', schemaType: 'boolean' });
+  ajv.addKeyword({
+    keyword: 'x-any-case-enum',
+    type: 'string',
+    schemaType: 'array',
+    errors: false,
+    validate: (allowed: readonly string[], data: string) => allowed.includes(data.toLowerCase()),
+  });
+  return ajv;
+}
+
+/** Bodies: JSON values as parsed. */
+const bodyAjv = newAjv(false);
+/** Query, path and header values: strings coerced to the declared type (`"10"` → 10; `"ten"` fails as "must be an integer"). */
+const stringAjv = newAjv(true);
+const compiled = new WeakMap<TSchema, { body?: ValidateFunction; strings?: ValidateFunction }>();
+
+function validatorOf(schema: TSchema, part: InputPart): ValidateFunction {
+  const strings = part !== 'body';
+  let entry = compiled.get(schema);
+  if (entry === undefined) compiled.set(schema, (entry = {}));
+  if (strings) return (entry.strings ??= stringAjv.compile(schema));
+  return (entry.body ??= bodyAjv.compile(schema));
+}
+
+/**
+ * Compiles schemas ahead of use (the node calls it with its route table before it listens, so no
+ * request pays for a compile and a broken schema stops the start). @throws Error for an invalid schema
+ */
+export function precompileInputs(entries: readonly { readonly schema: TSchema; readonly part: InputPart }[]): void {
+  for (const { schema, part } of entries) validatorOf(schema, part);
+}
+
+/**
+ * Checks `value` against `schema` (WIRE.md "Conventions"; the conventions of this module's header).
+ * Query, path and header values are coerced from strings to the declared types in place.
+ * @param value a parsed JSON body, or an object of strings for the other parts; declared properties
+ *   holding `null` are removed from it first (so pass a value the caller owns)
+ * @returns the value typed `Static<S>`, or every problem (at most {@link MAX_INPUT_PROBLEMS} lines and one
+ *   line counting the rest), status 400 when any is malformed, else 422
+ */
+export function checkInput<S extends TSchema>(schema: S, value: unknown, part: InputPart = 'body'): InputResult<Static<S>> {
+  dropNullProperties(schema, value);
+  const validate = validatorOf(schema, part);
+  if (validate(value)) return { ok: true, value: value as Static<S> };
+  const problems = problemsOf(validate.errors ?? []);
+  return { ok: false, status: problems.some((p) => p.status === 400) ? 400 : 422, problems };
+}
+
+/** The detail text of a check's problems: one line each (the `detail` of the answer). */
+export function inputDetail(problems: readonly InputProblem[]): string {
+  return problems.map((p) => p.detail).join('\n');
+}
+
+/** The problems of ajv errors, deduplicated, in order, capped at {@link MAX_INPUT_PROBLEMS}. */
+function problemsOf(errors: readonly ErrorObject[]): InputProblem[] {
+  const out: InputProblem[] = [];
+  const seen = new Set<string>();
+  let dropped = 0;
+  // A list or map over its size bound is one line: what its entries break is not listed (issue 13 §2.2).
+  const oversized = errors.filter((e) => e.keyword === 'maxItems' || e.keyword === 'maxProperties').map((e) => `${e.instancePath}/`);
+  for (const error of errors) {
+    if (oversized.some((prefix) => error.instancePath.startsWith(prefix))) continue;
+    const problem = problemOf(error);
+    if (problem === undefined || seen.has(problem.detail)) continue;
+    seen.add(problem.detail);
+    if (out.length < MAX_INPUT_PROBLEMS) out.push(problem);
+    else dropped++;
+  }
+  if (dropped > 0) out.push({ status: out.some((p) => p.status === 400) ? 400 : 422, pointer: '', detail: `... and ${dropped} more problems` });
+  return out;
+}
+
+/** One ajv error as a problem; undefined for errors that only repeat another (the `if` of a failed `then`). */
+function problemOf(error: ErrorObject): InputProblem | undefined {
+  const node: Record<string, unknown> = isJsonObject(error.parentSchema) ? error.parentSchema : {};
+  let pointer = error.instancePath;
+  const params: Record<string, unknown> = error.params;
+  if (error.keyword === 'required') pointer = `${pointer}/${escapePointer(String(params.missingProperty))}`;
+  if (error.keyword === 'if') return undefined;
+  const messages = isJsonObject(node['x-messages']) ? node['x-messages'] : {};
+  // A number that is not an integer breaks a rule (422); a value that is not a number is malformed (400).
+  const fraction = error.keyword === 'type' && params.type === 'integer' && typeof error.data === 'number';
+  const custom = fraction ? (messages.fraction ?? 'must be an integer') : messages[error.keyword];
+  // A `required` failure's text lives on the missing property's schema when it has one.
+  const requiredText = error.keyword === 'required' ? missingPropertyMessage(node, String(params.missingProperty)) : undefined;
+  const text = typeof custom === 'string' ? fillMessage(custom, error) : (requiredText ?? defaultText(error, node));
+  const fixed = node['x-status'];
+  const status: InputStatus = fixed === 400 || fixed === 422 ? fixed : error.keyword === 'type' && !fraction ? 400 : 422;
+  // A map's value names its map and key: `Field "labels" value of key "team" must be a string`.
+  if (node['x-map-value'] === true && pointer !== '') {
+    const cut = pointer.lastIndexOf('/');
+    const key = pointer.slice(cut + 1).replace(/~1/g, '/').replace(/~0/g, '~');
+    return { status, pointer, detail: `Field "${fieldOf(pointer.slice(0, cut))}" value of key ${JSON.stringify(key)} ${text}` };
+  }
+  const field = fieldOf(pointer);
+  return { status, pointer, detail: field === '' ? `Request body ${text}` : `Field "${field}" ${text}` };
+}
+
+/** An `x-messages` text with `{value}` (the value as JSON) and `{allowed}` (an enum's values) filled in. */
+function fillMessage(template: string, error: ErrorObject): string {
+  const allowed = Array.isArray(error.schema) ? error.schema.map(String).join(', ') : '';
+  return template.replace(/\{value\}/g, JSON.stringify(error.data) ?? '').replace(/\{allowed\}/g, allowed);
+}
+
+function missingPropertyMessage(parent: Record<string, unknown>, property: string): string | undefined {
+  const properties = parent.properties;
+  if (!isJsonObject(properties)) return undefined;
+  const schema = properties[property];
+  if (!isJsonObject(schema)) return undefined;
+  const messages = schema['x-messages'];
+  if (!isJsonObject(messages)) return undefined;
+  const text = messages.required;
+  return typeof text === 'string' ? text : undefined;
+}
+
+/** The detail text of an error when its schema node gives none. */
+function defaultText(error: ErrorObject, node: Record<string, unknown>): string {
+  const params: Record<string, unknown> = error.params;
+  const limit = typeof node['x-limit'] === 'string' ? ` (${node['x-limit']})` : '';
+  const data = error.data;
+  switch (error.keyword) {
+    case 'required':
+      return 'must not be null';
+    case 'type': {
+      const types = String(params.type).split(',');
+      return `must be ${types.map((t) => TYPE_WORDS[t] ?? t).join(' or ')}`;
+    }
+    case 'minLength':
+      return params.limit === 1 ? 'must not be empty' : `must be at least ${String(params.limit)} characters long`;
+    case 'maxLength':
+      return `must be at most ${String(params.limit)} characters long`;
+    case 'pattern':
+      return `must match the pattern ${String(params.pattern)}`;
+    case 'format':
+      return `must be ${params.format === 'uuid' ? 'a uuid' : `a valid ${String(params.format)}`}`;
+    case 'enum':
+    case 'const':
+    case 'x-any-case-enum': {
+      const allowed = error.keyword === 'const' ? [params.allowedValue] : Array.isArray(error.schema) ? error.schema : [];
+      return `has unknown value ${JSON.stringify(data)}; allowed: ${allowed.map(String).join(', ')}`;
+    }
+    case 'minItems':
+      return params.limit === 1 ? 'must not be empty' : `must have at least ${String(params.limit)} items`;
+    case 'maxItems':
+      return `has ${Array.isArray(data) ? data.length : '?'} items; at most ${String(params.limit)} are allowed${limit}`;
+    case 'maxProperties':
+      return `has ${isJsonObject(data) ? Object.keys(data).length : '?'} entries; at most ${String(params.limit)} are allowed${limit}`;
+    case 'minProperties':
+      return params.limit === 1 ? 'must not be empty' : `must have at least ${String(params.limit)} entries`;
+    case 'minimum':
+      return `must be at least ${String(params.limit)}`;
+    case 'maximum':
+      return `must be at most ${String(params.limit)}`;
+    case 'exclusiveMinimum':
+      return `must be greater than ${String(params.limit)}`;
+    case 'exclusiveMaximum':
+      return `must be less than ${String(params.limit)}`;
+    case 'uniqueItems':
+      return `must not contain the same item more than once (items ${String(params.j)} and ${String(params.i)})`;
+    case 'additionalProperties':
+      return `must not have the field "${String(params.additionalProperty)}"`;
+    default:
+      return error.message ?? `breaks the schema keyword ${error.keyword}`;
+  }
+}
+
+/** `/authorization/readers/0/value` → `authorization.readers[0].value` (the reference's field notation). */
+export function fieldOf(pointer: string): string {
+  if (pointer === '') return '';
+  let out = '';
+  for (const raw of pointer.slice(1).split('/')) {
+    const segment = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (/^\d+$/.test(segment) && out !== '') out += `[${segment}]`;
+    else out += out === '' ? segment : `.${segment}`;
+  }
+  return out;
+}
+
+function escapePointer(segment: string): string {
+  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/**
+ * Removes, in place, every property declared in `schema` (and in the object schemas of its declared
+ * properties and array items, recursively) whose value is `null`: null and absent are the same for a
+ * declared field (WIRE.md "Conventions", Jackson semantics). Undeclared properties stay as sent.
+ */
+export function dropNullProperties(schema: TSchema, value: unknown): void {
+  if (Array.isArray(value)) {
+    const items: unknown = schema.items;
+    if (isJsonObject(items)) for (const item of value) dropNullProperties(items as TSchema, item);
+    return;
+  }
+  if (!isJsonObject(value)) return;
+  const properties: unknown = schema.properties;
+  if (isJsonObject(properties)) {
+    for (const [name, sub] of Object.entries(properties)) {
+      if (!Object.hasOwn(value, name)) continue;
+      if (value[name] === null) delete value[name];
+      else if (isJsonObject(sub)) dropNullProperties(sub as TSchema, value[name]);
+    }
+  }
+  const additional: unknown = schema.additionalProperties ?? (isJsonObject(schema.patternProperties) ? Object.values(schema.patternProperties)[0] : undefined);
+  if (isJsonObject(additional)) for (const key of Object.keys(value)) if (!isJsonObject(properties) || !Object.hasOwn(properties, key)) dropNullProperties(additional as TSchema, value[key]);
+}

@@ -1,0 +1,103 @@
+/**
+ * The path parameters, query and headers of a request checked against its route's schemas (issue 16
+ * §1.1; the route table, src/http/api/route-table.ts): compiled before the node listens, checked by the
+ * pipeline before the handler runs, each value coerced from its string to the declared type. A value
+ * that breaks its schema is answered 400 (a wrong type) or 422 (a broken rule) with one `Field "<name>"`
+ * line per problem and the JSON pointer of each in the problem's `errors` (`in`: `path`, `query` or
+ * `header`). Bodies are checked where they are read (`checkBody` of src/domain/event-type-input.ts and
+ * the other readers), as publishing bodies are never parsed on the main thread.
+ */
+import type { Static, TObject } from '@sinclair/typebox';
+import { checkInput, precompileInputs, type InputPart } from '../domain/input-check.js';
+import { invalidInput } from '../errors/catalog.js';
+import { ROUTES } from './api/route-table.js';
+import { routeKey, type RouteSpec } from './api/route-model.js';
+
+/** The schemas of a route's request parts (from its {@link RouteSpec}). */
+export interface RouteInputs {
+  readonly params?: TObject;
+  readonly query?: TObject;
+  readonly headers?: TObject;
+}
+
+/** A request's parts after their check: values of the declared types (absent parts are empty objects). */
+export interface CheckedInputs {
+  readonly params: Readonly<Record<string, unknown>>;
+  readonly query: Readonly<Record<string, unknown>>;
+  readonly headers: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * The schemas of the route registered as `method path` (`:param` form), compiled now.
+ * @throws Error when the route table has no such route (every registered route must be described) or a schema does not compile
+ */
+export function routeInputs(method: string, path: string, table: readonly RouteSpec[] = ROUTES): RouteInputs {
+  const key = routeKey(method, path);
+  const spec = table.find((r) => routeKey(r.method, r.path) === key);
+  if (spec === undefined) throw new Error(`route ${method} ${path} is not in the route table (src/http/api/route-table.ts)`);
+  const inputs: RouteInputs = { ...(spec.params ? { params: spec.params } : {}), ...(spec.query ? { query: spec.query } : {}), ...(spec.headers ? { headers: spec.headers } : {}) };
+  const parts: { schema: TObject; part: InputPart }[] = [];
+  if (inputs.params) parts.push({ schema: inputs.params, part: 'path' });
+  if (inputs.query) parts.push({ schema: inputs.query, part: 'query' });
+  if (inputs.headers) parts.push({ schema: inputs.headers, part: 'header' });
+  precompileInputs(parts);
+  return inputs;
+}
+
+const EMPTY: Readonly<Record<string, unknown>> = Object.freeze({});
+
+/**
+ * Checks a request's path parameters, query (the first value of each name) and the headers its route
+ * declares (matched case-insensitively) against `inputs`.
+ * @throws BrokerError 400 BAD_REQUEST or 422 UNPROCESSABLE naming each failing value
+ */
+export function checkRequestInputs(inputs: RouteInputs, params: Readonly<Record<string, string>>, query: URLSearchParams, headers: Readonly<Record<string, string>>): CheckedInputs {
+  return {
+    params: inputs.params ? checkPart(inputs.params, { ...params }, 'path') : EMPTY,
+    query: inputs.query ? checkPart(inputs.query, firstValues(inputs.query, query), 'query') : EMPTY,
+    headers: inputs.headers ? checkPart(inputs.headers, declaredHeaders(inputs.headers, headers), 'header') : EMPTY,
+  };
+}
+
+/**
+ * A checked part typed by its schema: `checked` is the pipeline's value for that part, checked again
+ * against `schema` (the route's own, so it passes; a cached compiled check of a small object), which
+ * gives it the schema's static type. @throws BrokerError 400/422 when `schema` is not the route's and the value breaks it
+ */
+export function inputOf<S extends TObject>(schema: S, checked: Readonly<Record<string, unknown>>, part: 'path' | 'query' | 'header'): Static<S> {
+  return checkPart(schema, { ...checked }, part);
+}
+
+function checkPart<S extends TObject>(schema: S, value: Record<string, unknown>, part: 'path' | 'query' | 'header'): Static<S> {
+  const result = checkInput(schema, value, part);
+  if (result.ok) return result.value;
+  throw invalidInput(result.status, result.problems.map((p) => p.detail), result.problems, part);
+}
+
+/**
+ * The declared query parameters: every value of one declared as an array (`event_type=a&event_type=b`),
+ * the first value of the others; undeclared ones are ignored (WIRE.md "Conventions").
+ */
+function firstValues(schema: TObject, query: URLSearchParams): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, property] of Object.entries(schema.properties)) {
+    if (property.type === 'array') {
+      const values = query.getAll(name);
+      if (values.length > 0) out[name] = values;
+      continue;
+    }
+    const value = query.get(name);
+    if (value !== null) out[name] = value;
+  }
+  return out;
+}
+
+/** The declared headers by their declared names (requests carry them lower case). */
+function declaredHeaders(schema: TObject, headers: Readonly<Record<string, string>>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(schema.properties)) {
+    const value = headers[name.toLowerCase()];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
