@@ -11,7 +11,7 @@
  * else (missing required field, pattern, size, unknown strategy or schema type, cross-field rule) is
  * **422**. Every problem is collected, one detail line each, in the form `Field "name" ...`.
  */
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import {
   CATEGORIES,
   CLEANUP_POLICIES,
@@ -36,8 +36,7 @@ import {
   type EventTypeLimits,
   type RuleResult,
 } from './event-type-rules.js';
-import { MAX_AUTHORIZATION_ATTRIBUTES, Problems } from './rule-problems.js';
-import { checkInput } from './input-check.js';
+import { checkBody, MAX_AUTHORIZATION_ATTRIBUTES, Problems } from './rule-problems.js';
 
 /** Pattern of event type names (spec "EventType"); the length bounds 1..255 come from WIRE.md. */
 export const EVENT_TYPE_NAME_PATTERN = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
@@ -170,13 +169,6 @@ function lower<T extends string>(allowed: readonly T[], value: string): T {
   const match = allowed.find((candidate) => candidate === value.toLowerCase());
   if (match === undefined) throw new Error(`"${value}" passed the schema but is not one of ${allowed.join(', ')}`);
   return match;
-}
-
-/** Checks `body` against `schema`; the failure as a RuleResult (detail lines and pointers). */
-export function checkBody<S extends TSchema>(schema: S, body: unknown): RuleResult<Static<S>> {
-  const checked = checkInput(schema, body);
-  if (checked.ok) return checked;
-  return { ok: false, status: checked.status, details: checked.problems.map((p) => p.detail), errors: checked.problems };
 }
 
 /**

@@ -5,7 +5,8 @@
  */
 import type { AuthorizationAttribute } from './event-type.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
-import type { InputProblem } from './input-check.js';
+import type { Static, TSchema } from '@sinclair/typebox';
+import { checkInput, type InputProblem } from './input-check.js';
 
 /**
  * Outcome of a rule check: the validated value, or the HTTP status (400 when any problem is of the
@@ -158,3 +159,15 @@ export function parseAttributeList(value: JsonValue | undefined, field: string, 
   return ok ? attributes : undefined;
 }
 
+
+/**
+ * Checks a request body against its schema (src/domain/input-check.ts; issue 16 §1.1): the value typed
+ * by the schema, or the failure as a RuleResult (400 when any problem is malformed, else 422), with
+ * one detail line and the JSON pointer (`errors`) of each problem.
+ * @param body the parsed JSON body; declared properties holding `null` are removed from it
+ */
+export function checkBody<S extends TSchema>(schema: S, body: unknown): RuleResult<Static<S>> {
+  const checked = checkInput(schema, body);
+  if (checked.ok) return checked;
+  return { ok: false, status: checked.status, details: checked.problems.map((p) => p.detail), errors: checked.problems };
+}
