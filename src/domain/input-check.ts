@@ -62,6 +62,13 @@ const TYPE_WORDS: Readonly<Record<string, string>> = {
   null: 'null',
 };
 
+/**
+ * The keywords request schemas add to JSON Schema (this module's header). They are OpenAPI specification
+ * extensions in the served document; a JSON Schema tool that compiles the document strictly declares
+ * them (e.g. `ajv.addVocabulary(INPUT_SCHEMA_EXTENSIONS)`).
+ */
+export const INPUT_SCHEMA_EXTENSIONS = ['x-status', 'x-messages', 'x-limit', 'x-map-value', 'x-any-case-enum'] as const;
+
 function newAjv(coerceTypes: boolean): Ajv {
   const ajv = new Ajv({ allErrors: true, verbose: true, coerceTypes, strict: true, allowUnionTypes: true, useDefaults: false });
   addFormats.default(ajv, { mode: 'fast', formats: ['uuid', 'date-time', 'uri'] });

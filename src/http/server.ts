@@ -82,8 +82,7 @@ export class HttpServer {
 
   /**
    * Registers a route; `path` uses `:param` segments. Parameters arrive URL-decoded and checked, with the
-   * query and declared headers, against the route table's schemas for it.
-   * @throws Error when the route table does not describe the route (src/http/api/route-table.ts)
+   * query and declared headers, against the route table's schemas for it (src/http/api/route-table.ts).
    */
   route(method: Method, path: string, handler: Handler, options: RouteOptions = {}): void {
     this.routes.push({ method, path, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
