@@ -16,11 +16,13 @@ import { routeKey, type RouteSpec } from './api/route-model.js';
 /** The schemas of a route's request parts (from its {@link RouteSpec}). */
 export interface RouteInputs {
   readonly params?: TObject;
+  /** Registered parameter name (`:id`) → the table's name (`{subscription_id}`), where they differ. */
+  readonly paramNames?: Readonly<Record<string, string>>;
   readonly query?: TObject;
   readonly headers?: TObject;
 }
 
-/** A request's parts after their check: values of the declared types (absent parts are empty objects). */
+/** A request's parts after their check: values of the declared types (absent parts are empty objects); path parameters under the table's names. */
 export interface CheckedInputs {
   readonly params: Readonly<Record<string, unknown>>;
   readonly query: Readonly<Record<string, unknown>>;
@@ -37,7 +39,20 @@ export function routeInputs(method: string, path: string, table: readonly RouteS
   const key = routeKey(method, path);
   const spec = table.find((r) => routeKey(r.method, r.path) === key);
   if (spec === undefined) return {};
-  const inputs: RouteInputs = { ...(spec.params ? { params: spec.params } : {}), ...(spec.query ? { query: spec.query } : {}), ...(spec.headers ? { headers: spec.headers } : {}) };
+  const registered = [...path.matchAll(/:([A-Za-z_]+)|\*/g)].map((m) => m[1] ?? '*');
+  const documented = [...spec.path.matchAll(/\{([A-Za-z_]+)\}/g)].map((m) => m[1] ?? '');
+  const paramNames: Record<string, string> = {};
+  registered.forEach((name, i) => {
+    const table = documented[i];
+    if (table !== undefined && table !== name) paramNames[name] = table;
+  });
+  // A `*` registration's rest of the path is no path parameter of the engine: its handler reads the path.
+  const inputs: RouteInputs = {
+    ...(spec.params && !path.includes('*') ? { params: spec.params } : {}),
+    ...(Object.keys(paramNames).length > 0 ? { paramNames } : {}),
+    ...(spec.query ? { query: spec.query } : {}),
+    ...(spec.headers ? { headers: spec.headers } : {}),
+  };
   const parts: { schema: TObject; part: InputPart }[] = [];
   if (inputs.params) parts.push({ schema: inputs.params, part: 'path' });
   if (inputs.query) parts.push({ schema: inputs.query, part: 'query' });
@@ -55,7 +70,7 @@ const EMPTY: Readonly<Record<string, unknown>> = Object.freeze({});
  */
 export function checkRequestInputs(inputs: RouteInputs, params: Readonly<Record<string, string>>, query: URLSearchParams, headers: Readonly<Record<string, string>>): CheckedInputs {
   return {
-    params: inputs.params ? checkPart(inputs.params, { ...params }, 'path') : EMPTY,
+    params: inputs.params ? checkPart(inputs.params, renamed(params, inputs.paramNames), 'path') : EMPTY,
     query: inputs.query ? checkPart(inputs.query, firstValues(inputs.query, query), 'query') : EMPTY,
     headers: inputs.headers ? checkPart(inputs.headers, declaredHeaders(inputs.headers, headers), 'header') : EMPTY,
   };
@@ -74,6 +89,13 @@ function checkPart<S extends TObject>(schema: S, value: Record<string, unknown>,
   const result = checkInput(schema, value, part);
   if (result.ok) return result.value;
   throw invalidInput(result.status, result.problems.map((p) => p.detail), result.problems, part);
+}
+
+/** The path parameters under the table's names (a `*` registration is the table's last parameter). */
+function renamed(params: Readonly<Record<string, string>>, names: Readonly<Record<string, string>> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(params)) out[names?.[name] ?? name] = value;
+  return out;
 }
 
 /**
