@@ -47,8 +47,11 @@ export function routeInputs(method: string, path: string, table: readonly RouteS
     if (table !== undefined && table !== name) paramNames[name] = table;
   });
   // A `*` registration's rest of the path is no path parameter of the engine: its handler reads the path.
+  // Parameters that are plain strings cannot break their schema (the engine gives every one as a string):
+  // not checked, so publishing pays nothing for its `{name}`.
+  const checkParams = spec.params !== undefined && !path.includes('*') && !onlyPlainStrings(spec.params);
   const inputs: RouteInputs = {
-    ...(spec.params && !path.includes('*') ? { params: spec.params } : {}),
+    ...(spec.params && checkParams ? { params: spec.params } : {}),
     ...(Object.keys(paramNames).length > 0 ? { paramNames } : {}),
     ...(spec.query ? { query: spec.query } : {}),
     ...(spec.headers ? { headers: spec.headers } : {}),
@@ -63,6 +66,15 @@ export function routeInputs(method: string, path: string, table: readonly RouteS
 
 const EMPTY: Readonly<Record<string, unknown>> = Object.freeze({});
 
+/** Keywords that say nothing about a value (documentation only). */
+const ANNOTATIONS = new Set(['type', 'description', 'title', 'examples', 'default', 'deprecated']);
+
+/** Whether every property of `schema` is a required string without any constraint. */
+function onlyPlainStrings(schema: TObject): boolean {
+  const required = new Set(schema.required ?? []);
+  return Object.entries(schema.properties).every(([name, property]) => required.has(name) && property.type === 'string' && Object.keys(property).every((k) => ANNOTATIONS.has(k)));
+}
+
 /**
  * Checks a request's path parameters, query (the first value of each name) and the headers its route
  * declares (matched case-insensitively) against `inputs`.
@@ -70,7 +82,7 @@ const EMPTY: Readonly<Record<string, unknown>> = Object.freeze({});
  */
 export function checkRequestInputs(inputs: RouteInputs, params: Readonly<Record<string, string>>, query: URLSearchParams, headers: Readonly<Record<string, string>>): CheckedInputs {
   return {
-    params: inputs.params ? checkPart(inputs.params, renamed(params, inputs.paramNames), 'path') : EMPTY,
+    params: inputs.params ? checkPart(inputs.params, { ...renamed(params, inputs.paramNames) }, 'path') : renamed(params, inputs.paramNames),
     query: inputs.query ? checkPart(inputs.query, firstValues(inputs.query, query), 'query') : EMPTY,
     headers: inputs.headers ? checkPart(inputs.headers, declaredHeaders(inputs.headers, headers), 'header') : EMPTY,
   };
@@ -92,7 +104,8 @@ function checkPart<S extends TObject>(schema: S, value: Record<string, unknown>,
 }
 
 /** The path parameters under the table's names (a `*` registration is the table's last parameter). */
-function renamed(params: Readonly<Record<string, string>>, names: Readonly<Record<string, string>> | undefined): Record<string, unknown> {
+function renamed(params: Readonly<Record<string, string>>, names: Readonly<Record<string, string>> | undefined): Readonly<Record<string, unknown>> {
+  if (names === undefined) return params;
   const out: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(params)) out[names?.[name] ?? name] = value;
   return out;
