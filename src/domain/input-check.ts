@@ -69,8 +69,8 @@ const TYPE_WORDS: Readonly<Record<string, string>> = {
  */
 export const INPUT_SCHEMA_EXTENSIONS = ['x-status', 'x-messages', 'x-limit', 'x-map-value', 'x-any-case-enum'] as const;
 
-function newAjv(coerceTypes: boolean): Ajv {
-  const ajv = new Ajv({ allErrors: true, verbose: true, coerceTypes, strict: true, allowUnionTypes: true, useDefaults: false });
+function newAjv(): Ajv {
+  const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, allowUnionTypes: true, useDefaults: false });
   addFormats.default(ajv, { mode: 'fast', formats: ['uuid', 'date-time', 'uri'] });
   ajv.addKeyword({ keyword: 'x-status', schemaType: 'number' });
   ajv.addKeyword({ keyword: 'x-messages', schemaType: 'object' });
@@ -86,18 +86,55 @@ function newAjv(coerceTypes: boolean): Ajv {
   return ajv;
 }
 
-/** Bodies: JSON values as parsed. */
-const bodyAjv = newAjv(false);
-/** Query, path and header values: strings coerced to the declared type (`"10"` → 10; `"ten"` fails as "must be an integer"). */
-const stringAjv = newAjv(true);
-const compiled = new WeakMap<TSchema, { body?: ValidateFunction; strings?: ValidateFunction }>();
+/**
+ * One ajv for every part: query, path and header values are turned into numbers and booleans by
+ * {@link coerceStrings} with a strict grammar first (ajv's own coercion would take `0x10`, `1e3` or ` 5`
+ * as integers).
+ */
+const ajv = newAjv();
+const compiled = new WeakMap<TSchema, ValidateFunction>();
 
-function validatorOf(schema: TSchema, part: InputPart): ValidateFunction {
-  const strings = part !== 'body';
-  let entry = compiled.get(schema);
-  if (entry === undefined) compiled.set(schema, (entry = {}));
-  if (strings) return (entry.strings ??= stringAjv.compile(schema));
-  return (entry.body ??= bodyAjv.compile(schema));
+function validatorOf(schema: TSchema): ValidateFunction {
+  let validate = compiled.get(schema);
+  if (validate === undefined) compiled.set(schema, (validate = ajv.compile(schema)));
+  return validate;
+}
+
+/** A decimal integer as query strings write it (`-12`, `0`); nothing else is one. */
+const INTEGER_TEXT = /^-?\d{1,15}$/;
+/** A decimal number (`1.5`, `-2`, `3e2` is not one). */
+const NUMBER_TEXT = /^-?\d{1,15}(\.\d{1,15})?$/;
+
+/** The JSON types a schema (or any branch of its `anyOf`/`oneOf`) declares. */
+function declaredTypes(schema: unknown): Set<string> {
+  const out = new Set<string>();
+  if (!isJsonObject(schema)) return out;
+  const type = schema.type;
+  if (typeof type === 'string') out.add(type);
+  else if (Array.isArray(type)) for (const t of type) if (typeof t === 'string') out.add(t);
+  for (const key of ['anyOf', 'oneOf']) {
+    const branches = schema[key];
+    if (Array.isArray(branches)) for (const branch of branches) for (const t of declaredTypes(branch)) out.add(t);
+  }
+  return out;
+}
+
+/**
+ * Turns the string values of an object of query, path or header values into the declared numbers and
+ * booleans, in place: `"10"` for an integer, `"1.5"` for a number, `"true"`/`"false"` for a boolean; any
+ * other text stays a string and fails the schema as "must be an integer" (400).
+ */
+function coerceStrings(schema: TSchema, value: unknown): void {
+  const properties: unknown = schema.properties;
+  if (!isJsonObject(value) || !isJsonObject(properties)) return;
+  for (const [name, text] of Object.entries(value)) {
+    if (typeof text !== 'string') continue;
+    const types = declaredTypes(properties[name]);
+    if (types.has('string') && !types.has('integer') && !types.has('number') && !types.has('boolean')) continue;
+    if (types.has('integer') && INTEGER_TEXT.test(text)) value[name] = Number(text);
+    else if (types.has('number') && NUMBER_TEXT.test(text)) value[name] = Number(text);
+    else if (types.has('boolean') && (text === 'true' || text === 'false')) value[name] = text === 'true';
+  }
 }
 
 /**
@@ -105,12 +142,13 @@ function validatorOf(schema: TSchema, part: InputPart): ValidateFunction {
  * request pays for a compile and a broken schema stops the start). @throws Error for an invalid schema
  */
 export function precompileInputs(entries: readonly { readonly schema: TSchema; readonly part: InputPart }[]): void {
-  for (const { schema, part } of entries) validatorOf(schema, part);
+  for (const { schema } of entries) validatorOf(schema);
 }
 
 /**
  * Checks `value` against `schema` (WIRE.md "Conventions"; the conventions of this module's header).
- * Query, path and header values are coerced from strings to the declared types in place.
+ * Query, path and header values (an object of strings) are coerced to the declared numbers and booleans
+ * in place, with a strict grammar (decimal digits; `true`/`false`).
  * @param value a parsed JSON body, or an object of strings for the other parts; declared properties
  *   holding `null` are removed from it first (so pass a value the caller owns)
  * @returns the value typed `Static<S>`, or every problem (at most {@link MAX_INPUT_PROBLEMS} lines and one
@@ -118,7 +156,8 @@ export function precompileInputs(entries: readonly { readonly schema: TSchema; r
  */
 export function checkInput<S extends TSchema>(schema: S, value: unknown, part: InputPart = 'body'): InputResult<Static<S>> {
   dropNullProperties(schema, value);
-  const validate = validatorOf(schema, part);
+  if (part !== 'body') coerceStrings(schema, value);
+  const validate = validatorOf(schema);
   if (validate(value)) return { ok: true, value: value as Static<S> };
   const problems = problemsOf(validate.errors ?? []);
   return { ok: false, status: problems.some((p) => p.status === 400) ? 400 : 422, problems };
@@ -242,13 +281,13 @@ function defaultText(error: ErrorObject, node: Record<string, unknown>): string 
   }
 }
 
-/** `/authorization/readers/0/value` → `authorization.readers[0].value` (the reference's field notation). */
+/** `/authorization/readers/0/value` → `authorization.readers[0].value` (the reference's field notation); `/0/offset` → `[0].offset`. */
 export function fieldOf(pointer: string): string {
   if (pointer === '') return '';
   let out = '';
   for (const raw of pointer.slice(1).split('/')) {
     const segment = raw.replace(/~1/g, '/').replace(/~0/g, '~');
-    if (/^\d+$/.test(segment) && out !== '') out += `[${segment}]`;
+    if (/^\d+$/.test(segment)) out += `[${segment}]`;
     else out += out === '' ? segment : `.${segment}`;
   }
   return out;
