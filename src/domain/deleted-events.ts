@@ -7,14 +7,30 @@
  * the spec's key paths point at it for compacted event types), and for `user_defined` `metadata.partition`. Under `random` the partition of earlier events is unknown,
  * so the tombstone goes to every partition.
  */
+import { Type, type Static } from '@sinclair/typebox';
+import type { InputProblem } from './input-check.js';
+import { checkBody } from './rule-problems.js';
 import type { BatchItemResponse, PublishStep } from './batch-item-response.js';
 import type { PublishSpec } from './publish-spec.js';
 import { rejectedItems } from './batch-items.js';
 import { hashPartition, readPath, userDefinedPartition } from './partitioner.js';
 
+/**
+ * The body of `POST /event-types/{name}/deleted-events`: a JSON array of events, each a JSON object
+ * (anything else is 400). What an event must carry is checked per event by {@link planTombstones}
+ * (422 items, as for publishing).
+ */
+export const DeletedEventsInputSchema = Type.Array(
+  Type.Object({}, { 'x-messages': { type: 'must be a JSON object (an event)' }, description: 'an event: its compaction key and partition data are read' }),
+  { 'x-messages': { type: 'must be a JSON array of events' } },
+);
+
+/** The events of a body that passed {@link DeletedEventsInputSchema}. */
+export type DeletedEventsInput = Static<typeof DeletedEventsInputSchema>;
+
 /** The tombstones to write, or the 422 answer (one item per event, as for publishing; WIRE.md "Publishing"). */
 export type TombstonePlan =
-  | { readonly kind: 'malformed'; readonly detail: string }
+  | { readonly kind: 'malformed'; readonly details: readonly string[]; readonly errors?: readonly InputProblem[] }
   | { readonly kind: 'rejected'; readonly items: BatchItemResponse[] }
   | {
       readonly kind: 'planned';
@@ -26,24 +42,18 @@ export type TombstonePlan =
       readonly partitions: Map<number, Set<string>>;
     };
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
  * Plans the tombstones of a deleted-events body.
  * @param body the parsed request body
  * @param spec the event type's publish spec (strategy, absolute hash key paths, partition count)
- * @returns `malformed` (answer 400) when the body is not an array of objects; `rejected` (answer 422)
- *   when an event lacks its compaction key (step `validating`) or its partition data (step
- *   `partitioning`), every other event then `aborted`; otherwise `planned`
+ * @returns `malformed` (answer 400) when the body breaks {@link DeletedEventsInputSchema} (not an array
+ *   of objects); `rejected` (answer 422) when an event lacks its compaction key (step `validating`) or
+ *   its partition data (step `partitioning`), every other event then `aborted`; otherwise `planned`
  */
 export function planTombstones(body: unknown, spec: Pick<PublishSpec, 'partitionStrategy' | 'partitionKeyPaths' | 'partitionCount'>): TombstonePlan {
-  if (!Array.isArray(body)) return { kind: 'malformed', detail: 'body must be a JSON array of events' };
-  const events = body as unknown[];
-  for (let i = 0; i < events.length; i++) {
-    if (!isObject(events[i])) return { kind: 'malformed', detail: `item ${i} of the body is not a JSON object` };
-  }
+  const checked = checkBody(DeletedEventsInputSchema, body);
+  if (!checked.ok) return { kind: 'malformed', details: checked.details, ...(checked.errors ? { errors: checked.errors } : {}) };
+  const events: DeletedEventsInput = checked.value;
   const failures = new Map<number, { step: PublishStep; detail: string }>();
   const eids: string[] = [];
   const itemPartitions: number[][] = [];

@@ -1,25 +1,48 @@
 /**
  * Rules of repartitioning (spec "Event type registry": `POST /event-types/{name}/partition-count`,
- * "States and transitions": Repartition; spec "Limits"). Pure code: the service reads the counts.
+ * "States and transitions": Repartition; spec "Limits"): the request body's schema, then the bounds.
+ * Pure code: the service reads the counts.
  */
+import { Type } from '@sinclair/typebox';
+import type { InputProblem } from './input-check.js';
+import { checkBody } from './rule-problems.js';
 
-/** A parsed `partition-count` body, or why it was refused (400 shape, 422 rule). */
-export type PartitionCountBody = { readonly ok: true; readonly count: number } | { readonly ok: false; readonly status: 400 | 422; readonly detail: string };
+/** A parsed `partition-count` body, or why it was refused (400 shape, 422 rule) with one line and the JSON pointer per problem. */
+export type PartitionCountBody =
+  | { readonly ok: true; readonly count: number }
+  | { readonly ok: false; readonly status: 400 | 422; readonly details: readonly string[]; readonly errors?: readonly InputProblem[] };
 
 /** Largest count a partition id may reach (`keys.ts` accepts ids of at most six digits). */
 export const PARTITION_ID_LIMIT = 1_000_000;
 
+const COUNT_TEXT = 'must be an integer of at least 1';
+
 /**
- * Parses `{"partition_count": N}`: N must be an integer ≥ 1 (unknown properties are ignored, WIRE.md
- * "Conventions").
- * @returns 400 when the body is not a JSON object, 422 when `partition_count` is missing or not a positive integer
+ * The body of `POST`/`PUT /event-types/{name}/partition-count`: `{"partition_count": N}` with N an
+ * integer ≥ 1 (unknown properties are ignored, WIRE.md "Conventions"). A body that is not an object is
+ * a 400; a count that is missing or not a positive integer a 422. The bounds that depend on the event
+ * type and the installation are {@link growthProblem} and {@link subscriptionLimitProblems}.
+ */
+export const PartitionCountInputSchema = Type.Object(
+  {
+    partition_count: Type.Integer({
+      minimum: 1,
+      'x-status': 422,
+      'x-messages': { required: 'may not be null', type: COUNT_TEXT, minimum: COUNT_TEXT, fraction: COUNT_TEXT },
+      description: 'the new partition count (it only grows; the same count changes nothing)',
+    }),
+  },
+  { 'x-messages': { type: 'must be a JSON object {"partition_count": <integer>}' } },
+);
+
+/**
+ * Checks a `partition-count` body against {@link PartitionCountInputSchema}.
+ * @returns the count, or 400 when the body is not a JSON object, 422 when `partition_count` is missing or not a positive integer
  */
 export function parsePartitionCountBody(body: unknown): PartitionCountBody {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return { ok: false, status: 400, detail: 'the body must be a JSON object {"partition_count": <integer>}' };
-  const value = (body as Record<string, unknown>).partition_count;
-  if (value === undefined || value === null) return { ok: false, status: 422, detail: 'Field "partition_count" may not be null' };
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) return { ok: false, status: 422, detail: 'Field "partition_count" must be an integer of at least 1' };
-  return { ok: true, count: value };
+  const checked = checkBody(PartitionCountInputSchema, body);
+  if (!checked.ok) return { ok: false, status: checked.status, details: checked.details, ...(checked.errors ? { errors: checked.errors } : {}) };
+  return { ok: true, count: checked.value.partition_count };
 }
 
 /**

@@ -1,4 +1,6 @@
-import { brokerError, BrokerError } from '../errors/catalog.js';
+import { Type } from '@sinclair/typebox';
+import { brokerError, BrokerError, invalidInput } from '../errors/catalog.js';
+import { checkInput, fieldOf, type InputProblem } from './input-check.js';
 
 /**
  * Where a storage keeps its keys: a Redis deployment (`url`, or `cluster_nodes` seeds) or, with
@@ -30,44 +32,77 @@ export interface StorageView extends Storage {
 /** The id of the storage every node starts with (its own `redis.*` configuration). */
 export const NODE_STORAGE_ID = 'default';
 
-const ID = /^[A-Za-z0-9._-]{1,64}$/;
-const PREFIX = /^[A-Za-z0-9:._-]{0,64}$/;
-const SEED = /^[A-Za-z0-9.-]{1,253}:\d{1,5}$/;
+/** The texts of a storage's broken fields (answers have always read `<field>: <text>`). */
+const ID_TEXT = '1 to 64 characters of letters, digits, ".", "_" and "-"';
+const PREFIX_TEXT = '0 to 64 characters of letters, digits, ":", ".", "_" and "-"';
+const URL_TEXT = 'a redis:// or rediss:// URL';
+const SEEDS_TEXT = 'a non-empty array of "host:port"';
+const CONFIGURATION_TEXT = 'must be an object with key_prefix and optionally url or cluster_nodes';
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** Every failure of a node is a broken rule (422) with one text: a storage record has always been answered so. */
+const rule = (text: string) => ({ 'x-status': 422, 'x-messages': { required: text, type: text, pattern: text, const: text, minItems: text } });
+/** A property the record does not have (storages refuse them, unlike most bodies). */
+const Unknown = Type.Not(Type.Unknown(), { 'x-status': 422, 'x-messages': { not: 'unknown field' } });
+
+/** `redis_configuration` of a storage sent to `POST /storages`. */
+const RedisConfigurationInput = Type.Object(
+  {
+    url: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$', description: 'redis:// or rediss:// URL of a standalone deployment', ...rule(URL_TEXT) })),
+    cluster_nodes: Type.Optional(Type.Array(Type.String({ pattern: '^[A-Za-z0-9.-]{1,253}:\\d{1,5}$', ...rule(SEEDS_TEXT) }), { minItems: 1, description: '`host:port` seeds of a Redis Cluster', ...rule(SEEDS_TEXT) })),
+    key_prefix: Type.String({ pattern: '^[A-Za-z0-9:._-]{0,64}$', description: 'prefix of every key of the storage', ...rule(PREFIX_TEXT) }),
+  },
+  {
+    additionalProperties: Unknown,
+    not: { properties: { url: {}, cluster_nodes: {} }, required: ['url', 'cluster_nodes'] },
+    'x-status': 422,
+    'x-messages': { required: CONFIGURATION_TEXT, type: CONFIGURATION_TEXT, not: 'give url or cluster_nodes, not both' },
+    description: 'a deployment (`url`, `cluster_nodes`, or neither: the node\'s own) and the prefix of the keys in it',
+  },
+);
 
 /**
- * Parses a `POST /storages` body.
+ * The body of `POST /storages` (spec "Storage"; our fields, the spec shows none): `id`, `storage_type`
+ * `redis` and `redis_configuration`; `default` (as answered) is accepted and ignored, any other field
+ * is refused. Every broken field is a 422; a body that is not an object is a 400.
+ */
+export const StorageInputSchema = Type.Object(
+  {
+    id: Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$', description: ID_TEXT, ...rule(ID_TEXT) }),
+    storage_type: Type.Literal('redis', rule('must be "redis"')),
+    redis_configuration: RedisConfigurationInput,
+    default: Type.Optional(Type.Unknown({ description: 'ignored (answers show whether a storage is the default one)' })),
+  },
+  { additionalProperties: Unknown, 'x-messages': { type: 'must be a Storage object' } },
+);
+
+/**
+ * A storage problem as storage answers have always worded it, `<field>: <text>` (an item of a list
+ * is named by its list), the JSON pointer kept. Problems of the body itself keep their line.
+ */
+function storageProblem(problem: InputProblem): InputProblem {
+  const field = fieldOf(problem.pointer);
+  if (field === '') return problem;
+  const text = problem.detail.slice(`Field "${field}" `.length);
+  const list = fieldOf(problem.pointer.replace(/\/\d+(?=\/|$)/g, ''));
+  return { ...problem, detail: `${list}: ${text}` };
+}
+
+/**
+ * Parses a `POST /storages` body against {@link StorageInputSchema}.
  * @returns the storage as it will be stored
- * @throws BrokerError 400 when the body is not an object; 422 naming every broken rule (id, type,
- *   configuration: exactly one of `url`, `cluster_nodes` or neither, a well-formed `key_prefix`)
+ * @throws BrokerError 400 when the body is not an object; 422 naming every broken field (id, type,
+ *   configuration: exactly one of `url`, `cluster_nodes` or neither, a well-formed `key_prefix`, no unknown field)
  */
 export function parseStorage(body: unknown): Storage {
-  if (!isObject(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a Storage object' });
-  const problems: string[] = [];
-  const { id, storage_type: type, redis_configuration: configuration } = body;
-  if (typeof id !== 'string' || !ID.test(id)) problems.push('id: 1 to 64 characters of letters, digits, ".", "_" and "-"');
-  if (type !== 'redis') problems.push('storage_type: must be "redis"');
-  for (const key of Object.keys(body)) if (!['id', 'storage_type', 'redis_configuration', 'default'].includes(key)) problems.push(`${key}: unknown field`);
-  if (!isObject(configuration)) {
-    problems.push('redis_configuration: must be an object with key_prefix and optionally url or cluster_nodes');
-    throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
+  const checked = checkInput(StorageInputSchema, body);
+  if (!checked.ok) {
+    const problems = checked.problems.map(storageProblem);
+    const details = [...new Set(problems.map((p) => p.detail))];
+    throw invalidInput(checked.status, details, problems);
   }
-  const { url, cluster_nodes: seeds, key_prefix: prefix } = configuration;
-  for (const key of Object.keys(configuration)) if (!['url', 'cluster_nodes', 'key_prefix'].includes(key)) problems.push(`redis_configuration.${key}: unknown field`);
-  if (typeof prefix !== 'string' || !PREFIX.test(prefix)) problems.push('redis_configuration.key_prefix: 0 to 64 characters of letters, digits, ":", ".", "_" and "-"');
-  if (url !== undefined && seeds !== undefined) problems.push('redis_configuration: give url or cluster_nodes, not both');
-  if (url !== undefined && (typeof url !== 'string' || !/^rediss?:\/\/[^\s]+$/.test(url))) problems.push('redis_configuration.url: a redis:// or rediss:// URL');
-  if (seeds !== undefined && (!Array.isArray(seeds) || seeds.length === 0 || seeds.some((s) => typeof s !== 'string' || !SEED.test(s)))) {
-    problems.push('redis_configuration.cluster_nodes: a non-empty array of "host:port"');
-  }
-  if (problems.length > 0) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
-  const redis: RedisConfiguration = {
-    key_prefix: prefix as string,
-    ...(typeof url === 'string' ? { url } : {}),
-    ...(Array.isArray(seeds) ? { cluster_nodes: seeds as string[] } : {}),
-  };
-  return { id: id as string, storage_type: 'redis', redis_configuration: redis };
+  const { id, redis_configuration: { url, cluster_nodes: seeds, key_prefix: prefix } } = checked.value;
+  const redis: RedisConfiguration = { key_prefix: prefix, ...(url !== undefined ? { url } : {}), ...(seeds !== undefined ? { cluster_nodes: seeds } : {}) };
+  return { id, storage_type: 'redis', redis_configuration: redis };
 }
 
 /** The storage as answered: the URL's password replaced by `***`. */

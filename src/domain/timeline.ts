@@ -1,3 +1,4 @@
+import { Type } from '@sinclair/typebox';
 import { formatOffset, MAX_OFFSET, OFFSET_EXPIRED, type ParsedOffset, type PartitionRange } from './offsets.js';
 import { NODE_STORAGE_ID } from './storage.js';
 
@@ -172,3 +173,13 @@ export class TimelineMap {
 export function timelineMapOf(timelines: readonly StoredTimeline[] | undefined, createdAt: string): TimelineMap {
   return new TimelineMap(timelines !== undefined && timelines.length > 0 ? timelines : [legacyTimeline(createdAt)]);
 }
+
+/**
+ * The body of `POST /event-types/{name}/timelines` (spec "Timeline"; issue 6 §3.2): the storage the event
+ * type switches to. A body that is not an object is a 400; a missing, empty or non-string `storage_id`
+ * a 422 (whether that storage is registered is looked up by the service, 422 too).
+ */
+export const TimelineInputSchema = Type.Object(
+  { storage_id: Type.String({ minLength: 1, 'x-status': 422, description: 'the id of a registered storage' }) },
+  { 'x-messages': { type: 'must be an object with storage_id' } },
+);

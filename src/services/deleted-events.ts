@@ -1,6 +1,6 @@
 import { planTombstones } from '../domain/deleted-events.js';
 import type { EventType } from '../domain/event-type.js';
-import { brokerError, errorCatalog } from '../errors/catalog.js';
+import { brokerError, errorCatalog, invalidInput } from '../errors/catalog.js';
 import { parseUntrustedJson } from '../domain/json-limits.js';
 import type { StoredTimeline } from '../domain/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
@@ -45,7 +45,7 @@ export class DeletedEvents {
     authorize(eventType.record);
     if (eventType.record.cleanup_policy === 'delete') throw brokerError('EVENT_TYPE_NOT_COMPACTED');
     const plan = planTombstones(parsed.value, eventType.publishSpec);
-    if (plan.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: plan.detail });
+    if (plan.kind === 'malformed') throw invalidInput(400, plan.details, plan.errors);
     if (plan.kind === 'rejected') return { status: 422, items: plan.items };
     if (plan.partitions.size === 0) return { status: 200 };
     if (this.redis.status !== 'ready') {

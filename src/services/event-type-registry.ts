@@ -1,7 +1,9 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import { buildEffectiveSchema } from '../domain/effective-schema.js';
 import type { AuthorizationAttribute, CompatibilityMode, EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
-import { isSupportedSchemaType, parseEventTypeInput } from '../domain/event-type-input.js';
+import { parseEventTypeInput } from '../domain/event-type-input.js';
+import { checkBody } from '../domain/rule-problems.js';
+import { CompatibilityCheckInputSchema, SchemaAdditionCheck, SchemaFetchInputSchema } from '../domain/schema-version-input.js';
 import { checkFieldsAgainstSchema, checkUpdate, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
 import type { JsonObject } from '../domain/json-schema-walk.js';
 import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
@@ -134,10 +136,13 @@ export class EventTypeRegistry {
    * exactly the checks of {@link update} — the admin right, the input rules, the schema checks in a
    * worker, evolution under the compatibility mode, the effective schema and its fields. A schema with
    * no change (the same text, or no structural difference) writes nothing.
-   * @throws BrokerError 404, 403, 400 (body not an object), 422 (schema, incompatible change), 409 (concurrent update), 503
+   * The body's malformed problems (400: not an object, a field of the wrong JSON type) are answered before
+   * the event type is looked up; its other problems as those of the event type's `schema` field.
+   * @throws BrokerError 400 (malformed body), 404, 403, 422 (schema, incompatible change), 409 (concurrent update), 503
    */
   async addSchema(name: string, body: unknown, caller: RegistryCaller): Promise<SchemaAddition> {
-    if (!isObject(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON object {"type": "json_schema", "schema": "<JSON Schema as text>"}' });
+    const shape = checkBody(SchemaAdditionCheck, { schema: body });
+    if (!shape.ok && shape.status === 400) throw invalidInput(shape.status, shape.details, shape.errors);
     return this.change(name, (previous) => ({ ...previous, schema: body }), caller, true);
   }
 
@@ -148,17 +153,18 @@ export class EventTypeRegistry {
    * through the checks of {@link addSchema} (in a worker where a PUT runs them) but nothing is stored.
    * A change the mode refuses answers `compatible: false` with the reason; a schema that is invalid in
    * itself or for the event type's fields is a 422, as for an update.
-   * @throws BrokerError 404 (event type, version), 400 (body not an object), 422 (no string `schema`, invalid schema), 503
+   * @throws BrokerError 404 (event type, version), 400 (body not an object), 422 (no string `schema`, invalid
+   *   schema; the body's schema is `CompatibilityCheckInputSchema`), 503
    */
   async checkCompatibility(name: string, version: string, body: unknown): Promise<CompatibilityCheck> {
     const existing = await this.store.get(name);
     if (!existing) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     const against = version === 'latest' ? existing.record.schema : await this.store.schema(name, version);
     if (!against) throw schemaVersionNotFound(name, version);
-    if (!isObject(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON object {"schema": "<JSON Schema as text>"}' });
-    if (typeof body.schema !== 'string') throw brokerError('UNPROCESSABLE', { reason: 'Field "schema" must be a string: the JSON Schema as text' });
+    const checked = checkBody(CompatibilityCheckInputSchema, body);
+    if (!checked.ok) throw invalidInput(checked.status, checked.details, checked.errors);
     // Retention bounds and other rules are not the check's concern: the stored event type passed them.
-    const input = this.parse({ ...existing.record, schema: { type: existing.record.schema.type, schema: body.schema } }, true);
+    const input = this.parse({ ...existing.record, schema: { type: existing.record.schema.type, schema: checked.value.schema } }, true);
     const submitted = await this.guard(input.schema.schema, input);
     const mode = input.compatibility_mode;
     const evolution = evolveSchema(JSON.parse(against.schema) as JsonObject, submitted, against.version, mode);
@@ -171,13 +177,12 @@ export class EventTypeRegistry {
    * The newest stored schema version whose schema equals `body.schema` as JSON (key order and
    * whitespace aside; `POST /event-types/{name}/schemas?fetch=true`, issue 14 §4.2). Reads only.
    * @throws BrokerError 404 (event type, or no equal schema), 400 (body not an object), 422 (no string
-   *   `schema`, unsupported `type`, `schema` not JSON)
+   *   `schema`, unsupported `type`: `SchemaFetchInputSchema`; `schema` not JSON)
    */
   async findSchema(name: string, body: unknown): Promise<EventTypeSchema> {
-    if (!isObject(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON object {"type": "json_schema", "schema": "<JSON Schema as text>"}' });
-    if (typeof body.schema !== 'string') throw brokerError('UNPROCESSABLE', { reason: 'Field "schema" must be a string: the JSON Schema as text' });
-    if (typeof body.type !== 'string' || !isSupportedSchemaType(body.type)) throw brokerError('UNPROCESSABLE', { reason: 'Field "type" must be "json_schema" (JSON Schema draft 04)' });
-    const wanted = canonicalJson(body.schema);
+    const checked = checkBody(SchemaFetchInputSchema, body);
+    if (!checked.ok) throw invalidInput(checked.status, checked.details, checked.errors);
+    const wanted = canonicalJson(checked.value.schema);
     if (wanted === undefined) throw brokerError('INVALID_SCHEMA', { reason: 'the schema is not JSON text nested at most 512 levels' });
     const found = (await this.schemas(name)).find((stored) => canonicalJson(stored.schema) === wanted);
     if (!found) throw brokerError('MATCHING_SCHEMA_NOT_FOUND', { name });

@@ -1,7 +1,7 @@
 import type { EventType } from '../domain/event-type.js';
 import { addedPartitions, growthProblem, parsePartitionCountBody, subscriptionLimitProblems } from '../domain/repartitioning.js';
 import type { Subscription } from '../domain/subscription.js';
-import { brokerError } from '../errors/catalog.js';
+import { brokerError, invalidInput } from '../errors/catalog.js';
 import { scriptError } from '../storage/script-failures.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
 import { offsetField, type SubscriptionStateStore } from '../storage/subscription-state-store.js';
@@ -62,7 +62,7 @@ export class Repartitioning {
     if (!stored) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     requireAdmin(stored.record);
     const parsed = parsePartitionCountBody(body);
-    if (!parsed.ok) throw parsed.status === 400 ? brokerError('BAD_REQUEST', { reason: parsed.detail }) : brokerError('UNPROCESSABLE', { reason: parsed.detail });
+    if (!parsed.ok) throw invalidInput(parsed.status, parsed.details, parsed.errors);
     const count = parsed.count;
     const current = stored.topology.partitionCount;
     const problem = growthProblem(current, count, this.limits.maxPartitionCount);

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { partitionIds } from '../domain/event-type.js';
 import type { EventType } from '../domain/event-type.js';
-import { timelineView, type StoredTimeline, type TimelineView } from '../domain/timeline.js';
-import { brokerError } from '../errors/catalog.js';
+import { checkBody } from '../domain/rule-problems.js';
+import { TimelineInputSchema, timelineView, type StoredTimeline, type TimelineView } from '../domain/timeline.js';
+import { brokerError, invalidInput } from '../errors/catalog.js';
 import { scriptError } from '../storage/script-failures.js';
 import type { Logger } from '../observability/logger.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
@@ -59,18 +60,20 @@ export class Timelines {
 
   /**
    * Creates a timeline on storage `storage_id` and makes it active (the switch above).
-   * @param body `{"storage_id": string}`
+   * @param body `{"storage_id": string}` ({@link TimelineInputSchema})
    * @param authorize runs once the event type is known. @throws BrokerError 403
    * @returns the new timeline
    * @throws BrokerError 400 (body not an object), 404 (event type), 403, 422 (storage_id missing or not
    *   a registered storage; too many timelines), 409 (another switch of this event type won), 503
    */
   async create(name: string, body: unknown, authorize: (eventType: EventType) => void): Promise<TimelineView> {
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be an object with storage_id' });
+    const checked = checkBody(TimelineInputSchema, body);
+    // A malformed body is answered first; a broken field once the event type is known and the caller may switch it.
+    if (!checked.ok && checked.status === 400) throw invalidInput(checked.status, checked.details, checked.errors);
     const stored = await this.load(name);
     authorize(stored.record);
-    const storageId = (body as Record<string, unknown>).storage_id;
-    if (typeof storageId !== 'string' || storageId === '') throw brokerError('UNPROCESSABLE', { reason: 'storage_id: a storage id is required' });
+    if (!checked.ok) throw invalidInput(checked.status, checked.details, checked.errors);
+    const storageId = checked.value.storage_id;
     const storage = await this.storages.get(storageId);
     if (!storage) throw brokerError('UNKNOWN_STORAGE', { id: storageId });
     const active = stored.timelines.active;

@@ -1,5 +1,9 @@
 /** Route table entries of the event type area (spec "Event type registry", "Publishing", "Low-level consumption"; WIRE.md). */
 import { Type } from '@sinclair/typebox';
+import { PartitionCountInputSchema } from '../../domain/repartitioning.js';
+import { CompatibilityCheckInputSchema, SchemaVersionInputSchema } from '../../domain/schema-version-input.js';
+import { TimelineInputSchema } from '../../domain/timeline.js';
+import { DeletedEventsInputSchema } from '../../domain/deleted-events.js';
 import {
   CompatibilityCheckSchema,
   CursorDistanceQuerySchema,
@@ -20,12 +24,28 @@ import { NameParam, Bool, Paging, Location, streamQuery, stream, route } from '.
 /** The query of `POST /event-types/{name}/schemas`: `fetch` (any case; absent: false). */
 export const AddSchemaQuery = Type.Object({ fetch: Type.Optional(Bool('find the stored version equal to the body instead of adding one', true)) });
 
+/**
+ * An authorization attribute as a query parameter, `<data_type>:<value>` (split at the first colon,
+ * both parts non-empty; another value is 400): `writer` of `GET /event-types`, `reader` of `GET /subscriptions`.
+ */
+export const AttributeQueryParam = (description: string) =>
+  Type.String({ pattern: '^[^:]+:[\\s\\S]+$', 'x-status': 400, 'x-messages': { pattern: 'must have the form <data_type>:<value>, e.g. user:alice' }, description });
+
+/** The query of `GET /event-types` (spec "Event type registry"): both filters optional. */
+export const ListEventTypesQuery = Type.Object({
+  owning_application: Type.Optional(Type.String({ description: 'only the event types of this application' })),
+  writer: Type.Optional(AttributeQueryParam('`<data_type>:<value>`: only the event types whose `writers` name this attribute explicitly')),
+});
+
+/** The query of `GET /event-types/{name}/schemas`: paging (limit 1..1000, default 20). */
+export const SchemaListQuery = Type.Object(Paging);
+
 /** Event types, schemas and registry listings. */
 export const EVENT_TYPE_ROUTES: RouteSpec[] = [
   route({
     method: 'GET', path: '/event-types', operationId: 'listEventTypes', tag: 'Event types', access: 'authenticated',
     summary: 'List event types',
-    query: Type.Object({ owning_application: Type.Optional(Type.String()), writer: Type.Optional(Type.String({ description: '`<data_type>:<value>`: event types this attribute may write' })) }),
+    query: ListEventTypesQuery,
     responses: { '200': json('every event type (filtered)', Type.Array(EventTypeRecordSchema)), ...problems(400) },
   }),
   route({
@@ -54,15 +74,16 @@ export const EVENT_TYPE_ROUTES: RouteSpec[] = [
   }),
   route({
     method: 'GET', path: '/event-types/{name}/schemas', operationId: 'listSchemas', tag: 'Schemas', access: 'authenticated', params: NameParam,
-    summary: 'List the schema versions of an event type (newest first)', query: Type.Object(Paging),
+    summary: 'List the schema versions of an event type (newest first)', query: SchemaListQuery,
     responses: { '200': json('a page of versions', Type.Object({ _links: PageLinksSchema, items: Type.Array(EventTypeSchemaSchema) }, { additionalProperties: false })), ...problems(400, 404) },
   }),
   route({
     method: 'POST', path: '/event-types/{name}/schemas', operationId: 'addSchema', tag: 'Schemas', access: 'authenticated', params: NameParam,
     summary: 'Add a schema version, or find one (`fetch=true`)',
-    description: 'Without `fetch`: a schema update (needs the event type\'s `admins`), answering the latest schema. With `fetch=true`: the stored version equal to the schema sent (404 when none is).',
+    description:
+      'Without `fetch`: a schema update (needs the event type\'s `admins`), answering the latest schema; the body is checked as the event type\'s `schema` field (problems name `schema.type`, `schema.schema`). With `fetch=true`: the stored version equal to the schema sent (404 when none is); there any field missing or of the wrong type is 422.',
     query: AddSchemaQuery,
-    body: jsonBody(Type.Object({ type: Type.Literal('json_schema'), schema: Type.String() })),
+    body: jsonBody(SchemaVersionInputSchema),
     responses: { '200': json('the latest (or found) schema version', EventTypeSchemaSchema), ...problems(400, 403, 404, 422, 503) },
   }),
   route({
@@ -75,7 +96,7 @@ export const EVENT_TYPE_ROUTES: RouteSpec[] = [
     method: 'POST', path: '/event-types/{name}/schemas/{version}/compatibility-check', operationId: 'checkSchemaCompatibility', tag: 'Schemas', access: 'authenticated',
     params: Type.Object({ name: Type.String(), version: Type.String({ description: 'the version to compare with, or `latest`' }) }),
     summary: 'Check a schema against a stored version (stores nothing)',
-    body: jsonBody(Type.Object({ type: Type.Literal('json_schema'), schema: Type.String() })),
+    body: jsonBody(CompatibilityCheckInputSchema),
     responses: { '200': json('whether the schema would be accepted', CompatibilityCheckSchema), ...problems(400, 404, 422) },
   }),
   route({
@@ -88,7 +109,7 @@ export const EVENT_TYPE_ROUTES: RouteSpec[] = [
   }),
 ];
 
-const partitionCountBody = jsonBody(Type.Object({ partition_count: Type.Integer({ minimum: 1 }) }));
+const partitionCountBody = jsonBody(PartitionCountInputSchema);
 const partitionCountResponses = { '204': empty('repartitioned (or already that count)'), ...problems(400, 403, 404, 409, 422, 503) };
 const partitionCountDescription = 'Grows the partition count (feature `repartitioning`; config `eventTypes.maxPartitionCount`, `subscriptions.maxPartitions`). Needs the event type\'s `admins`.';
 
@@ -111,7 +132,7 @@ export const PUBLISHING_ROUTES: RouteSpec[] = [
     summary: 'Delete events of a compacted event type (tombstones)',
     description: 'Body: events with their compaction key and partition data. Authorization as for publishing. The request header `span-ctx` is echoed as `span_ctx`.',
     headers: Type.Object({ 'span-ctx': Type.Optional(Type.String({ description: 'span context, echoed in the answer header span_ctx' })) }),
-    body: jsonBody(Type.Array(EventSchema)),
+    body: jsonBody(DeletedEventsInputSchema),
     responses: {
       '200': empty('the tombstones were written', { span_ctx: { description: 'the request\'s span-ctx', schema: Type.String() } }),
       '207': batchItems('some partitions could not be written'),
@@ -163,7 +184,7 @@ export const PUBLISHING_ROUTES: RouteSpec[] = [
   route({
     method: 'POST', path: '/event-types/{name}/timelines', operationId: 'createTimeline', tag: 'Storages and timelines', access: 'authenticated', params: NameParam,
     summary: 'Switch an event type to a new timeline on a storage', description: 'Needs the administrators\' `admins` list.',
-    body: jsonBody(Type.Object({ storage_id: Type.String() })),
+    body: jsonBody(TimelineInputSchema),
     responses: { '201': json('the new, active timeline', TimelineSchema), ...problems(400, 403, 404, 409, 422, 503) },
   }),
   route({

@@ -1,5 +1,7 @@
 /** Route table entries of settings, storages, operations and the console (spec "Settings, storages and others"). */
 import { Type, type TSchema } from '@sinclair/typebox';
+import { AdminsInputSchema } from '../../domain/settings-input.js';
+import { BLACKLIST_TYPES } from '../../services/settings.js';
 import {
   AdminAuthorizationSchema,
   AvroSchemaVersionSchema,
@@ -13,6 +15,20 @@ import {
 import { empty, json, jsonBody, problems, type RouteSpec } from './route-model.js';
 import { Location, route } from './route-parts.js';
 
+/**
+ * `{type}` and `{name}` of `PUT`/`DELETE /settings/blacklist/{type}/{name}` (WIRE.md "Settings"): a
+ * blacklist type in any case and a name of 1 to 255 characters; anything else is 400.
+ */
+export const BlacklistParams = Type.Object({
+  type: Type.String({
+    'x-any-case-enum': BLACKLIST_TYPES.map((t) => t.toLowerCase()),
+    'x-status': 400,
+    'x-messages': { 'x-any-case-enum': `has unknown blacklist type {value}; use ${BLACKLIST_TYPES.slice(0, -1).join(', ')} or ${BLACKLIST_TYPES.at(-1) ?? ''}` },
+    description: `${BLACKLIST_TYPES.join(', ')} (any case)`,
+  }),
+  name: Type.String({ minLength: 1, maxLength: 255, 'x-status': 400, 'x-messages': { minLength: 'must have 1 to 255 characters', maxLength: 'must have 1 to 255 characters' }, description: 'the application or event type' }),
+});
+
 /** Settings (admins, blacklist, features), storages and the Avro envelope schemas. */
 export const SETTINGS_ROUTES: RouteSpec[] = [
   route({
@@ -22,7 +38,7 @@ export const SETTINGS_ROUTES: RouteSpec[] = [
   ...(['POST', 'PUT'] as const).map((method) =>
     route({
       method, path: '/settings/admins', operationId: method === 'POST' ? 'setAdmins' : 'setAdminsPut', tag: 'Settings', access: 'authenticated',
-      summary: 'Replace the administrators', body: jsonBody(AdminAuthorizationSchema),
+      summary: 'Replace the administrators', body: jsonBody(AdminsInputSchema),
       responses: { '200': json('the new administrators', AdminAuthorizationSchema), ...problems(400, 403, 422, 503) },
     }),
   ),
@@ -33,7 +49,7 @@ export const SETTINGS_ROUTES: RouteSpec[] = [
   ...(['PUT', 'DELETE'] as const).map((method) =>
     route({
       method, path: '/settings/blacklist/{type}/{name}', operationId: method === 'PUT' ? 'block' : 'unblock', tag: 'Settings', access: 'authenticated',
-      params: Type.Object({ type: Type.String({ description: 'CONSUMER_APP, CONSUMER_ET, PRODUCER_APP or PRODUCER_ET (any case)' }), name: Type.String({ minLength: 1, maxLength: 255 }) }),
+      params: BlacklistParams,
       summary: method === 'PUT' ? 'Block an application or event type' : 'Unblock an application or event type',
       responses: { '204': empty(method === 'PUT' ? 'blocked' : 'unblocked'), ...problems(400, 403, 503) },
     }),

@@ -17,8 +17,11 @@ export const Bool = (description: string, anyCase = false) =>
       description,
     }),
   );
-/** `offset`/`limit` paging (WIRE.md: limit 1..1000, default 20). */
-export const Paging = { offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 20 })) };
+/** `offset`/`limit` paging (WIRE.md: limit 1..1000, default 20; offset ≥ 0, default 0); any other value is 400. */
+export const Paging = {
+  offset: Type.Optional(Type.Integer({ minimum: 0, default: 0, 'x-status': 400, 'x-messages': { minimum: 'must not be negative', fraction: 'must be an integer' } })),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 20, 'x-status': 400, 'x-messages': { minimum: 'must be between 1 and 1000', maximum: 'must be between 1 and 1000', fraction: 'must be an integer' } })),
+};
 /** `Location` of a created resource. */
 export const Location: HeaderSpec = { description: 'the created (or existing) resource', schema: Type.String(), required: true };
 /** `X-Broker-StreamId` of a subscription stream. */

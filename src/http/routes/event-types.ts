@@ -6,9 +6,8 @@ import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
 import type { EventTypeRegistry, RegistryCaller } from '../../services/event-type-registry.js';
 import type { HttpServer } from '../server.js';
-import { pageOf } from './paging.js';
 import { inputOf } from '../request-inputs.js';
-import { AddSchemaQuery } from '../api/event-type-routes.js';
+import { AddSchemaQuery, ListEventTypesQuery, SchemaListQuery } from '../api/event-type-routes.js';
 
 /** What deleting an event type needs to know and do about the subscriptions that read it. */
 export interface EventTypeSubscriptions {
@@ -30,9 +29,9 @@ export interface EventTypeSubscriptions {
  */
 export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions, audit: AuditLog): void {
   http.route('GET', '/event-types', async (ctx) => {
-    const owningApplication = ctx.query.get('owning_application') ?? undefined;
-    const writer = attributeQuery(ctx.query, 'writer');
-    return { status: 200, body: await registry.list({ owningApplication, writer }) };
+    const query = inputOf(ListEventTypesQuery, ctx.input.query, 'query');
+    const writer = query.writer === undefined ? undefined : attributeOf(query.writer);
+    return { status: 200, body: await registry.list({ owningApplication: query.owning_application, writer }) };
   });
 
   http.route('POST', '/event-types', async (ctx) => {
@@ -83,7 +82,8 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
 
   http.route('GET', '/event-types/:name/schemas', async (ctx) => {
     const eventType = name(ctx.params);
-    const page = pageOf(ctx.query);
+    const query = inputOf(SchemaListQuery, ctx.input.query, 'query');
+    const page = { offset: query.offset ?? 0, limit: query.limit ?? 20 };
     const all = await registry.schemas(eventType);
     const items = all.slice(page.offset, page.offset + page.limit);
     const href = (offset: number) => ({ href: `/event-types/${eventType}/schemas?offset=${offset}&limit=${page.limit}` });
@@ -145,6 +145,7 @@ function callerOf(subject: Subject, access: AccessControl): RegistryCaller {
 
 /**
  * An attribute query parameter such as `writer=user:alice` (`<data_type>:<value>`); undefined when absent.
+ * (`GET /subscriptions?reader=`; `GET /event-types?writer=` reads its checked value with {@link attributeOf}.)
  * @throws BrokerError 400 when it is not of that form
  */
 export function attributeQuery(query: URLSearchParams, parameter: string): AuthorizationAttribute | undefined {
@@ -152,6 +153,12 @@ export function attributeQuery(query: URLSearchParams, parameter: string): Autho
   if (text === null) return undefined;
   const colon = text.indexOf(':');
   if (colon <= 0 || colon === text.length - 1) throw brokerError('BAD_REQUEST', { reason: `${parameter} must have the form <data_type>:<value>, e.g. user:alice` });
+  return { data_type: text.slice(0, colon), value: text.slice(colon + 1) };
+}
+
+/** `<data_type>:<value>` split at its first colon: a value `AttributeQueryParam` (route table) accepted. */
+export function attributeOf(text: string): AuthorizationAttribute {
+  const colon = text.indexOf(':');
   return { data_type: text.slice(0, colon), value: text.slice(colon + 1) };
 }
 

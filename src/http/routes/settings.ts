@@ -1,10 +1,12 @@
-import { parseAttributeList, Problems } from '../../domain/rule-problems.js';
-import type { JsonValue } from '../../domain/json-schema-walk.js';
+import { checkBody } from '../../domain/rule-problems.js';
+import { FeatureInputSchema, parseAdminsInput } from '../../domain/settings-input.js';
 import { brokerError, invalidInput } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
-import { isBlacklistType, isFeature, type Settings } from '../../services/settings.js';
+import { isBlacklistType, isFeature, type BlacklistType, type Settings } from '../../services/settings.js';
 import type { AuditLog } from '../../services/audit-log.js';
 import type { AdminAuthorization } from '../../storage/settings-store.js';
+import { BlacklistParams } from '../api/operation-routes.js';
+import { inputOf } from '../request-inputs.js';
 import type { Handler, HttpServer } from '../server.js';
 
 /**
@@ -37,10 +39,9 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
   for (const [method, blocked] of [['PUT', true], ['DELETE', false]] as const) {
     http.route(method, '/settings/blacklist/:type/:name', async (ctx) => {
       access.requireSettings(ctx.subject, 'write');
-      const type = (ctx.params.type ?? '').toUpperCase();
-      if (!isBlacklistType(type)) throw brokerError('BAD_REQUEST', { reason: `blacklist type "${ctx.params.type ?? ''}" is unknown; use CONSUMER_APP, CONSUMER_ET, PRODUCER_APP or PRODUCER_ET` });
-      const name = ctx.params.name ?? '';
-      if (name.length === 0 || name.length > 255) throw brokerError('BAD_REQUEST', { reason: 'the blacklisted name must have 1 to 255 characters' });
+      const params = inputOf(BlacklistParams, ctx.input.params, 'path');
+      const type = blacklistTypeOf(params.type);
+      const name = params.name;
       access.requireWritable();
       const entry = { type, name };
       const was = settings.isBlocked(type, name);
@@ -54,11 +55,9 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
 
   http.route('POST', '/settings/features', async (ctx) => {
     access.requireSettings(ctx.subject, 'write');
-    const body = await ctx.json();
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be an object {"feature": "...", "enabled": true|false}' });
-    const { feature, enabled } = body as Record<string, unknown>;
-    if (typeof feature !== 'string') throw brokerError('BAD_REQUEST', { reason: 'Field "feature" must be a string' });
-    if (typeof enabled !== 'boolean') throw brokerError('BAD_REQUEST', { reason: 'Field "enabled" must be true or false' });
+    const checked = checkBody(FeatureInputSchema, await ctx.json());
+    if (!checked.ok) throw invalidInput(checked.status, checked.details, checked.errors);
+    const { feature, enabled } = checked.value;
     const name = feature.toLowerCase();
     const previous = isFeature(name) ? settings.enabled(name) : undefined;
     const entry = { subject: ctx.subject, resource: 'feature', resourceId: name, op: 'U', previous: { feature: name, enabled: previous }, next: { feature: name, enabled } } as const;
@@ -72,19 +71,21 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
 }
 
 /**
- * An AdminAuthorization body: `admins`, `readers`, `writers`, each a non-empty list of attributes the
- * plugin accepts. @throws BrokerError 400 (shape), 422 (a list empty or missing, a refused attribute)
+ * An AdminAuthorization body (`AdminsInputSchema`, src/domain/settings-input.ts) whose attributes the
+ * plugin accepts. @throws BrokerError 400 (shape), 422 (a list empty or missing, an attribute twice, a refused attribute)
  */
 function parseAdmins(body: unknown, access: AccessControl): AdminAuthorization {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be an object with admins, readers and writers' });
-  const fields = body as Record<string, JsonValue>;
-  const p = new Problems();
-  const admins = parseAttributeList(fields.admins, 'admins', p);
-  const readers = parseAttributeList(fields.readers, 'readers', p);
-  const writers = parseAttributeList(fields.writers, 'writers', p);
-  const result = p.result({ admins, readers, writers }, 'invalid administrators');
-  if (!result.ok) throw invalidInput(result.status, result.details, result.errors);
+  const parsed = parseAdminsInput(body);
+  if (!parsed.ok) throw invalidInput(parsed.status, parsed.details, parsed.errors);
+  const { admins, readers, writers } = parsed.value;
   const problems = access.attributeProblems({ admins, readers, writers });
-  if (problems.length > 0 || !admins || !readers || !writers) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
-  return { admins, readers, writers };
+  if (problems.length > 0) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
+  return parsed.value;
+}
+
+/** The blacklist type of a `{type}` path parameter its schema accepted (any case). */
+function blacklistTypeOf(text: string): BlacklistType {
+  const type = text.toUpperCase();
+  if (!isBlacklistType(type)) throw new Error(`blacklist type "${text}" passed its schema but is not one of the types`);
+  return type;
 }

@@ -17,8 +17,8 @@ export const BlacklistSchema = Type.Object(
 
 /** A feature toggle (spec "Feature"). */
 export const FeatureSchema = Type.Object({ feature: StringEnum(FEATURES), enabled: Type.Boolean() }, Closed);
-/** `POST /settings/features` body: any name (an unknown one is 400). */
-export const FeatureInputSchema = Type.Object({ feature: Type.String(), enabled: Type.Boolean() });
+/** `POST /settings/features` body: declared and checked in `src/domain/settings-input.ts`. */
+export { FeatureInputSchema } from '../../../domain/settings-input.js';
 /** `GET /settings/features`. */
 export const FeatureListSchema = Type.Object({ items: Type.Array(FeatureSchema) }, Closed);
 
@@ -32,8 +32,8 @@ export const RedisConfigurationSchema = Type.Object(
   Closed,
 );
 
-/** A storage as sent to `POST /storages` (spec "Storage"). */
-export const StorageInputSchema = Type.Object({ id: Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$' }), storage_type: Type.Literal('redis'), redis_configuration: RedisConfigurationSchema });
+/** A storage as sent to `POST /storages` (spec "Storage"): declared and checked in `src/domain/storage.ts`. */
+export { StorageInputSchema } from '../../../domain/storage.js';
 
 /** A storage as served. */
 export const StorageViewSchema = Type.Object(
