@@ -32,33 +32,42 @@ export const CursorInputSchema = cursor(422);
 /** `POST /event-types/{name}/cursors-lag`: a JSON array of cursors (400 otherwise). */
 export const CursorsLagInputSchema = Type.Array(CursorInputSchema, { maxItems: MAX_CURSORS_PER_REQUEST, 'x-status': 400, 'x-messages': { type: 'must be a JSON array of cursors' } });
 
-/** `POST /event-types/{name}/cursor-distances`: a JSON array of `{initial_cursor, final_cursor}` (spec "CursorDistanceQuery"). */
-export const CursorDistancesInputSchema = Type.Array(
-  Type.Object({ initial_cursor: CursorInputSchema, final_cursor: CursorInputSchema }, { 'x-status': 422, 'x-messages': { type: 'must be an object with initial_cursor and final_cursor' } }),
-  { maxItems: MAX_CURSORS_PER_REQUEST, 'x-status': 400, 'x-messages': { type: 'must be a JSON array of {initial_cursor, final_cursor}' } },
+/** A cursor distance query (spec "CursorDistanceQuery"): 422 when it is not a pair of cursors. */
+export const CursorDistanceQueryInputSchema = Type.Object(
+  { initial_cursor: CursorInputSchema, final_cursor: CursorInputSchema },
+  { 'x-status': 422, 'x-messages': { type: 'must be an object with initial_cursor and final_cursor' } },
+);
+
+/** `POST /event-types/{name}/cursor-distances`: a JSON array of `{initial_cursor, final_cursor}`. */
+export const CursorDistancesInputSchema = Type.Array(CursorDistanceQueryInputSchema, {
+  maxItems: MAX_CURSORS_PER_REQUEST, 'x-status': 400, 'x-messages': { type: 'must be a JSON array of {initial_cursor, final_cursor}' } },
 );
 
 const SHIFT_TEXT = 'must be an integer (the integer field shift counts the events to move by)';
 
-/** `POST /event-types/{name}/shifted-cursors` (issue 14 §4.1): cursors with an integer `shift` (absent: 0). */
-export const ShiftedCursorsInputSchema = Type.Array(
-  Type.Object(
-    {
-      ...CursorInputSchema.properties,
-      shift: Type.Optional(
-        Type.Integer({
-          minimum: -Number.MAX_SAFE_INTEGER,
-          maximum: Number.MAX_SAFE_INTEGER,
-          'x-status': 422,
-          'x-messages': { type: SHIFT_TEXT, fraction: SHIFT_TEXT, minimum: SHIFT_TEXT, maximum: SHIFT_TEXT },
-          description: 'events; negative moves back (absent: 0)',
-        }),
-      ),
-    },
-    { 'x-status': 422 },
-  ),
-  { maxItems: MAX_CURSORS_PER_REQUEST, 'x-status': 400, 'x-messages': { type: 'must be a JSON array of {partition, offset, shift}' } },
+/** A cursor and how many events to move it (issue 14 §4.1): 422 when it lacks its string fields or `shift` is not a safe integer. */
+export const ShiftedCursorInputSchema = Type.Object(
+  {
+    ...CursorInputSchema.properties,
+    shift: Type.Optional(
+      Type.Integer({
+        minimum: -Number.MAX_SAFE_INTEGER,
+        maximum: Number.MAX_SAFE_INTEGER,
+        'x-status': 422,
+        'x-messages': { type: SHIFT_TEXT, fraction: SHIFT_TEXT, minimum: SHIFT_TEXT, maximum: SHIFT_TEXT },
+        description: 'events; negative moves back (absent: 0)',
+      }),
+    ),
+  },
+  { 'x-status': 422 },
 );
+
+/** `POST /event-types/{name}/shifted-cursors`: a JSON array of shifted cursors. */
+export const ShiftedCursorsInputSchema = Type.Array(ShiftedCursorInputSchema, {
+  maxItems: MAX_CURSORS_PER_REQUEST,
+  'x-status': 400,
+  'x-messages': { type: 'must be a JSON array of {partition, offset, shift}' },
+});
 
 /** The cursors of the `cursors` query parameter of `GET /event-types/{name}/partitions` (issue 14 §4.3): 422 for any problem. */
 export const PartitionCursorsSchema = Type.Object({

@@ -91,11 +91,8 @@ export const SubscriptionStatsSchema = Type.Object(
   Closed,
 );
 
-/** `POST /subscriptions/{id}/cursors` body and `GET` answer. */
+/** `GET /subscriptions/{id}/cursors` answer (commit and reset bodies: `SubscriptionCursorsInputSchema`, src/domain/cursor-input.ts). */
 export const SubscriptionCursorsSchema = Type.Object({ items: Type.Array(SubscriptionCursorSchema) });
-
-/** `PATCH /subscriptions/{id}/cursors` body. */
-export const CursorResetSchema = Type.Object({ items: Type.Array(SubscriptionCursorWithoutTokenSchema) });
 
 /** 200 answer of a commit: a result per cursor sent (spec "CursorCommitResult"). */
 export const CursorCommitResultsSchema = Type.Object(
