@@ -1,13 +1,18 @@
 /**
  * Stream parameters of the subscription stream `GET|POST /subscriptions/{id}/events` and of the
  * low-level stream `GET /event-types/{name}/events` (spec "Subscriptions" → "Stream parameters",
- * "Limits"; WIRE.md "Streaming", "Low-level stream").
+ * "Limits"; WIRE.md "Streaming", "Low-level stream"; issue 16 §1.1).
  *
  * Values come from the query string and/or a JSON body object; a body field overrides the query
- * parameter of the same name. Type errors (not an integer, negative, beyond int32, body not an
- * object) are 400; rule violations (bounds, malformed `partitions`) are 422.
+ * parameter of the same name. Their shapes are the schemas below: the query ones are checked by the
+ * request pipeline before the handler (the route table declares them), the body one here. Type errors
+ * (not an integer, negative, beyond int32, body not an object) are 400; a malformed `partitions` and
+ * the rules between values (bounds, {@link streamParameterRules}) are 422.
  */
+import { Type, type Static } from '@sinclair/typebox';
+import type { InputProblem } from './input-check.js';
 import type { PartitionKey } from './rebalance.js';
+import { checkBody } from './rule-problems.js';
 
 /** Effective stream parameters, defaults applied and special values (0 = default) resolved. */
 export interface StreamParameters {
@@ -22,8 +27,13 @@ export interface StreamParameters {
   partitions: PartitionKey[];
 }
 
-/** Result of {@link parseStreamParameters}. */
-export type StreamParametersResult = { ok: true; value: StreamParameters } | { ok: false; status: 400 | 422; detail: string };
+/**
+ * Result of {@link parseStreamParameters}: the parameters, or the status with the detail lines
+ * (`detail`, one line per problem) and, for a body that broke its schema, each problem's pointer.
+ */
+export type StreamParametersResult =
+  | { ok: true; value: StreamParameters }
+  | { ok: false; status: 400 | 422; detail: string; errors?: readonly InputProblem[] };
 
 /** `batch_flush_timeout` default, also used for 0. */
 export const DEFAULT_BATCH_FLUSH_TIMEOUT_SECONDS = 30;
@@ -37,125 +47,143 @@ export const MAX_COMMIT_TIMEOUT_SECONDS = 60;
 const DEFAULT_MAX_UNCOMMITTED_EVENTS = 10;
 const INT32_MAX = 2_147_483_647;
 
-type Source = 'query' | 'body';
-type Kind = 'subscription' | 'low-level';
+/** Every failure of an integer parameter reads the same and is 400 (a value that is not a non-negative int32). */
+const NON_NEGATIVE = 'must be a non-negative integer';
+const nonNegative = {
+  'x-status': 400,
+  'x-messages': { type: NON_NEGATIVE, fraction: NON_NEGATIVE, minimum: NON_NEGATIVE, maximum: NON_NEGATIVE, const: NON_NEGATIVE, anyOf: NON_NEGATIVE },
+} as const;
 
-/** Integer parameters: wire name, where it may come from, for which streams. */
-const INTEGER_FIELDS = {
-  batch_limit: { from: ['query', 'body'], kinds: ['subscription', 'low-level'] },
-  stream_limit: { from: ['query', 'body'], kinds: ['subscription', 'low-level'] },
-  batch_flush_timeout: { from: ['query', 'body'], kinds: ['subscription', 'low-level'] },
-  batch_timespan: { from: ['body'], kinds: ['subscription', 'low-level'] },
-  stream_timeout: { from: ['query', 'body'], kinds: ['subscription', 'low-level'] },
-  stream_keep_alive_limit: { from: ['query'], kinds: ['subscription', 'low-level'] },
-  max_uncommitted_events: { from: ['query', 'body'], kinds: ['subscription'] },
-  commit_timeout: { from: ['query', 'body'], kinds: ['subscription'] },
-} as const satisfies Record<string, { from: readonly Source[]; kinds: readonly Kind[] }>;
+/** What each integer parameter means (the API document shows it on the query and the body). */
+const MEANING = {
+  batch_limit: 'events per batch at most (default 1; at least 1)',
+  stream_limit: 'events in the stream at most (0 = unbounded; else not below batch_limit)',
+  batch_flush_timeout: 'seconds before a partial batch is sent (default 30; 0 = 30)',
+  batch_timespan: 'seconds of event time a batch spans at most (0 = off; body only)',
+  stream_timeout: 'seconds before the stream ends (0 or above 4200: about one hour; not below batch_flush_timeout)',
+  stream_keep_alive_limit: 'empty batches in a row per partition before the stream ends (0 = unbounded; query only)',
+  max_uncommitted_events: 'events sent and not yet committed at most (default 10; at least 1)',
+  commit_timeout: `seconds to commit what was sent (0 = ${MAX_COMMIT_TIMEOUT_SECONDS}; at most ${MAX_COMMIT_TIMEOUT_SECONDS})`,
+} as const;
 
-type IntegerField = keyof typeof INTEGER_FIELDS;
+type IntegerField = keyof typeof MEANING;
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A non-negative int32 in a JSON body. */
+const bodyInteger = (name: IntegerField) => Type.Optional(Type.Integer({ minimum: 0, maximum: INT32_MAX, ...nonNegative, description: MEANING[name] }));
 
-const QUERY_INTEGER = /^[0-9]+$/;
+/** A non-negative int32 in the query; an empty value (`?batch_limit=`) counts as absent. */
+const queryInteger = (name: IntegerField) =>
+  Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: INT32_MAX, ...nonNegative }), Type.Literal('', { ...nonNegative, description: 'empty: absent' })], { ...nonNegative, description: MEANING[name] }));
+
+/** Query parameters of both streams (WIRE.md "Low-level stream"); `batch_timespan` is read from a body only. */
+export const streamQueryProperties = {
+  batch_limit: queryInteger('batch_limit'),
+  stream_limit: queryInteger('stream_limit'),
+  batch_flush_timeout: queryInteger('batch_flush_timeout'),
+  stream_timeout: queryInteger('stream_timeout'),
+  stream_keep_alive_limit: queryInteger('stream_keep_alive_limit'),
+};
+
+/** Query of a subscription stream (WIRE.md "Streaming"): the common ones, `max_uncommitted_events` and `commit_timeout`. */
+export const SubscriptionStreamQuerySchema = Type.Object({
+  ...streamQueryProperties,
+  max_uncommitted_events: queryInteger('max_uncommitted_events'),
+  commit_timeout: queryInteger('commit_timeout'),
+});
+
+/** The checked query of a stream (a low-level stream's has a subset of these). */
+export type StreamQuery = Static<typeof SubscriptionStreamQuerySchema>;
+
+const PARTITIONS_TEXT = 'must be an array of objects with string fields "event_type" and "partition"';
+const partitionField = (description: string) => Type.String({ minLength: 1, 'x-status': 422, description });
 
 /**
- * Reads one integer field: body first, then query. `value` is `undefined` when absent (an empty query
- * value or a JSON null counts as absent); `error` is the 400 detail when present but not a non-negative int32.
+ * Stream parameters of a subscription stream as a `POST` body (spec "Stream parameters"): `partitions`
+ * asks for those partitions (direct assignment); `stream_keep_alive_limit` is read from the query only.
+ * A malformed `partitions` is 422, any other failure 400.
  */
-function readInteger(name: IntegerField, query: URLSearchParams, body: Record<string, unknown>, kind: Kind): { value: number | undefined } | { error: string } {
-  const spec: { from: readonly Source[]; kinds: readonly Kind[] } = INTEGER_FIELDS[name];
-  if (!spec.kinds.includes(kind)) return { value: undefined };
-  const fromBody = spec.from.includes('body') ? body[name] : undefined;
-  if (fromBody !== undefined && fromBody !== null) {
-    if (typeof fromBody !== 'number' || !Number.isInteger(fromBody) || fromBody < 0 || fromBody > INT32_MAX) {
-      return { error: `Field "${name}" must be a non-negative integer` };
-    }
-    return { value: fromBody };
-  }
-  const fromQuery = spec.from.includes('query') ? query.get(name) : null;
-  if (fromQuery === null || fromQuery === '') return { value: undefined };
-  const value = Number(fromQuery);
-  if (!QUERY_INTEGER.test(fromQuery) || value > INT32_MAX) return { error: `Parameter "${name}" must be a non-negative integer` };
-  return { value };
-}
+export const StreamParametersBodySchema = Type.Object(
+  {
+    partitions: Type.Optional(
+      Type.Array(
+        Type.Object({ event_type: partitionField('an event type of the subscription'), partition: partitionField('one of its partitions') }, { 'x-status': 422, 'x-messages': { type: PARTITIONS_TEXT } }),
+        { 'x-status': 422, 'x-messages': { type: PARTITIONS_TEXT }, description: 'direct assignment: these partitions go to this stream (duplicates and foreign partitions: 422)' },
+      ),
+    ),
+    batch_limit: bodyInteger('batch_limit'),
+    stream_limit: bodyInteger('stream_limit'),
+    batch_flush_timeout: bodyInteger('batch_flush_timeout'),
+    batch_timespan: bodyInteger('batch_timespan'),
+    stream_timeout: bodyInteger('stream_timeout'),
+    max_uncommitted_events: bodyInteger('max_uncommitted_events'),
+    commit_timeout: bodyInteger('commit_timeout'),
+  },
+  { 'x-status': 400, 'x-messages': { type: 'must be a JSON object' } },
+);
 
-/** Parses `partitions` (body only): an array of `{event_type, partition}` with string values; `undefined` when malformed. */
-function readPartitions(raw: unknown): PartitionKey[] | undefined {
-  if (raw === undefined || raw === null) return [];
-  if (!Array.isArray(raw)) return undefined;
-  const out: PartitionKey[] = [];
-  for (const item of raw as unknown[]) {
-    if (!isRecord(item)) return undefined;
-    const eventType = item['event_type'];
-    const partition = item['partition'];
-    if (typeof eventType !== 'string' || eventType === '' || typeof partition !== 'string' || partition === '') return undefined;
-    out.push({ eventType, partition });
-  }
-  return out;
-}
+type StreamParametersBody = Static<typeof StreamParametersBodySchema>;
 
 /**
- * Parses and validates stream parameters (spec "Stream parameters" table; WIRE.md "Streaming",
- * "Low-level stream").
+ * The stream parameters (spec "Stream parameters" table; WIRE.md "Streaming", "Low-level stream").
  *
  * Defaults and rules: `batch_limit` 1 (min 1); `stream_limit` 0 = unbounded, non-zero below
  * `batch_limit` → 422; `batch_flush_timeout` 30 (0 = 30); `batch_timespan` 0 (body only);
  * `stream_timeout` 0 or above 4200 → 3000..4200 s chosen with `random` (3600 ± 600), below the
  * effective `batch_flush_timeout` → 422; `stream_keep_alive_limit` 0 (query only);
  * `max_uncommitted_events` 10 (min 1) and `commit_timeout` 60 (0 = 60, above 60 → 422) and
- * `partitions` (body only) for `kind: 'subscription'` only — for `'low-level'` they are ignored and
- * the result holds 10, 60 and `[]`. A parameter in a place it is not read from is ignored.
+ * `partitions` (body only) for `kind: 'subscription'` only — for `'low-level'` (which has no body)
+ * they are ignored and the result holds 10, 60 and `[]`.
  *
- * @param body the parsed JSON body; `undefined` or `null` when there is none, else it must be an object (400)
+ * @param query the query as the pipeline checked it against {@link SubscriptionStreamQuerySchema} (or the
+ *   low-level stream's query schema); `''` counts as absent
+ * @param body the parsed JSON body; `undefined` or `null` when there is none, else checked against
+ *   {@link StreamParametersBodySchema}; ignored for `'low-level'`
  * @param random returns [0, 1), picks the unspecified stream timeout; defaults to `Math.random`
- * @returns the effective parameters, or 400 (not a non-negative int32, body not an object) or 422
- *   (bounds, malformed `partitions`). Duplicated or unknown partitions are left to `validateDirectRequests`.
+ * @returns the effective parameters, or 400 (a body value not a non-negative int32, body not an object)
+ *   or 422 (malformed `partitions`, {@link streamParameterRules}). Duplicated or unknown partitions are
+ *   left to `validateDirectRequests`.
  */
-export function parseStreamParameters(query: URLSearchParams, body: unknown, kind: Kind, random: () => number = Math.random): StreamParametersResult {
-  if (body !== undefined && body !== null && !isRecord(body)) return { ok: false, status: 400, detail: 'Request body must be a JSON object' };
-  const fields: Record<string, unknown> = body ?? {};
-
-  const values = new Map<IntegerField, number | undefined>();
-  for (const name of Object.keys(INTEGER_FIELDS) as IntegerField[]) {
-    const read = readInteger(name, query, fields, kind);
-    if ('error' in read) return { ok: false, status: 400, detail: read.error };
-    values.set(name, read.value);
+export function parseStreamParameters(query: StreamQuery, body: unknown, kind: 'subscription' | 'low-level', random: () => number = Math.random): StreamParametersResult {
+  let fields: StreamParametersBody = {};
+  if (kind === 'subscription' && body !== undefined && body !== null) {
+    const checked = checkBody(StreamParametersBodySchema, body);
+    if (!checked.ok) return { ok: false, status: checked.status, detail: checked.details.join('\n'), ...(checked.errors ? { errors: checked.errors } : {}) };
+    fields = checked.value;
   }
-  const get = (name: IntegerField, fallback: number): number => values.get(name) ?? fallback;
-  const invalid = (detail: string): StreamParametersResult => ({ ok: false, status: 422, detail });
-
-  const batchLimit = get('batch_limit', 1);
-  if (batchLimit < 1) return invalid('batch_limit must be at least 1');
-  const streamLimit = get('stream_limit', 0);
-  if (streamLimit !== 0 && streamLimit < batchLimit) return invalid('stream_limit can not be lower than batch_limit');
-  const batchFlushTimeoutSeconds = get('batch_flush_timeout', 0) || DEFAULT_BATCH_FLUSH_TIMEOUT_SECONDS;
-  const requestedStreamTimeout = get('stream_timeout', 0);
-  const streamTimeoutSeconds =
-    requestedStreamTimeout === 0 || requestedStreamTimeout > MAX_STREAM_TIMEOUT_SECONDS ? unspecifiedStreamTimeout(random) : requestedStreamTimeout;
-  if (streamTimeoutSeconds < batchFlushTimeoutSeconds) return invalid('stream_timeout can not be lower than batch_flush_timeout');
-
-  const maxUncommittedEvents = get('max_uncommitted_events', DEFAULT_MAX_UNCOMMITTED_EVENTS);
-  if (maxUncommittedEvents < 1) return invalid('max_uncommitted_events must be at least 1');
-  const commitTimeoutSeconds = get('commit_timeout', 0) || MAX_COMMIT_TIMEOUT_SECONDS;
-  if (commitTimeoutSeconds > MAX_COMMIT_TIMEOUT_SECONDS) return invalid(`commit_timeout can not be more than ${MAX_COMMIT_TIMEOUT_SECONDS} seconds`);
-
-  const partitions = kind === 'subscription' ? readPartitions(fields['partitions']) : [];
-  if (partitions === undefined) return invalid('partitions must be an array of objects with string fields "event_type" and "partition"');
-
-  return {
-    ok: true,
-    value: {
-      batchLimit,
-      streamLimit,
-      batchFlushTimeoutSeconds,
-      batchTimespanSeconds: get('batch_timespan', 0),
-      streamTimeoutSeconds,
-      streamKeepAliveLimit: get('stream_keep_alive_limit', 0),
-      maxUncommittedEvents,
-      commitTimeoutSeconds,
-      partitions,
-    },
+  const subscription = kind === 'subscription';
+  /** A query value; `''` is absent. */
+  const q = (value: number | '' | undefined): number | undefined => (value === '' ? undefined : value);
+  const batchFlushTimeoutSeconds = (fields.batch_flush_timeout ?? q(query.batch_flush_timeout) ?? 0) || DEFAULT_BATCH_FLUSH_TIMEOUT_SECONDS;
+  const requestedStreamTimeout = fields.stream_timeout ?? q(query.stream_timeout) ?? 0;
+  const value: StreamParameters = {
+    batchLimit: fields.batch_limit ?? q(query.batch_limit) ?? 1,
+    streamLimit: fields.stream_limit ?? q(query.stream_limit) ?? 0,
+    batchFlushTimeoutSeconds,
+    batchTimespanSeconds: fields.batch_timespan ?? 0,
+    streamTimeoutSeconds: requestedStreamTimeout === 0 || requestedStreamTimeout > MAX_STREAM_TIMEOUT_SECONDS ? unspecifiedStreamTimeout(random) : requestedStreamTimeout,
+    streamKeepAliveLimit: q(query.stream_keep_alive_limit) ?? 0,
+    maxUncommittedEvents: subscription ? (fields.max_uncommitted_events ?? q(query.max_uncommitted_events) ?? DEFAULT_MAX_UNCOMMITTED_EVENTS) : DEFAULT_MAX_UNCOMMITTED_EVENTS,
+    commitTimeoutSeconds: (subscription ? (fields.commit_timeout ?? q(query.commit_timeout) ?? 0) : 0) || MAX_COMMIT_TIMEOUT_SECONDS,
+    partitions: (fields.partitions ?? []).map((p) => ({ eventType: p.event_type, partition: p.partition })),
   };
+  const broken = streamParameterRules(value);
+  return broken.length === 0 ? { ok: true, value } : { ok: false, status: 422, detail: broken.join('\n') };
+}
+
+/**
+ * The rules between stream parameters (spec "Stream parameters"; WIRE.md "Low-level stream"), on the
+ * effective values: `batch_limit` at least 1, `stream_limit` (when not 0) not below it, `stream_timeout`
+ * not below `batch_flush_timeout`, `max_uncommitted_events` at least 1, `commit_timeout` at most 60.
+ * @returns one 422 detail line per broken rule (none: the parameters hold)
+ */
+export function streamParameterRules(p: StreamParameters): string[] {
+  const broken: string[] = [];
+  if (p.batchLimit < 1) broken.push('batch_limit must be at least 1');
+  if (p.streamLimit !== 0 && p.streamLimit < p.batchLimit) broken.push('stream_limit can not be lower than batch_limit');
+  if (p.streamTimeoutSeconds < p.batchFlushTimeoutSeconds) broken.push('stream_timeout can not be lower than batch_flush_timeout');
+  if (p.maxUncommittedEvents < 1) broken.push('max_uncommitted_events must be at least 1');
+  if (p.commitTimeoutSeconds > MAX_COMMIT_TIMEOUT_SECONDS) broken.push(`commit_timeout can not be more than ${MAX_COMMIT_TIMEOUT_SECONDS} seconds`);
+  return broken;
 }
 
 /** About one hour: an integer in 3000..4200 seconds, uniform over `random()` in [0, 1). */

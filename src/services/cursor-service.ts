@@ -1,7 +1,10 @@
 import { partitionIds } from '../domain/event-type.js';
-import { cursorCountProblem, parseOffset, shiftOffset, type PartitionRange } from '../domain/offsets.js';
+import { parseOffset, shiftOffset, type PartitionRange } from '../domain/offsets.js';
 import type { TimelineMap } from '../domain/timeline.js';
-import { brokerError } from '../errors/catalog.js';
+import { checkCursorBody, CursorDistancesInputSchema, CursorsLagInputSchema, PartitionCursorsSchema, repeatedPartition, ShiftedCursorsInputSchema } from '../domain/cursor-input.js';
+import { checkInput } from '../domain/input-check.js';
+import type { RuleResult } from '../domain/rule-problems.js';
+import { brokerError, invalidInput } from '../errors/catalog.js';
 import { parseUntrustedJson } from '../domain/json-limits.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
@@ -74,17 +77,12 @@ export class CursorService {
 
   /**
    * Distances between cursor pairs: events after `initial_cursor` up to and including `final_cursor`.
-   * @throws BrokerError 400 when the body is not an array of pairs, 422 for an invalid or expired cursor
+   * @param body `CursorDistancesInputSchema` (src/domain/cursor-input.ts)
+   * @throws BrokerError 400 when the body is not an array, 422 for too many pairs, an item that is not
+   *   a pair of cursors, or an invalid or expired cursor
    */
   async distances(name: string, body: unknown): Promise<{ initial_cursor: Cursor; final_cursor: Cursor; distance: number }[]> {
-    if (!Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of {initial_cursor, final_cursor}' });
-    const tooMany = cursorCountProblem(body.length, 'the body');
-    if (tooMany !== undefined) throw brokerError('UNPROCESSABLE', { reason: tooMany });
-    const queries = body.map((q: unknown, i) => {
-      if (typeof q !== 'object' || q === null) throw brokerError('UNPROCESSABLE', { reason: `item ${i} must be an object with initial_cursor and final_cursor` });
-      const { initial_cursor: initial, final_cursor: final } = q as Record<string, unknown>;
-      return { initial: asCursor(initial, `item ${i} initial_cursor`), final: asCursor(final, `item ${i} final_cursor`) };
-    });
+    const queries = checked(checkCursorBody(CursorDistancesInputSchema, body, 'body')).map((q) => ({ initial: cursorOf(q.initial_cursor), final: cursorOf(q.final_cursor) }));
     const eventType = await this.load(name);
     const ranges = await this.rangesOf(eventType);
     return queries.map(({ initial, final }) => ({
@@ -96,13 +94,12 @@ export class CursorService {
 
   /**
    * Unconsumed events after each cursor (zero at the newest offset).
-   * @throws BrokerError 400 when the body is not an array, 422 for an invalid or expired cursor
+   * @param body `CursorsLagInputSchema` (src/domain/cursor-input.ts)
+   * @throws BrokerError 400 when the body is not an array, 422 for too many cursors, an item that is
+   *   not a cursor, or an invalid or expired cursor
    */
   async lag(name: string, body: unknown): Promise<PartitionRecord[]> {
-    if (!Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of cursors' });
-    const tooMany = cursorCountProblem(body.length, 'the body');
-    if (tooMany !== undefined) throw brokerError('UNPROCESSABLE', { reason: tooMany });
-    const cursors = body.map((c: unknown, i) => asCursor(c, `cursor ${i}`));
+    const cursors = checked(checkCursorBody(CursorsLagInputSchema, body, 'body'));
     const eventType = await this.load(name);
     const ranges = await this.rangesOf(eventType);
     return cursors.map((cursor) => this.lagOf(cursor, ranges, eventType));
@@ -112,16 +109,14 @@ export class CursorService {
    * Each cursor moved by its `shift` events (negative: back), across timelines: the answer names the
    * timeline holding the new position, as any offset the broker writes (issue 14 §4.1). A missing
    * `shift` is 0, as in the reference. Answers `[{partition, offset}]` in request order.
+   * @param body `ShiftedCursorsInputSchema` (src/domain/cursor-input.ts)
    * @throws BrokerError 400 when the body is not an array; 404 for an unknown event type; 422 for an
    *   item that is not a cursor with an integer `shift`, an invalid or expired cursor, or a result before
    *   the oldest available offset (just before the oldest event, like `BEGIN`, is still available) or
    *   after the newest one
    */
   async shift(name: string, body: unknown): Promise<Cursor[]> {
-    if (!Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of {partition, offset, shift}' });
-    const tooMany = cursorCountProblem(body.length, 'the body');
-    if (tooMany !== undefined) throw brokerError('UNPROCESSABLE', { reason: tooMany });
-    const items = body.map((c: unknown, i): ShiftedCursor => ({ ...asCursor(c, `cursor ${i}`), shift: asShift(c, `cursor ${i}`) }));
+    const items = checked(checkCursorBody(ShiftedCursorsInputSchema, body, 'body')).map((c): ShiftedCursor => ({ partition: c.partition, offset: c.offset, shift: c.shift ?? 0 }));
     const eventType = await this.load(name);
     const ranges = await this.rangesOf(eventType);
     return items.map(({ partition, offset: text, shift }) => {
@@ -156,37 +151,31 @@ function record(partition: string, range: PartitionRange, timelines: TimelineMap
   return { partition, oldest_available_offset: timelines.format(partition, range.oldest), newest_available_offset: timelines.format(partition, range.newest) };
 }
 
-function asCursor(value: unknown, where: string): Cursor {
-  if (typeof value !== 'object' || value === null) throw brokerError('UNPROCESSABLE', { reason: `${where} must be an object with partition and offset` });
-  const { partition, offset } = value as Record<string, unknown>;
-  if (typeof partition !== 'string' || typeof offset !== 'string') throw brokerError('UNPROCESSABLE', { reason: `${where} must have string fields partition and offset` });
-  return { partition, offset };
+/** Just the cursor of a checked input (unknown fields are not echoed). */
+function cursorOf(c: Cursor): Cursor {
+  return { partition: c.partition, offset: c.offset };
 }
 
-/** The shift of a shifted cursor: a safe integer, 0 when absent. @throws BrokerError 422 */
-function asShift(value: unknown, where: string): number {
-  const shift = (value as Record<string, unknown>).shift;
-  if (shift === undefined) return 0;
-  if (typeof shift !== 'number' || !Number.isSafeInteger(shift)) throw brokerError('UNPROCESSABLE', { reason: `${where} must have an integer field shift` });
-  return shift;
+/** The value of a body check. @throws BrokerError 400/422 with the body's problems */
+function checked<T>(result: RuleResult<T>): T {
+  if (!result.ok) throw invalidInput(result.status, result.details, result.errors);
+  return result.value;
 }
 
 /**
  * The cursors of the `cursors` query parameter of `GET /event-types/{name}/partitions`: a JSON array
- * of cursors, each partition at most once. @throws BrokerError 422 (the reference's answer for a
- * malformed parameter as well as for an invalid cursor)
+ * of cursors (`PartitionCursorsSchema`), each partition at most once. @throws BrokerError 422 (the
+ * reference's answer for a malformed parameter as well as for an invalid cursor)
  */
 function parseCursorList(text: string): Cursor[] {
   const parsed = parseUntrustedJson(Buffer.from(text), { maxDepth: 3 });
   if (!parsed.ok) throw brokerError('UNPROCESSABLE', { reason: `malformed cursors: ${parsed.reason}` });
-  if (!Array.isArray(parsed.value)) throw brokerError('UNPROCESSABLE', { reason: 'malformed cursors: cursors must be a JSON array of {partition, offset}' });
-  const cursors = parsed.value.map((c: unknown, i) => asCursor(c, `cursor ${i}`));
-  const seen = new Set<string>();
-  for (const cursor of cursors) {
-    if (seen.has(cursor.partition)) throw brokerError('UNPROCESSABLE', { reason: `duplicate partition ids provided in cursors: "${cursor.partition}"` });
-    seen.add(cursor.partition);
-  }
-  return cursors;
+  // Checked as parsed JSON (no coercion of numbers to strings); the answer names the query parameter.
+  const list = checkInput(PartitionCursorsSchema, { cursors: parsed.value }, 'body');
+  if (!list.ok) throw invalidInput(422, list.problems.map((p) => p.detail), list.problems, 'query');
+  const twice = repeatedPartition(list.value.cursors);
+  if (twice !== undefined) throw brokerError('UNPROCESSABLE', { reason: `duplicate partition ids provided in cursors: "${twice}"` });
+  return list.value.cursors;
 }
 
 /**

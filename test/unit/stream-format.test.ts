@@ -26,7 +26,8 @@ describe('negotiateStreamFormat', () => {
 describe('requestedCursors (low-level stream)', () => {
   const a = '[{"partition":"0","offset":"001-0001-000000000000000003"}]';
   const b = '[{"partition":"0","offset":"001-0001-000000000000000007"}]';
-  const query = (cursors?: string): URLSearchParams => new URLSearchParams(cursors === undefined ? {} : { cursors });
+  // The query as the pipeline checked it (the route's `LowLevelStreamQuery`): its `cursors` text.
+  const query = (cursors?: string): { cursors?: string } => (cursors === undefined ? {} : { cursors });
   const status = (f: () => unknown): number | undefined => {
     try {
       f();

@@ -1,9 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { parseStreamParameters, type StreamParameters } from '../../src/domain/stream-parameters.js';
+import { parseStreamParameters, SubscriptionStreamQuerySchema, type StreamParameters, type StreamParametersResult } from '../../src/domain/stream-parameters.js';
+import { checkInput, inputDetail } from '../../src/domain/input-check.js';
+import { LowLevelStreamQuery } from '../../src/http/api/event-type-routes.js';
 
 const half = (): number => 0.5;
-const parse = (query: string, body: unknown = undefined, kind: 'subscription' | 'low-level' = 'subscription', random: () => number = half) =>
-  parseStreamParameters(new URLSearchParams(query), body, kind, random);
+/** The query checked against its route's schema as the request pipeline does (400/422 before the handler), then the parameters. */
+const parse = (query: string, body: unknown = undefined, kind: 'subscription' | 'low-level' = 'subscription', random: () => number = half): StreamParametersResult => {
+  const checked = checkInput(kind === 'subscription' ? SubscriptionStreamQuerySchema : LowLevelStreamQuery, Object.fromEntries(new URLSearchParams(query)), 'query');
+  if (!checked.ok) return { ok: false, status: checked.status, detail: inputDetail(checked.problems) };
+  return parseStreamParameters(checked.value, body, kind, random);
+};
 
 const DEFAULTS: StreamParameters = {
   batchLimit: 1,

@@ -218,7 +218,7 @@ function harness(options: { annotations?: Record<string, string> } = {}): Harnes
 }
 
 function params(): StreamParameters {
-  const parsed = parseStreamParameters(new URLSearchParams({ commit_timeout: String(COMMIT_TIMEOUT_S), max_uncommitted_events: '5', batch_limit: '1' }), undefined, 'subscription');
+  const parsed = parseStreamParameters({ commit_timeout: COMMIT_TIMEOUT_S, max_uncommitted_events: 5, batch_limit: 1 }, undefined, 'subscription');
   if (!parsed.ok) throw new Error(parsed.detail);
   return parsed.value;
 }

@@ -6,7 +6,6 @@ import { TimelineInputSchema } from '../../domain/timeline.js';
 import { DeletedEventsInputSchema } from '../../domain/deleted-events.js';
 import {
   CompatibilityCheckSchema,
-  CursorDistanceQuerySchema,
   CursorDistanceResultSchema,
   CursorSchema,
   EventSchema,
@@ -15,11 +14,11 @@ import {
   EventTypeSchemaSchema,
   PageLinksSchema,
   PartitionSchema,
-  ShiftedCursorSchema,
   TimelineSchema,
 } from './wire-schemas.js';
 import { batchItems, empty, json, jsonBody, problems, type RouteSpec } from './route-model.js';
 import { NameParam, Bool, Paging, Location, streamQuery, stream, route } from './route-parts.js';
+import { CursorDistancesInputSchema, CursorsLagInputSchema, ShiftedCursorsInputSchema } from '../../domain/cursor-input.js';
 
 /** The query of `POST /event-types/{name}/schemas`: `fetch` (any case; absent: false). */
 export const AddSchemaQuery = Type.Object({ fetch: Type.Optional(Bool('find the stored version equal to the body instead of adding one', true)) });
@@ -39,6 +38,18 @@ export const ListEventTypesQuery = Type.Object({
 
 /** The query of `GET /event-types/{name}/schemas`: paging (limit 1..1000, default 20). */
 export const SchemaListQuery = Type.Object(Paging);
+
+/** The query of the low-level stream `GET /event-types/{name}/events`: the stream parameters and `cursors`. */
+export const LowLevelStreamQuery = Type.Object({ ...streamQuery, cursors: Type.Optional(Type.String({ description: 'JSON array of cursors (for clients that cannot send headers); not with X-Broker-Cursors (400)' })) });
+/** The headers the low-level stream reads (their JSON is checked by src/domain/cursor-input.ts: 400). */
+export const LowLevelStreamHeaders = Type.Object({
+  'X-Broker-Cursors': Type.Optional(Type.String({ description: 'JSON array of cursors, each partition at most once; only those partitions are streamed' })),
+  'Last-Event-ID': Type.Optional(Type.String({ description: 'the `id` of the last server-sent event received (an EventSource reconnecting)' })),
+});
+/** The query of `GET /event-types/{name}/partitions`. */
+export const PartitionsQuery = Type.Object({ cursors: Type.Optional(Type.String({ description: 'JSON array of cursors, each partition at most once: adds unconsumed_events to their partitions (malformed: 422)' })) });
+/** The query of `GET /event-types/{name}/partitions/{partition}`. */
+export const PartitionQuery = Type.Object({ consumed_offset: Type.Optional(Type.String({ description: 'adds unconsumed_events after this offset (invalid: 422)' })) });
 
 /** Event types, schemas and registry listings. */
 export const EVENT_TYPE_ROUTES: RouteSpec[] = [
@@ -143,29 +154,29 @@ export const PUBLISHING_ROUTES: RouteSpec[] = [
   route({
     method: 'GET', path: '/event-types/{name}/partitions', operationId: 'listPartitions', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
     summary: 'List partitions',
-    query: Type.Object({ cursors: Type.Optional(Type.String({ description: 'JSON array of cursors: adds unconsumed_events to their partitions' })) }),
+    query: PartitionsQuery,
     responses: { '200': json('the partitions', Type.Array(PartitionSchema)), ...problems(400, 403, 404, 422) },
   }),
   route({
     method: 'GET', path: '/event-types/{name}/partitions/{partition}', operationId: 'getPartition', tag: 'Partitions and cursors', access: 'authenticated',
     params: Type.Object({ name: Type.String(), partition: Type.String() }),
     summary: 'Get one partition',
-    query: Type.Object({ consumed_offset: Type.Optional(Type.String({ description: 'adds unconsumed_events after this offset' })) }),
+    query: PartitionQuery,
     responses: { '200': json('the partition', PartitionSchema), ...problems(400, 403, 404, 422) },
   }),
   route({
     method: 'POST', path: '/event-types/{name}/cursor-distances', operationId: 'cursorDistances', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
-    summary: 'Distances between cursors', body: jsonBody(Type.Array(CursorDistanceQuerySchema)),
+    summary: 'Distances between cursors', body: jsonBody(CursorDistancesInputSchema),
     responses: { '200': json('one result per query', Type.Array(CursorDistanceResultSchema)), ...problems(400, 403, 404, 422) },
   }),
   route({
     method: 'POST', path: '/event-types/{name}/cursors-lag', operationId: 'cursorsLag', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
-    summary: 'Events after each cursor', body: jsonBody(Type.Array(CursorSchema)),
+    summary: 'Events after each cursor', body: jsonBody(CursorsLagInputSchema),
     responses: { '200': json('the partitions with unconsumed_events', Type.Array(PartitionSchema)), ...problems(400, 403, 404, 422) },
   }),
   route({
     method: 'POST', path: '/event-types/{name}/shifted-cursors', operationId: 'shiftCursors', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
-    summary: 'Move cursors by a number of events', body: jsonBody(Type.Array(ShiftedCursorSchema)),
+    summary: 'Move cursors by a number of events', body: jsonBody(ShiftedCursorsInputSchema),
     responses: { '200': json('the moved cursors', Type.Array(CursorSchema)), ...problems(400, 403, 404, 422) },
   }),
   route({
@@ -191,11 +202,8 @@ export const PUBLISHING_ROUTES: RouteSpec[] = [
     method: 'GET', path: '/event-types/{name}/events', operationId: 'lowLevelStream', tag: 'Low-level streams', access: 'authenticated', params: NameParam, deprecated: true,
     summary: 'Stream an event type (low-level, deprecated)',
     description: 'Cursors in `X-Broker-Cursors` (or `Last-Event-ID`, or the query parameter `cursors`); absent: every partition from its newest offset. `Accept: text/event-stream` asks for server-sent events. `Accept-Encoding: zstd` or `gzip` compresses the stream.',
-    headers: Type.Object({
-      'X-Broker-Cursors': Type.Optional(Type.String({ description: 'JSON array of cursors; only those partitions are streamed' })),
-      'Last-Event-ID': Type.Optional(Type.String({ description: 'the `id` of the last server-sent event received (an EventSource reconnecting)' })),
-    }),
-    query: Type.Object({ ...streamQuery, cursors: Type.Optional(Type.String({ description: 'JSON array of cursors (for clients that cannot send headers)' })) }),
+    headers: LowLevelStreamHeaders,
+    query: LowLevelStreamQuery,
     responses: {
       '200': stream('the stream: a batch per line; keep-alive batches have no `events`', { Warning: { description: 'the low-level interface is deprecated', schema: Type.String(), required: true } }, true),
       ...problems(400, 403, 404, 412, 422),

@@ -1,6 +1,7 @@
 /** Pieces the route table's entries share (parameters, headers, stream answers). */
 import { Type } from '@sinclair/typebox';
 import { StreamBatchSchema } from './wire-schemas.js';
+import { streamQueryProperties } from '../../domain/stream-parameters.js';
 import { EVENT_STREAM_MEDIA, JSON_STREAM_MEDIA, type HeaderSpec, type ResponseSpec, type RouteSpec } from './route-model.js';
 
 /** `{name}`: an event type. */
@@ -27,15 +28,12 @@ export const Location: HeaderSpec = { description: 'the created (or existing) re
 /** `X-Broker-StreamId` of a subscription stream. */
 export const STREAM_ID: HeaderSpec = { description: 'the stream\'s id: commits name it in `X-Broker-StreamId`', schema: Type.String({ format: 'uuid' }), required: true };
 
-/** Query parameters of both streams (spec "Stream parameters"; WIRE.md "Low-level stream", "Streaming"). */
-export const streamQuery = {
-  batch_limit: Type.Optional(Type.Integer({ minimum: 0, description: 'events per batch at most (default 1)' })),
-  stream_limit: Type.Optional(Type.Integer({ minimum: 0, description: 'events in the stream at most (0 = unbounded)' })),
-  batch_flush_timeout: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds before a partial batch is sent (default 30; 0 = 30)' })),
-  batch_timespan: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds of event time a batch spans at most (0 = off)' })),
-  stream_timeout: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds before the stream ends (0 or above 4200: about one hour)' })),
-  stream_keep_alive_limit: Type.Optional(Type.Integer({ minimum: 0, description: 'empty batches in a row per partition before the stream ends (0 = unbounded)' })),
-};
+/**
+ * Query parameters of both streams (spec "Stream parameters"; WIRE.md "Low-level stream", "Streaming"):
+ * non-negative int32 values (else 400), an empty value is absent; declared and read in
+ * src/domain/stream-parameters.ts.
+ */
+export const streamQuery = streamQueryProperties;
 
 /** A streamed answer, as JSON lines and (when `sse`) as server-sent events. */
 export function stream(description: string, headers: Readonly<Record<string, HeaderSpec>>, sse: boolean): ResponseSpec {

@@ -2,7 +2,6 @@
 import { Type } from '@sinclair/typebox';
 import {
   CursorCommitResultsSchema,
-  CursorResetSchema,
   StreamParametersBodySchema,
   SubscriptionCursorsSchema,
   SubscriptionInputSchema,
@@ -11,7 +10,24 @@ import {
   SubscriptionStatsSchema,
 } from './wire-schemas.js';
 import { empty, json, jsonBody, problems, type ResponseSpec, type RouteSpec } from './route-model.js';
-import { SubscriptionParam, Bool, Paging, Location, STREAM_ID, streamQuery, stream, route } from './route-parts.js';
+import { SubscriptionParam, Bool, Paging, Location, STREAM_ID, stream, route } from './route-parts.js';
+import { SubscriptionStreamQuerySchema } from '../../domain/stream-parameters.js';
+import { SubscriptionCursorsInputSchema } from '../../domain/cursor-input.js';
+
+/** The headers of a commit: `X-Broker-StreamId` names the stream (missing or empty: 400; WIRE.md "Commits, cursor reset, stats"). */
+export const CommitHeaders = Type.Object(
+  {
+    'X-Broker-StreamId': Type.String({
+      minLength: 1,
+      'x-status': 400,
+      'x-messages': { required: 'is required: it names the stream whose cursors these are', minLength: 'is required: it names the stream whose cursors these are' },
+      description: 'the stream whose cursors these are (its `X-Broker-StreamId`)',
+    }),
+  },
+  { 'x-status': 400 },
+);
+/** The query of `GET /subscriptions/{subscription_id}/stats`. */
+export const StatsQuery = Type.Object({ show_time_lag: Type.Optional(Bool('add consumer_lag_seconds')) });
 
 const streamResponses: Readonly<Record<string, ResponseSpec>> = {
   '200': stream('the stream: a batch per line; the first says `Stream started`, the last why it ended', { 'X-Broker-StreamId': STREAM_ID }, true),
@@ -58,20 +74,21 @@ export const SUBSCRIPTION_ROUTES: RouteSpec[] = [
     method: 'GET', path: '/subscriptions/{subscription_id}/events', operationId: 'streamSubscription', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
     summary: 'Stream a subscription',
     description: 'Partitions are balanced over the subscription\'s streams. `Accept: text/event-stream` asks for server-sent events; `Accept-Encoding: zstd` or `gzip` compresses the stream.',
-    query: Type.Object({ ...streamQuery, max_uncommitted_events: Type.Optional(Type.Integer({ minimum: 0 })), commit_timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: 60 })) }),
+    query: SubscriptionStreamQuerySchema,
     responses: streamResponses,
   }),
   route({
     method: 'POST', path: '/subscriptions/{subscription_id}/events', operationId: 'streamSubscriptionDirect', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
     summary: 'Stream a subscription with parameters in the body (direct assignment with `partitions`)',
+    query: SubscriptionStreamQuerySchema,
     body: jsonBody(StreamParametersBodySchema, 'stream parameters; a field overrides the query parameter of the same name', false),
     responses: streamResponses,
   }),
   route({
     method: 'POST', path: '/subscriptions/{subscription_id}/cursors', operationId: 'commitCursors', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
     summary: 'Commit cursors of a stream',
-    headers: Type.Object({ 'X-Broker-StreamId': Type.String({ description: 'the stream whose cursors these are' }) }),
-    body: jsonBody(SubscriptionCursorsSchema),
+    headers: CommitHeaders,
+    body: jsonBody(SubscriptionCursorsInputSchema),
     responses: { '204': empty('every cursor advanced'), '200': json('some cursors did not advance: a result per cursor', CursorCommitResultsSchema), ...problems(400, 403, 404, 422) },
   }),
   route({
@@ -81,12 +98,12 @@ export const SUBSCRIPTION_ROUTES: RouteSpec[] = [
   route({
     method: 'PATCH', path: '/subscriptions/{subscription_id}/cursors', operationId: 'resetCursors', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
     summary: 'Reset cursors', description: 'Closes every stream of the subscription, then writes the cursors; new streams get 409 meanwhile.',
-    body: jsonBody(CursorResetSchema),
+    body: jsonBody(SubscriptionCursorsInputSchema),
     responses: { '204': empty('reset'), ...problems(400, 403, 404, 409, 422, 503) },
   }),
   route({
     method: 'GET', path: '/subscriptions/{subscription_id}/stats', operationId: 'getSubscriptionStats', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
-    summary: 'Subscription statistics', query: Type.Object({ show_time_lag: Type.Optional(Bool('add consumer_lag_seconds')) }),
+    summary: 'Subscription statistics', query: StatsQuery,
     responses: { '200': json('per event type and partition', SubscriptionStatsSchema), ...problems(403, 404) },
   }),
 ];

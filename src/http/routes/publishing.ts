@@ -7,6 +7,8 @@ import type { EventTypeRegistry } from '../../services/event-type-registry.js';
 import type { HttpServer, RequestContext } from '../server.js';
 import type { KpiCollector } from '../../services/kpi.js';
 import { name } from './event-types.js';
+import { inputOf } from '../request-inputs.js';
+import { PartitionQuery, PartitionsQuery } from '../api/event-type-routes.js';
 
 /**
  * Publishing and partition routes (spec "Publishing", "Event type registry"; WIRE.md "Publishing",
@@ -65,12 +67,12 @@ export function publishingRoutes(
   };
 
   // `?cursors=<JSON array of cursors>` adds unconsumed_events to the partitions named there (issue 14 §4.3).
-  http.route('GET', '/event-types/:name/partitions', async (ctx) => ({ status: 200, body: await cursors.list(await readable(ctx), ctx.query.get('cursors') ?? undefined) }));
+  http.route('GET', '/event-types/:name/partitions', async (ctx) => ({ status: 200, body: await cursors.list(await readable(ctx), inputOf(PartitionsQuery, ctx.input.query, 'query').cursors) }));
 
   // `?consumed_offset=<offset>` adds unconsumed_events after it (issue 14 §4.3).
   http.route('GET', '/event-types/:name/partitions/:partition', async (ctx) => ({
     status: 200,
-    body: await cursors.get(await readable(ctx), ctx.params.partition ?? '', ctx.query.get('consumed_offset') ?? undefined),
+    body: await cursors.get(await readable(ctx), ctx.params.partition ?? '', inputOf(PartitionQuery, ctx.input.query, 'query').consumed_offset),
   }));
 
   // Work grows with the number of cursors (issue 13 §2.3): under the control-plane limiter.

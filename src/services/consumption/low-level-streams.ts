@@ -2,8 +2,9 @@ import type { BrokerConfig } from '../../config/config-schema.js';
 import { partitionIds } from '../../domain/event-type.js';
 import { OFFSET_EXPIRED, parseOffset, type PartitionRange } from '../../domain/offsets.js';
 import type { TimelineMap } from '../../domain/timeline.js';
-import { parseStreamParameters, type StreamParameters } from '../../domain/stream-parameters.js';
-import { brokerError } from '../../errors/catalog.js';
+import { parseStreamParameters, type StreamParameters, type StreamQuery } from '../../domain/stream-parameters.js';
+import { cursorSourcePart, lowLevelCursors, type CursorInput, type LowLevelCursorSource } from '../../domain/cursor-input.js';
+import { brokerError, invalidInput } from '../../errors/catalog.js';
 import type { StreamingAnswer, StreamSink } from '../../domain/stream-sink.js';
 import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
@@ -27,6 +28,12 @@ export interface LowLevelStreamHeaders {
   /** `Accept`: `text/event-stream` asks for server-sent events. */
   readonly accept?: string;
 }
+
+/** The query a low-level stream reads, as the pipeline checked it (the route table's `LowLevelStreamQuery`). */
+export type LowLevelStreamQuery = StreamQuery & {
+  /** The cursors as JSON, for clients that cannot send headers. */
+  readonly cursors?: string;
+};
 
 /** Where a low-level stream starts: the last consumed offset per partition. */
 interface Start {
@@ -88,13 +95,13 @@ export class LowLevelStreams {
    * the `id:` of an event is the stream's cursors after it), else the query parameter `cursors` (same
    * JSON; for clients that cannot send headers); none = every partition from its newest offset.
    * @param headers the raw header values, if sent
-   * @throws BrokerError 400 (malformed cursors or parameter, or both the header and the `cursors`
-   *   parameter), 403 (not a reader, or blocked), 404 (event type), 412 (invalid cursor), 422
-   *   (parameter rules), 503 (storage)
+   * @param query the query checked against the route's schema (integers of the declared range)
+   * @throws BrokerError 400 (malformed cursors, or both the header and the `cursors` parameter), 403
+   *   (not a reader, or blocked), 404 (event type), 412 (invalid cursor), 422 (parameter rules), 503 (storage)
    */
-  async start(name: string, headers: LowLevelStreamHeaders, query: URLSearchParams, subject: Subject): Promise<StreamingAnswer> {
+  async start(name: string, headers: LowLevelStreamHeaders, query: LowLevelStreamQuery, subject: Subject): Promise<StreamingAnswer> {
     const parsed = parseStreamParameters(query, undefined, 'low-level');
-    if (!parsed.ok) throw parsed.status === 400 ? brokerError('BAD_REQUEST', { reason: parsed.detail }) : brokerError('UNPROCESSABLE', { reason: parsed.detail });
+    if (!parsed.ok) throw invalidInput(parsed.status, [parsed.detail], parsed.errors, 'query');
     const requested = requestedCursors(headers, query);
     const format = negotiateStreamFormat(headers.accept);
     const eventType = await this.eventTypes.get(name);
@@ -206,41 +213,34 @@ class LowLevelPolicy implements StreamPolicy {
  * `X-Broker-Cursors`, else `Last-Event-ID`, else the query parameter `cursors`; undefined when none
  * is given. An `EventSource` reconnecting sends its URL again (with any `cursors`) and `Last-Event-ID`,
  * which is newer, so it wins over the parameter.
+ * @param query the checked query: its `cursors` (the JSON text)
  * @throws BrokerError 400 when the one used is malformed, or when both `X-Broker-Cursors` and `cursors` are given
  */
-export function requestedCursors(headers: LowLevelStreamHeaders, query: URLSearchParams): { partition: string; offset: string }[] | undefined {
-  const param = query.get('cursors') ?? undefined;
+export function requestedCursors(headers: LowLevelStreamHeaders, query: { readonly cursors?: string }): CursorInput[] | undefined {
+  const param = query.cursors;
   if (headers.cursors !== undefined) {
     if (param !== undefined) throw brokerError('BAD_REQUEST', { reason: 'give the cursors either in X-Broker-Cursors or in the query parameter cursors, not both' });
     return parseCursorsHeader(headers.cursors);
   }
   if (headers.lastEventId !== undefined && headers.lastEventId !== '') return parseCursorsHeader(headers.lastEventId, 'Last-Event-ID');
-  return param === undefined ? undefined : parseCursorsHeader(param, 'the query parameter cursors');
+  return param === undefined ? undefined : parseCursorsHeader(param, 'cursors');
 }
 
 /**
  * Parses `X-Broker-Cursors` (or the same JSON from `Last-Event-ID` or the `cursors` parameter): a
- * non-empty JSON array of `{partition, offset}` with string values, each partition at most once.
- * @param source how the 400 detail names where the text came from
+ * non-empty JSON array of `{partition, offset}` with string values, each partition at most once
+ * (`lowLevelCursors`, src/domain/cursor-input.ts).
+ * @param source where the text came from, named by the 400 details
  * @throws BrokerError 400 when it is not that
  */
-export function parseCursorsHeader(text: string, source = 'X-Broker-Cursors'): { partition: string; offset: string }[] {
+export function parseCursorsHeader(text: string, source: LowLevelCursorSource = 'X-Broker-Cursors'): CursorInput[] {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    throw brokerError('BAD_REQUEST', { reason: `${source} is not valid JSON` });
+    throw brokerError('BAD_REQUEST', { reason: `${source === 'cursors' ? 'the query parameter cursors' : source} is not valid JSON` });
   }
-  if (!Array.isArray(value)) throw brokerError('BAD_REQUEST', { reason: `${source} must be a JSON array of cursors` });
-  if (value.length === 0) throw brokerError('BAD_REQUEST', { reason: `${source} names no partition; leave it out to read every partition from its newest offset` });
-  const seen = new Set<string>();
-  return value.map((item: unknown, i) => {
-    const { partition, offset } = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
-    if (typeof partition !== 'string' || typeof offset !== 'string') {
-      throw brokerError('BAD_REQUEST', { reason: `${source} item ${i} must be an object with string fields partition and offset` });
-    }
-    if (seen.has(partition)) throw brokerError('BAD_REQUEST', { reason: `${source} names partition "${partition}" twice` });
-    seen.add(partition);
-    return { partition, offset };
-  });
+  const cursors = lowLevelCursors(value, source);
+  if (!cursors.ok) throw invalidInput(400, cursors.details, cursors.errors, cursorSourcePart(source));
+  return cursors.value;
 }

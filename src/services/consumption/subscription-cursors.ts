@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream-parameters.js';
-import { cursorCountProblem, parseOffset, type PartitionRange } from '../../domain/offsets.js';
-import { brokerError } from '../../errors/catalog.js';
+import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
+import { checkCursorBody, SubscriptionCursorsInputSchema, type SubscriptionCursorsInput } from '../../domain/cursor-input.js';
+import { brokerError, invalidInput } from '../../errors/catalog.js';
 import { scriptError } from '../../storage/script-failures.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
 import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
@@ -54,12 +55,13 @@ export class SubscriptionCursors {
 
   /**
    * Commits cursors for the stream `streamId`.
+   * @param streamId `X-Broker-StreamId`, required and non-empty by the route's header schema (400)
+   * @param body `{items: [SubscriptionCursor]}` (`SubscriptionCursorsInputSchema`, src/domain/cursor-input.ts)
    * @param subject must be a reader of the subscription and of each of its event types (spec "Authentication" 5)
-   * @throws BrokerError 400 (missing stream id, body shape), 403, 404, 422 (unknown or expired stream,
-   *   partition not held by that stream, invalid cursor), 503
+   * @throws BrokerError 400 (body shape), 403, 404, 422 (too many cursors, a cursor without its string
+   *   fields, unknown or expired stream, partition not held by that stream, invalid cursor), 503
    */
-  async commit(id: string, streamId: string | undefined, body: unknown, subject: Subject): Promise<CommitAnswer> {
-    if (!streamId) throw brokerError('BAD_REQUEST', { reason: 'the X-Broker-StreamId header is required' });
+  async commit(id: string, streamId: string, body: unknown, subject: Subject): Promise<CommitAnswer> {
     const subscription = await this.streams.resolveForConsumer(id, subject);
     const items = itemsOf(body);
     const byField = new Map(subscription.partitions.map((p) => [offsetField(p.eventType, p.partition), p]));
@@ -83,8 +85,7 @@ export class SubscriptionCursors {
       throw scriptError('commitCursors', 'PARTITION_NOT_OWNED', { eventType: c?.event_type ?? '', partition: c?.partition ?? '', streamId });
     }
     if (outcome.committed.every(Boolean)) return { status: 204 };
-    const sent = (body as { items: unknown[] }).items;
-    return { status: 200, body: { items: sent.map((cursor, i) => ({ cursor, result: outcome.committed[i] ? 'committed' : 'outdated' })) } };
+    return { status: 200, body: { items: items.map((cursor, i) => ({ cursor, result: outcome.committed[i] ? 'committed' : 'outdated' })) } };
   }
 
   /**
@@ -216,7 +217,7 @@ export class SubscriptionCursors {
   }
 
   /** The last consumed offset a cursor names. @throws BrokerError 422 for a malformed, foreign-timeline, expired or future offset */
-  private offsetOf(c: SubscriptionCursor, partition: SubscriptionPartition, range: PartitionRange | undefined, i: number): number {
+  private offsetOf(c: { readonly offset: string }, partition: SubscriptionPartition, range: PartitionRange | undefined, i: number): number {
     const parsed = parseOffset(c.offset);
     if (!parsed) throw brokerError('INVALID_COMMIT_CURSOR', { index: i, offset: c.offset, reason: 'malformed' });
     const resolved = partition.timelines.resolve(parsed, partition.partition, range ?? { oldest: 0, newest: -1 });
@@ -225,20 +226,13 @@ export class SubscriptionCursors {
   }
 }
 
-/** Parses `{items: [SubscriptionCursor]}`. @throws BrokerError 400 for the shape, 422 for a cursor without its fields */
-function itemsOf(body: unknown): SubscriptionCursor[] {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw brokerError('BAD_REQUEST', { reason: 'the body must be an object with "items", an array of cursors' });
-  const items = (body as Record<string, unknown>).items;
-  if (!Array.isArray(items)) throw brokerError('BAD_REQUEST', { reason: '"items" must be an array of cursors' });
-  const tooMany = cursorCountProblem(items.length, '"items"');
-  if (tooMany !== undefined) throw brokerError('UNPROCESSABLE', { reason: tooMany });
-  return items.map((item: unknown, i) => {
-    const c = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
-    const { partition, offset, event_type: eventType, cursor_token: token } = c;
-    if (typeof partition !== 'string' || typeof offset !== 'string' || typeof eventType !== 'string') {
-      throw brokerError('UNPROCESSABLE', { reason: `cursor ${i} must have string fields partition, offset and event_type` });
-    }
-    return { partition, offset, event_type: eventType, cursor_token: typeof token === 'string' ? token : '' };
-  });
+/**
+ * The cursors of a commit or reset body (`SubscriptionCursorsInputSchema`): at most
+ * `MAX_CURSORS_PER_REQUEST` (422, before the items are looked at).
+ * @throws BrokerError 400 for a body or `items` of the wrong JSON type, 422 for too many cursors or a cursor without its string fields
+ */
+function itemsOf(body: unknown): SubscriptionCursorsInput['items'] {
+  const checked = checkCursorBody(SubscriptionCursorsInputSchema, body, 'items');
+  if (!checked.ok) throw invalidInput(checked.status, checked.details, checked.errors);
+  return checked.value.items;
 }
-

@@ -4,9 +4,9 @@ import type { Subject } from '../../auth/subject.js';
 import { partitionIds, type EventType } from '../../domain/event-type.js';
 import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
 import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type Session } from '../../domain/rebalance.js';
-import { parseStreamParameters } from '../../domain/stream-parameters.js';
+import { parseStreamParameters, type StreamQuery } from '../../domain/stream-parameters.js';
 import type { Subscription } from '../../domain/subscription.js';
-import { brokerError } from '../../errors/catalog.js';
+import { brokerError, invalidInput } from '../../errors/catalog.js';
 import { scriptError } from '../../storage/script-failures.js';
 import type { StreamingAnswer } from '../../domain/stream-sink.js';
 import type { Logger } from '../../observability/logger.js';
@@ -210,15 +210,17 @@ export class SubscriptionStreams implements SessionOwner {
    * partitions), and answers with the stream (`X-Broker-StreamId` in the headers): JSON lines, or
    * server-sent events whose first event also carries the stream id in `info.stream_id` (README
    * "Server-sent events").
+   * @param query the query as the pipeline checked it (route table: `SubscriptionStreamQuerySchema`)
+   * @param body the parsed JSON body of a `POST` (checked here: `StreamParametersBodySchema`), else undefined
    * @param format the framing the client asked for with `Accept` (`negotiateStreamFormat`)
    * @throws BrokerError 400/422 (parameters, foreign or duplicated partitions), 403 (not a reader of it or
    *   of one of its event types, or blocked), 404, 409 (no free slot, partition requested by another
    *   stream, cursor reset running), 503
    */
-  async open(id: string, query: URLSearchParams, body: unknown, subject: Subject, format: StreamFormat = 'json-stream'): Promise<StreamingAnswer> {
+  async open(id: string, query: StreamQuery, body: unknown, subject: Subject, format: StreamFormat = 'json-stream'): Promise<StreamingAnswer> {
     if (this.shuttingDown) throw brokerError('SHUTTING_DOWN');
     const parsed = parseStreamParameters(query, body, 'subscription');
-    if (!parsed.ok) throw parsed.status === 400 ? brokerError('BAD_REQUEST', { reason: parsed.detail }) : brokerError('UNPROCESSABLE', { reason: parsed.detail });
+    if (!parsed.ok) throw invalidInput(parsed.status, [parsed.detail], parsed.errors);
     const params = parsed.value;
     const subscription = await this.resolveForConsumer(id, subject);
     const streamId = randomUUID();

@@ -90,11 +90,11 @@ export const PartitionSchema = Type.Object(
 /** A cursor (spec "Cursor"). */
 export const CursorSchema = Type.Object({ partition: Type.String(), offset: Type.String({ description: '`begin`, or an offset as served (WIRE.md "Offsets and cursors")' }) });
 
-/** A cursor and how many events to move it (`POST /event-types/{name}/shifted-cursors`). */
-export const ShiftedCursorSchema = Type.Object({ partition: Type.String(), offset: Type.String(), shift: Type.Integer({ description: 'events; negative moves back' }) });
-
-/** A cursor distance query (spec "CursorDistanceQuery"). */
-export const CursorDistanceQuerySchema = Type.Object({ initial_cursor: CursorSchema, final_cursor: CursorSchema });
+/**
+ * A cursor and how many events to move it (`POST /event-types/{name}/shifted-cursors`), and a cursor
+ * distance query (spec "CursorDistanceQuery"): request items, declared and checked in src/domain/cursor-input.ts.
+ */
+export { ShiftedCursorInputSchema as ShiftedCursorSchema, CursorDistanceQueryInputSchema as CursorDistanceQuerySchema } from '../../../domain/cursor-input.js';
 
 /** A cursor distance answer (spec "CursorDistanceResult"). */
 export const CursorDistanceResultSchema = Type.Object({ initial_cursor: CursorSchema, final_cursor: CursorSchema, distance: Type.Integer() }, Closed);

@@ -91,11 +91,8 @@ export const SubscriptionStatsSchema = Type.Object(
   Closed,
 );
 
-/** `POST /subscriptions/{id}/cursors` body and `GET` answer. */
+/** `GET /subscriptions/{id}/cursors` answer (commit and reset bodies: `SubscriptionCursorsInputSchema`, src/domain/cursor-input.ts). */
 export const SubscriptionCursorsSchema = Type.Object({ items: Type.Array(SubscriptionCursorSchema) });
-
-/** `PATCH /subscriptions/{id}/cursors` body. */
-export const CursorResetSchema = Type.Object({ items: Type.Array(SubscriptionCursorWithoutTokenSchema) });
 
 /** 200 answer of a commit: a result per cursor sent (spec "CursorCommitResult"). */
 export const CursorCommitResultsSchema = Type.Object(
@@ -103,18 +100,8 @@ export const CursorCommitResultsSchema = Type.Object(
   Closed,
 );
 
-/** Stream parameters of a subscription stream as a `POST` body (spec "Stream parameters"). */
-export const StreamParametersBodySchema = Type.Object({
-  partitions: Type.Optional(Type.Array(Type.Object({ event_type: Type.String(), partition: Type.String() }), { description: 'direct assignment' })),
-  batch_limit: Type.Optional(Type.Integer({ minimum: 0 })),
-  stream_limit: Type.Optional(Type.Integer({ minimum: 0 })),
-  batch_flush_timeout: Type.Optional(Type.Integer({ minimum: 0 })),
-  batch_timespan: Type.Optional(Type.Integer({ minimum: 0 })),
-  stream_timeout: Type.Optional(Type.Integer({ minimum: 0 })),
-  stream_keep_alive_limit: Type.Optional(Type.Integer({ minimum: 0 })),
-  max_uncommitted_events: Type.Optional(Type.Integer({ minimum: 0 })),
-  commit_timeout: Type.Optional(Type.Integer({ minimum: 0 })),
-});
+/** Stream parameters of a subscription stream as a `POST` body: declared and checked in src/domain/stream-parameters.ts. */
+export { StreamParametersBodySchema } from '../../../domain/stream-parameters.js';
 
 /** One line of a stream (spec "SubscriptionEventStreamBatch", "EventStreamBatch"). */
 export const StreamBatchSchema = Type.Object({
