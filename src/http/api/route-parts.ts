@@ -17,8 +17,15 @@ export const Bool = (description: string, anyCase = false) =>
       description,
     }),
   );
-/** `offset`/`limit` paging (WIRE.md: limit 1..1000, default 20). */
-export const Paging = { offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 20 })) };
+/** `offset`/`limit` paging (WIRE.md "Subscriptions": limit 1..1000, default 20; offset ≥ 0; anything else 400); read with `pageOf` (src/http/routes/paging.ts). */
+export const Paging = {
+  offset: Type.Optional(
+    Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0, 'x-status': 400, 'x-messages': { minimum: 'must not be negative' } }),
+  ),
+  limit: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: 1000, default: 20, 'x-status': 400, 'x-messages': { minimum: 'must be between 1 and 1000', maximum: 'must be between 1 and 1000' } }),
+  ),
+};
 /** `Location` of a created resource. */
 export const Location: HeaderSpec = { description: 'the created (or existing) resource', schema: Type.String(), required: true };
 /** `X-Broker-StreamId` of a subscription stream. */

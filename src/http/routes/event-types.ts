@@ -83,7 +83,7 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
 
   http.route('GET', '/event-types/:name/schemas', async (ctx) => {
     const eventType = name(ctx.params);
-    const page = pageOf(ctx.query);
+    const page = pageOf(ctx.input.query);
     const all = await registry.schemas(eventType);
     const items = all.slice(page.offset, page.offset + page.limit);
     const href = (offset: number) => ({ href: `/event-types/${eventType}/schemas?offset=${offset}&limit=${page.limit}` });
