@@ -18,10 +18,14 @@ export const Bool = (description: string, anyCase = false) =>
       description,
     }),
   );
-/** `offset`/`limit` paging (WIRE.md: limit 1..1000, default 20; offset ≥ 0, default 0); any other value is 400. */
+/** `offset`/`limit` paging (WIRE.md "Subscriptions": limit 1..1000, default 20; offset ≥ 0; anything else 400); read with `pageOf` (src/http/routes/paging.ts). */
 export const Paging = {
-  offset: Type.Optional(Type.Integer({ minimum: 0, default: 0, 'x-status': 400, 'x-messages': { minimum: 'must not be negative', fraction: 'must be an integer' } })),
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 20, 'x-status': 400, 'x-messages': { minimum: 'must be between 1 and 1000', maximum: 'must be between 1 and 1000', fraction: 'must be an integer' } })),
+  offset: Type.Optional(
+    Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0, 'x-status': 400, 'x-messages': { minimum: 'must not be negative', fraction: 'must be an integer' } }),
+  ),
+  limit: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: 1000, default: 20, 'x-status': 400, 'x-messages': { minimum: 'must be between 1 and 1000', maximum: 'must be between 1 and 1000', fraction: 'must be an integer' } }),
+  ),
 };
 /** `Location` of a created resource. */
 export const Location: HeaderSpec = { description: 'the created (or existing) resource', schema: Type.String(), required: true };

@@ -8,6 +8,7 @@ import {
   SubscriptionListSchema,
   SubscriptionRecordSchema,
   SubscriptionStatsSchema,
+  SubscriptionUpdateSchema,
 } from './wire-schemas.js';
 import { empty, json, jsonBody, problems, type ResponseSpec, type RouteSpec } from './route-model.js';
 import { SubscriptionParam, Bool, Paging, Location, STREAM_ID, stream, route } from './route-parts.js';
@@ -29,6 +30,26 @@ export const CommitHeaders = Type.Object(
 /** The query of `GET /subscriptions/{subscription_id}/stats`. */
 export const StatsQuery = Type.Object({ show_time_lag: Type.Optional(Bool('add consumer_lag_seconds')) });
 
+/**
+ * The query of `GET /subscriptions` (spec "Subscriptions"; WIRE.md "Subscriptions"): filters, paging by
+ * offset or (feature `token_subscription_iteration`) by token. A malformed value is 400.
+ */
+export const ListSubscriptionsQuery = Type.Object({
+  owning_application: Type.Optional(Type.String({ description: 'only subscriptions of this application' })),
+  event_type: Type.Optional(Type.Array(Type.String(), { description: 'repeatable: only subscriptions reading every one of them' })),
+  reader: Type.Optional(
+    Type.String({
+      pattern: '^[^:]+:[\\s\\S]+$',
+      'x-status': 400,
+      'x-messages': { pattern: 'must have the form <data_type>:<value>, e.g. user:alice' },
+      description: '`<data_type>:<value>`: only subscriptions whose `authorization.readers` list this attribute',
+    }),
+  ),
+  show_status: Type.Optional(Bool('add each partition\'s state')),
+  token: Type.Optional(Type.String({ description: 'paging token (feature token_subscription_iteration); `new` for the first page' })),
+  ...Paging,
+});
+
 const streamResponses: Readonly<Record<string, ResponseSpec>> = {
   '200': stream('the stream: a batch per line; the first says `Stream started`, the last why it ended', { 'X-Broker-StreamId': STREAM_ID }, true),
   ...problems(400, 403, 404, 409, 422, 503),
@@ -46,14 +67,7 @@ export const SUBSCRIPTION_ROUTES: RouteSpec[] = [
   route({
     method: 'GET', path: '/subscriptions', operationId: 'listSubscriptions', tag: 'Subscriptions', access: 'authenticated',
     summary: 'List subscriptions (newest first)',
-    query: Type.Object({
-      owning_application: Type.Optional(Type.String()),
-      event_type: Type.Optional(Type.Array(Type.String(), { description: 'repeatable' })),
-      reader: Type.Optional(Type.String({ description: '`<data_type>:<value>`' })),
-      show_status: Type.Optional(Bool('add each partition\'s state')),
-      token: Type.Optional(Type.String({ description: 'paging token (feature token_subscription_iteration); `new` for the first page' })),
-      ...Paging,
-    }),
+    query: ListSubscriptionsQuery,
     responses: { '200': json('a page', SubscriptionListSchema), ...problems(400) },
   }),
   route({
@@ -63,7 +77,7 @@ export const SUBSCRIPTION_ROUTES: RouteSpec[] = [
   route({
     method: 'PUT', path: '/subscriptions/{subscription_id}', operationId: 'updateSubscription', tag: 'Subscriptions', access: 'authenticated', params: SubscriptionParam,
     summary: 'Update a subscription\'s authorization, annotations and labels', description: 'Needs its `admins`; a change of its readers ends its streams.',
-    body: jsonBody(SubscriptionInputSchema),
+    body: jsonBody(SubscriptionUpdateSchema, 'the subscription\'s fields, each optional (absent: unchanged); only authorization, annotations and labels may differ from the stored ones'),
     responses: { '204': empty('updated'), ...problems(400, 403, 404, 422, 503) },
   }),
   route({

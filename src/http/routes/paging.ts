@@ -1,16 +1,23 @@
-import { brokerError } from '../../errors/catalog.js';
+import { Type } from '@sinclair/typebox';
+import { Paging } from '../api/route-parts.js';
+import { inputOf } from '../request-inputs.js';
 
-/** `offset`/`limit` query paging (WIRE.md: limit 1..1000, default 20; offset ≥ 0). @throws BrokerError 400 */
-export function pageOf(query: URLSearchParams): { offset: number; limit: number } {
-  const limit = integer(query.get('limit'), 20, 'limit');
-  const offset = integer(query.get('offset'), 0, 'offset');
-  if (limit < 1 || limit > 1000) throw brokerError('BAD_REQUEST', { reason: 'limit must be between 1 and 1000' });
-  if (offset < 0) throw brokerError('BAD_REQUEST', { reason: 'offset must not be negative' });
-  return { offset, limit };
+const PagingQuery = Type.Object(Paging);
+
+/** A page of a listing: `offset` ≥ 0, `limit` 1..1000. */
+export interface Page {
+  readonly offset: number;
+  readonly limit: number;
 }
 
-function integer(text: string | null, fallback: number, field: string): number {
-  if (text === null) return fallback;
-  if (!/^-?\d{1,15}$/.test(text)) throw brokerError('BAD_REQUEST', { reason: `${field} must be an integer` });
-  return Number(text);
+/**
+ * The `offset`/`limit` page of a listing whose route declares {@link Paging} in its query (WIRE.md
+ * "Subscriptions": limit 1..1000, default 20; offset ≥ 0, default 0). The pipeline has checked both
+ * already (400 `Field "limit" must be between 1 and 1000`, `Field "offset" must not be negative`, `… must
+ * be an integer`); this applies the defaults.
+ * @param query the request's checked query (`ctx.input.query`)
+ */
+export function pageOf(query: Readonly<Record<string, unknown>>): Page {
+  const { offset = 0, limit = 20 } = inputOf(PagingQuery, query, 'query');
+  return { offset, limit };
 }

@@ -1,10 +1,14 @@
+import type { AuthorizationAttribute } from '../../domain/event-type.js';
 import type { Subscription, SubscriptionAuthorization } from '../../domain/subscription.js';
 import type { AuditLog } from '../../services/audit-log.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { SubscriptionCursor, SubscriptionFilter, SubscriptionRegistry } from '../../services/subscription-registry.js';
+import { ListSubscriptionsQuery } from '../api/subscription-routes.js';
+import { SubscriptionParam } from '../api/route-parts.js';
+import type { RequestContext } from '../handler.js';
+import { inputOf } from '../request-inputs.js';
 import type { HttpServer } from '../server.js';
-import { attributeQuery } from './event-types.js';
 import { pageOf } from './paging.js';
 
 /**
@@ -22,6 +26,9 @@ export type SubscriptionStatus = (id: string) => Promise<{ event_type: string; p
  * and delete need the subscription's `admins` (or an administrator); a change of its readers ends every
  * stream of it (`onReadersChanged`). Creation and update run under the control-plane limiter.
  * With the feature `token_subscription_iteration`, the listing pages by `token` (links carry tokens).
+ * Bodies are checked by the registry (src/domain/subscription-input.ts); the listing's query
+ * (`ListSubscriptionsQuery`, `Paging`) by the pipeline against the route table, 400 when malformed,
+ * before the handler runs. `:id` is the table's `{subscription_id}` (read with `inputOf`).
  */
 export function subscriptionRoutes(
   http: HttpServer,
@@ -47,17 +54,16 @@ export function subscriptionRoutes(
   }, { limited: true });
 
   http.route('GET', '/subscriptions', async (ctx) => {
-    const page = pageOf(ctx.query);
+    const query = inputOf(ListSubscriptionsQuery, ctx.input.query, 'query');
+    const page = pageOf(ctx.input.query);
     const filter: SubscriptionFilter = {
-      owningApplication: ctx.query.get('owning_application') ?? undefined,
-      eventTypes: ctx.query.getAll('event_type'),
-      reader: attributeQuery(ctx.query, 'reader'),
+      owningApplication: query.owning_application,
+      eventTypes: query.event_type ?? [],
+      reader: query.reader === undefined ? undefined : attributeOf(query.reader),
     };
-    const showStatus = ctx.query.get('show_status');
-    if (showStatus !== null && showStatus !== 'true' && showStatus !== 'false') throw brokerError('BAD_REQUEST', { reason: 'show_status must be true or false' });
-    const token = ctx.query.get('token');
-    const byToken = token !== null && access.enabled('token_subscription_iteration');
-    if (token !== null && !byToken) throw brokerError('BAD_REQUEST', { reason: 'token paging needs the feature token_subscription_iteration; use offset' });
+    const token = query.token;
+    const byToken = token !== undefined && access.enabled('token_subscription_iteration');
+    if (token !== undefined && !byToken) throw brokerError('BAD_REQUEST', { reason: 'token paging needs the feature token_subscription_iteration; use offset' });
 
     let records;
     let links: { prev?: { href: string }; next?: { href: string } };
@@ -75,15 +81,15 @@ export function subscriptionRoutes(
         ...(records.length === page.limit ? { next: linkOf(filter, ['offset', String(page.offset + page.limit)], page.limit) } : {}),
       };
     }
-    const items = showStatus === 'true' && status ? await Promise.all(records.map(async (r) => ({ ...r, status: await status(r.id) }))) : records;
+    const items = query.show_status === 'true' && status ? await Promise.all(records.map(async (r) => ({ ...r, status: await status(r.id) }))) : records;
     return { status: 200, body: { items, _links: links } };
   });
 
-  http.route('GET', '/subscriptions/:id', async (ctx) => ({ status: 200, body: await registry.get(subscriptionId(ctx.params)) }));
+  http.route('GET', '/subscriptions/:id', async (ctx) => ({ status: 200, body: await registry.get(subscriptionId(ctx)) }));
 
   http.route('PUT', '/subscriptions/:id', async (ctx) => {
     access.requireWritable();
-    const id = subscriptionId(ctx.params);
+    const id = subscriptionId(ctx);
     let readersChanged = false;
     let previous: Subscription | undefined;
     const record = await registry.update(id, await ctx.json(), (existing, next) => {
@@ -100,12 +106,13 @@ export function subscriptionRoutes(
 
   http.route('DELETE', '/subscriptions/:id', async (ctx) => {
     access.requireWritable();
+    const id = subscriptionId(ctx);
     let previous: Subscription | undefined;
-    await registry.delete(subscriptionId(ctx.params), (existing) => {
+    await registry.delete(id, (existing) => {
       access.requireSubscription(ctx.subject, existing, 'admin');
       previous = existing;
     });
-    audit.record({ subject: ctx.subject, resource: 'subscription', resourceId: subscriptionId(ctx.params), op: 'D', previous });
+    audit.record({ subject: ctx.subject, resource: 'subscription', resourceId: id, op: 'D', previous });
     return { status: 204 };
   });
 }
@@ -145,6 +152,12 @@ function sameReaders(a: SubscriptionAuthorization | undefined, b: SubscriptionAu
 }
 
 /** The `{subscription_id}` path parameter (the registry answers 404 for one that is not a uuid). */
-function subscriptionId(params: Readonly<Record<string, string>>): string {
-  return params.id ?? '';
+function subscriptionId(ctx: RequestContext): string {
+  return inputOf(SubscriptionParam, ctx.input.params, 'path').subscription_id;
+}
+
+/** A `reader` query value the route's schema accepted (`<data_type>:<value>`, split at the first colon). */
+function attributeOf(text: string): AuthorizationAttribute {
+  const colon = text.indexOf(':');
+  return { data_type: text.slice(0, colon), value: text.slice(colon + 1) };
 }

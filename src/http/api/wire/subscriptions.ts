@@ -1,6 +1,6 @@
 /** Wire schemas of subscriptions, their cursors, stats and streams (spec "Subscriptions"; WIRE.md "Subscriptions"). */
 import { Type, type Static } from '@sinclair/typebox';
-import { READ_FROM } from '../../../domain/subscription.js';
+import { READ_FROM } from '../../../domain/subscription-input.js';
 import { EventSchema } from './event-types.js';
 import { Closed, StringEnum, Timestamp, StringMap, AttributeList, PageLinksSchema } from './common.js';
 
@@ -39,17 +39,8 @@ export const SubscriptionRecordSchema = Type.Object(subscriptionFields, Closed);
 /** The subscription record as the wire carries it (compare src/domain/subscription.ts `Subscription`). */
 export type SubscriptionRecord = Static<typeof SubscriptionRecordSchema>;
 
-/** A subscription as sent to `POST /subscriptions` and `PUT /subscriptions/{id}`. */
-export const SubscriptionInputSchema = Type.Object({
-  owning_application: Type.String(),
-  event_types: Type.Array(Type.String(), { minItems: 1 }),
-  consumer_group: Type.Optional(Type.String()),
-  read_from: Type.Optional(Type.String({ description: 'begin, end (default) or cursors (any case)' })),
-  initial_cursors: Type.Optional(Type.Array(InitialCursorSchema)),
-  authorization: Type.Optional(SubscriptionAuthorizationSchema),
-  annotations: Type.Optional(StringMap('annotations')),
-  labels: Type.Optional(StringMap('labels')),
-});
+/** The bodies of `POST /subscriptions` and `PUT /subscriptions/{id}`: the schemas the node checks them against (src/domain/subscription-input.ts). */
+export { SubscriptionInputSchema, SubscriptionUpdateSchema } from '../../../domain/subscription-input.js';
 
 /** Partition status of a subscription (`show_status=true`, stats). */
 const PartitionState = Type.Union([Type.Literal('unassigned'), Type.Literal('reassigning'), Type.Literal('assigned')]);
