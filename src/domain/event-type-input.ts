@@ -77,7 +77,7 @@ const FieldPaths = (description: string) =>
 /** An integer of at least 1 (`default_statistic`). */
 const PositiveCount = Type.Integer({ minimum: 1, 'x-messages': { minimum: 'must be an integer of at least 1', fraction: 'must be an integer of at least 1' } });
 
-/** An authorization list (spec "AuthorizationAttribute"): 1..{@link MAX_AUTHORIZATION_ATTRIBUTES} attributes of non-empty strings; distinct attributes are a rule (`parseAttributeList`). */
+/** An authorization list (spec "AuthorizationAttribute"): 1..{@link MAX_AUTHORIZATION_ATTRIBUTES} attributes of non-empty strings; distinct attributes are a rule ({@link duplicateAttributeProblems}). */
 export const AttributeListInput = Type.Array(
   Type.Object({ data_type: Type.String({ minLength: 1 }), value: Type.String({ minLength: 1 }) }),
   {

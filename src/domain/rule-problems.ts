@@ -1,10 +1,8 @@
 /**
- * Shared input-rule helpers of the registries (WIRE.md "Conventions"): problems are collected with the
- * status they call for (400 malformed JSON type, 422 broken rule) and one `Field "<field>" ...` detail
- * line each. Pure: no I/O.
+ * Shared input-rule helpers (WIRE.md "Conventions"): the check of a body against its schema
+ * ({@link checkBody}) and the collector of what the rules after it find, each problem with the status it
+ * calls for (400 malformed, 422 broken rule) and one `Field "<field>" ...` detail line. Pure: no I/O.
  */
-import type { AuthorizationAttribute } from './event-type.js';
-import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
 import type { Static, TSchema } from '@sinclair/typebox';
 import { checkInput, type InputProblem } from './input-check.js';
 
@@ -63,102 +61,6 @@ export class Problems {
  * structure (a team or service attribute stands for many subjects).
  */
 export const MAX_AUTHORIZATION_ATTRIBUTES = 100;
-
-/**
- * Refuses a list longer than `max` with one 422 problem naming the limit, before any item is looked at
- * (so a list of 100,000 items costs one line, not 100,000): `Field "event_types" has 100000 items; at
- * most 100 are allowed (subscriptions.maxPartitions)`.
- * @param limit what sets `max`: a config key or a constant's meaning, named in the detail
- * @returns true when the list is within the limit
- */
-export function withinCount(list: readonly unknown[], field: string, max: number, limit: string, p: Problems): boolean {
-  if (list.length <= max) return true;
-  p.rule(field, `has ${list.length} items; at most ${max} are allowed (${limit})`);
-  return false;
-}
-
-/** `null` and absence are the same for optional fields (Jackson semantics of the reference service). */
-export function absent(value: JsonValue | undefined): value is null | undefined {
-  return value === undefined || value === null;
-}
-
-/** A JSON string, or `undefined` (after reporting) when absent or of another type. */
-export function readString(value: JsonValue | undefined, field: string, p: Problems, opts: { required: boolean; nonEmpty: boolean }): string | undefined {
-  if (absent(value)) {
-    if (opts.required) p.missing(field);
-    return undefined;
-  }
-  if (typeof value !== 'string') {
-    p.malformed(field, 'must be a string');
-    return undefined;
-  }
-  if (opts.nonEmpty && value.length === 0) {
-    p.rule(field, 'must not be empty');
-    return undefined;
-  }
-  return value;
-}
-
-/** A JSON object, or `undefined` (after reporting) when absent or of another type. */
-export function readObject(value: JsonValue | undefined, field: string, p: Problems, required: boolean): JsonObject | undefined {
-  if (absent(value)) {
-    if (required) p.missing(field);
-    return undefined;
-  }
-  if (!isJsonObject(value)) {
-    p.malformed(field, 'must be an object');
-    return undefined;
-  }
-  return value;
-}
-
-/**
- * An authorization attribute list (spec "AuthorizationAttribute"): a non-empty array of at most
- * {@link MAX_AUTHORIZATION_ATTRIBUTES} `{data_type, value}` with non-empty strings, each attribute at
- * most once (422), wrong JSON types 400.
- */
-export function parseAttributeList(value: JsonValue | undefined, field: string, p: Problems): AuthorizationAttribute[] | undefined {
-  if (absent(value)) {
-    p.missing(field);
-    return undefined;
-  }
-  if (!Array.isArray(value)) {
-    p.malformed(field, 'must be an array of authorization attributes');
-    return undefined;
-  }
-  if (value.length === 0) {
-    p.rule(field, 'must contain at least one attribute');
-    return undefined;
-  }
-  if (!withinCount(value, field, MAX_AUTHORIZATION_ATTRIBUTES, 'attributes per authorization list', p)) return undefined;
-  const attributes: AuthorizationAttribute[] = [];
-  const seen = new Set<string>();
-  let ok = true;
-  for (const [i, item] of value.entries()) {
-    const at = `${field}[${i}]`;
-    const object = readObject(item, at, p, true);
-    if (object === undefined) {
-      ok = false;
-      continue;
-    }
-    const dataType = readString(object.data_type, `${at}.data_type`, p, { required: true, nonEmpty: true });
-    const attributeValue = readString(object.value, `${at}.value`, p, { required: true, nonEmpty: true });
-    if (dataType === undefined || attributeValue === undefined) {
-      ok = false;
-      continue;
-    }
-    const key = JSON.stringify([dataType, attributeValue]);
-    if (seen.has(key)) {
-      p.rule(field, `must not contain the attribute {data_type: "${dataType}", value: "${attributeValue}"} more than once`);
-      ok = false;
-      continue;
-    }
-    seen.add(key);
-    attributes.push({ data_type: dataType, value: attributeValue });
-  }
-  return ok ? attributes : undefined;
-}
-
 
 /**
  * Checks a request body against its schema (src/domain/input-check.ts; issue 16 §1.1): the value typed
