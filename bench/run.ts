@@ -128,14 +128,26 @@ function markdownTable(lines: readonly ResultLine[]): string {
   return out.join('\n');
 }
 
-/** Rewrites the block between the markers of bench/README.md with the latest run of results.jsonl. */
+/**
+ * Rewrites the block between the markers of bench/README.md from results.jsonl: the latest full run
+ * (every scenario: `npm run bench`), then the latest run of each command of named scenarios after it,
+ * oldest first, so a scenario run again alone adds its table instead of replacing the full run's.
+ */
 function updateReadme(): void {
   const all = readFileSync(RESULTS_FILE, 'utf8')
     .split('\n')
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l) as ResultLine);
-  const latest = all[all.length - 1]?.run_id;
-  const block = `${START_MARKER}\n${markdownTable(all.filter((l) => l.run_id === latest))}\n${END_MARKER}`;
+  const runIds = [...new Set(all.map((l) => l.run_id))];
+  const isFull = (id: string): boolean => all.some((l) => l.run_id === id && /run\.js$/.test(l.command));
+  const fullIndex = runIds.findLastIndex(isFull);
+  const after = fullIndex >= 0 ? runIds.slice(fullIndex + 1) : [];
+  const commandOf = (id: string): string => all.find((l) => l.run_id === id)?.command ?? '';
+  // Of the runs after the full one, the latest of each command (a scenario measured again replaces its earlier rerun).
+  const latestPerCommand = after.filter((id, i) => !after.slice(i + 1).some((later) => commandOf(later) === commandOf(id)));
+  const shown = fullIndex >= 0 ? [runIds[fullIndex] ?? '', ...latestPerCommand] : runIds.slice(-1);
+  const tables = shown.map((id, i) => (i === 0 ? '' : '### Run after it\n\n') + markdownTable(all.filter((l) => l.run_id === id)));
+  const block = `${START_MARKER}\n${tables.join('\n\n')}\n${END_MARKER}`;
   const readme = existsSync(README_FILE) ? readFileSync(README_FILE, 'utf8') : '# Benchmarks\n\n## Latest results\n\n';
   const start = readme.indexOf(START_MARKER);
   const end = readme.indexOf(END_MARKER);
@@ -145,6 +157,11 @@ function updateReadme(): void {
 
 async function main(): Promise<number> {
   const names = process.argv.slice(2);
+  if (names.length === 1 && names[0] === '--readme') {
+    // After results.jsonl was edited or merged from several checkouts: only the table is rewritten.
+    updateReadme();
+    return 0;
+  }
   const unknown = names.filter((n) => !SCENARIOS.some((s) => s.name === n));
   if (unknown.length > 0) {
     process.stderr.write(`unknown scenario(s): ${unknown.join(', ')}\nscenarios:\n${SCENARIOS.map((s) => `  ${s.name.padEnd(16)} ${s.title}`).join('\n')}\n`);
