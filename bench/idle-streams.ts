@@ -47,7 +47,7 @@ const RSS_TARGET_KB = 100;
 const CPU_RATIO_TARGET = 1.5;
 /**
  * The point the last one's CPU per stream is compared with: the first with enough ticks above the
- * baseline to measure ({@link IDLE_SECONDS}; at 100 streams the figure was 80 and 20 µs in the two runs recorded before (2026-11-24, -25), so
+ * baseline to measure ({@link IDLE_SECONDS}; at 100 streams the three runs recorded gave 80, 20 and 80 µs, multiples of one tick, so
  * 2000 ÷ 100 measured the meter, not the broker).
  */
 const CPU_REFERENCE_POINT = QUICK ? 10 : 500;
