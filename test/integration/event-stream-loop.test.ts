@@ -187,4 +187,33 @@ describe('event stream loop', () => {
     const events = sink.lines.flatMap((l) => (JSON.parse(l) as Line).events ?? []);
     expect(events.map((e) => e.n)).toEqual(Array.from({ length: 500 }, (_, i) => i));
   });
+
+  it('a stream held by flow control sleeps until a commit pokes it: no loop round per millisecond on a stale poll', async () => {
+    await append('loop.held', Array.from({ length: 5 }, (_, n) => ({ n })));
+    /** max_uncommitted_events 1, never committed: one event goes out, then nothing may. */
+    class HeldPolicy extends TestPolicy {
+      sentEvents = 0;
+      rounds = 0;
+      override allowance(): number {
+        return this.sentEvents >= 1 ? 0 : 1;
+      }
+      override sent(_p: StreamPartition, count: number): void {
+        this.sentEvents += count;
+      }
+      override endReason(): string | undefined {
+        this.rounds += 1;
+        return undefined;
+      }
+    }
+    const sink = new FakeSink();
+    const policy = new HeldPolicy();
+    // The poll interval (100 ms) passes many times while the stream waits 2 s for a commit.
+    const loop = new EventStreamLoop({ params: params({ batchLimit: 1, maxUncommittedEvents: 1, batchFlushTimeoutSeconds: 1, streamTimeoutSeconds: 2 }), sink, policy, logs, eventTypes: noChanges, config });
+    loop.add('loop.held', '0', timelines, -1);
+    await loop.run(false);
+    const events = sink.lines.flatMap((l) => (JSON.parse(l) as Line).events ?? []);
+    expect(events.map((e) => e.n)).toEqual([0]);
+    // A round per flush timeout (a keep-alive) and a few around them; the stale poll deadline made it ~2,000.
+    expect(policy.rounds).toBeLessThan(50);
+  });
 });

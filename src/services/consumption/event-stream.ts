@@ -275,9 +275,10 @@ export class EventStreamLoop {
   private async sleep(): Promise<void> {
     const t = now();
     let until = this.deadline;
+    const buffered = this.sink.bufferedBytes + this.cutter.bufferedBytes;
     for (const p of this.partitions.values()) {
       if (!p.active) continue;
-      until = Math.min(until, this.cutter.flushDeadline(p), this.reader.pollDeadline(p));
+      until = Math.min(until, this.cutter.flushDeadline(p), this.reader.pollDeadline(p, buffered));
     }
     const ms = Math.max(1, Math.ceil(until - t));
     await new Promise<void>((resolve) => {
