@@ -101,7 +101,7 @@ class TestPolicy implements StreamPolicy {
   endReason(): string | undefined {
     return undefined;
   }
-  sent(): void {}
+  sent(_p: StreamPartition, _count: number): void {}
   accept(_p: StreamPartition, event: string): boolean {
     return !(this.skip?.(event) ?? false);
   }
