@@ -216,4 +216,33 @@ describe('event stream loop', () => {
     // A round per flush timeout (a keep-alive) and a few around them; the stale poll deadline made it ~2,000.
     expect(policy.rounds).toBeLessThan(50);
   });
+
+  it('a held stream still ends when the policy\'s time runs out (commit_timeout), not at the next flush or poll', async () => {
+    await append('loop.timeout', Array.from({ length: 3 }, (_, n) => ({ n })));
+    /** One event may go out and is never committed; the commit timeout runs out 500 ms after the start. */
+    class TimeoutPolicy extends TestPolicy {
+      sentEvents = 0;
+      readonly endsAt = performance.now() + 500;
+      override allowance(): number {
+        return this.sentEvents >= 1 ? 0 : 1;
+      }
+      override sent(_p: StreamPartition, count: number): void {
+        this.sentEvents += count;
+      }
+      override endReason(): string | undefined {
+        return performance.now() >= this.endsAt ? 'Commit timeout reached' : undefined;
+      }
+      msUntilEnd(): number {
+        return this.endsAt - performance.now();
+      }
+    }
+    const sink = new FakeSink();
+    const loop = new EventStreamLoop({ params: params({ batchLimit: 1, maxUncommittedEvents: 1, batchFlushTimeoutSeconds: 30, streamTimeoutSeconds: 10 }), sink, policy: new TimeoutPolicy(), logs, eventTypes: noChanges, config });
+    loop.add('loop.timeout', '0', timelines, -1);
+    const started = performance.now();
+    const end = await loop.run(false);
+    expect(end).toEqual({ kind: 'reason', debug: 'Commit timeout reached' });
+    // Ends at the timeout (500 ms), long before the 30 s flush timeout or the 10 s stream timeout.
+    expect(performance.now() - started).toBeLessThan(3000);
+  });
 });

@@ -25,6 +25,11 @@ export type { StreamPartition } from './stream-partition.js';
 export interface StreamPolicy extends ReadPolicy, CutPolicy, FramePolicy {
   /** A reason to end the stream now (the closing batch's `info.debug`), or undefined to go on. */
   endReason(): string | undefined;
+  /**
+   * In how many ms {@link endReason} may give a reason by time alone (a subscription's `commit_timeout`
+   * running out), or undefined: the loop wakes by then even when nothing else happens.
+   */
+  msUntilEnd?(): number | undefined;
 }
 
 /** Why a stream ended: a debug message for the closing batch, or the client left / the node stops. */
@@ -274,7 +279,8 @@ export class EventStreamLoop {
   /** Waits for a notice, a poke, a drain, the next flush deadline or the next poll. */
   private async sleep(): Promise<void> {
     const t = now();
-    let until = this.deadline;
+    const policyEnd = this.policy.msUntilEnd?.();
+    let until = policyEnd === undefined ? this.deadline : Math.min(this.deadline, t + policyEnd);
     const buffered = this.sink.bufferedBytes + this.cutter.bufferedBytes;
     for (const p of this.partitions.values()) {
       if (!p.active) continue;

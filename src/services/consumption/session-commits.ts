@@ -57,6 +57,12 @@ export class SessionCommits {
     return n;
   }
 
+  /** Ms until sent events have waited `timeoutMs` without commit progress (≤ 0: they have), or undefined when nothing waits. */
+  msUntilTimeout(timeoutMs: number): number | undefined {
+    if (this.uncommittedSince === undefined || this.uncommitted() === 0) return undefined;
+    return this.uncommittedSince + timeoutMs - this.options.clock.now();
+  }
+
   /** Whether sent events waited `timeoutMs` (the stream's `commit_timeout`) without any commit progress. */
   timedOut(timeoutMs: number): boolean {
     return this.uncommittedSince !== undefined && this.options.clock.now() - this.uncommittedSince >= timeoutMs && this.uncommitted() > 0;

@@ -236,6 +236,11 @@ export class SessionRunner implements StreamPolicy {
     return this.deadLetters?.partitionAllowance(partition) ?? Number.POSITIVE_INFINITY;
   }
 
+  /** The commit timeout: the loop wakes when it runs out even if no commit, notice or poll wakes it first. */
+  msUntilEnd(): number | undefined {
+    return this.commits.msUntilTimeout(this.commitTimeoutMs);
+  }
+
   endReason(): string | undefined {
     if (this.override !== undefined) return this.override;
     if (this.commits.timedOut(this.commitTimeoutMs)) return END_REASONS.commitTimeout;
