@@ -62,11 +62,20 @@ describe('count limits of control-plane lists (issue 13 §2.2)', () => {
     expect(result.ok, JSON.stringify(result)).toBe(true);
   });
 
-  it('refuses a subscription naming more event types than subscriptions.maxPartitions, in one line, in milliseconds', () => {
+  it('refuses a subscription naming more event types than subscriptions.maxPartitions, in one line, reading each name at most twice', () => {
     const names = many(100_000, (i) => `o.${i}`);
-    const started = performance.now();
-    const result = parseSubscriptionInput({ owning_application: 'a', event_types: names }, { maxPartitions: 100 });
-    expect(performance.now() - started).toBeLessThan(100);
+    // Before issue 13 such a body took 7.4 s and 400 MiB: the rules worked per pair of names. What keeps
+    // it cheap is a constant number of reads per name (the schema's item check and one rule pass), so
+    // that is what is counted, through a proxy over the array (no clock: a loaded machine cannot fail it).
+    let itemReads = 0;
+    const counted = new Proxy(names, {
+      get(target, key, receiver) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) itemReads++;
+        return Reflect.get(target, key, receiver) as unknown;
+      },
+    });
+    const result = parseSubscriptionInput({ owning_application: 'a', event_types: counted }, { maxPartitions: 100 });
+    expect(itemReads).toBeLessThanOrEqual(2 * names.length);
     const line = 'Field "event_types" has 100000 items; at most 100 are allowed (subscriptions.maxPartitions: every event type has at least one partition)';
     expect(result).toEqual({ ok: false, status: 422, details: [line], errors: [{ status: 422, pointer: '/event_types', detail: line }] });
     expect(parseSubscriptionInput({ owning_application: 'a', event_types: names.slice(0, 100) }, { maxPartitions: 100 }).ok).toBe(true);
