@@ -241,8 +241,29 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   // The API document and reference page (issue 16 §2), public; last: it checks every route above is described.
   apiDocsRoutes(http);
 
+  let closing = false;
+  /**
+   * Event types created before this node started: no change notice makes it prepare their validators, so it
+   * does so before it listens, for at most `eventTypes.prepareAtStartMs`; the rest go on in the background
+   * (issue 17 §2.1). Settles when all are prepared; never rejects.
+   */
+  const prepareExisting = (async (): Promise<void> => {
+    const started = performance.now();
+    try {
+      const eventTypes = await eventTypeStore.list();
+      const prepared = await publisher.prepareExisting(eventTypes, config.caches.workerValidatorEntries, () => closing);
+      logger.info({ prepared, eventTypes: eventTypes.length, ms: Math.round(performance.now() - started) }, 'validators of existing event types prepared');
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, 'could not list the event types to prepare their validators; their first batches compile them');
+    }
+  })();
+
   return {
     async start() {
+      let timer: NodeJS.Timeout | undefined;
+      const waited = await Promise.race([prepareExisting.then(() => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), config.eventTypes.prepareAtStartMs)))]);
+      clearTimeout(timer);
+      if (!waited) logger.info({ waitedMs: config.eventTypes.prepareAtStartMs }, 'listening while the validators of existing event types are still being prepared');
       const port = await http.listen(config.port, config.host);
       retention.start();
       compactor.start();
@@ -251,11 +272,12 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       return port;
     },
     async close() {
+      closing = true;
       const grace = new Promise<void>((resolve) => setTimeout(resolve, config.http.shutdownGraceMs).unref());
       // Subscription streams release their sessions at once; the HTTP server waits for live requests
       // (open streams end as it stops); the publisher also waits for batches whose client left.
       const releasing = subscriptionStreams.close();
-      await Promise.race([Promise.all([http.shutdown(), publisher.drain(), releasing]), grace]);
+      await Promise.race([Promise.all([http.shutdown(), publisher.drain(), releasing, prepareExisting]), grace]);
       await kpi.stop();
       await retention.stop();
       await compactor.stop();

@@ -131,6 +131,28 @@ export class Publisher {
     return state.done;
   }
 
+  /**
+   * Prepares the validators of event types that existed before this node started (issue 17 §2.1: no
+   * node hears a change notice for them), one after the other so that publishes arriving meanwhile wait
+   * behind at most one compile per worker thread. Meant to run in the background after the node
+   * listens; a batch that arrives first for a type not prepared yet compiles on demand as before.
+   * @param eventTypes the candidates (name and `updated_at`, ISO 8601); the most recently changed
+   *   `limit` are prepared, newest first
+   * @param limit at most this many: more than a worker thread's validator cache holds would evict the first
+   * @param stopped polled before each one: true once the node is stopping
+   * @returns how many event types were prepared. Never throws (each failure is logged by {@link prepare}).
+   */
+  async prepareExisting(eventTypes: readonly { readonly name: string; readonly updated_at: string }[], limit: number, stopped: () => boolean): Promise<number> {
+    const newestFirst = [...eventTypes].sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0)).slice(0, limit);
+    let prepared = 0;
+    for (const { name } of newestFirst) {
+      if (stopped()) break;
+      await this.prepare(name);
+      prepared++;
+    }
+    return prepared;
+  }
+
   private async prepareOnce(name: string): Promise<void> {
     const eventType = await this.cache.read(name);
     // This node may never have cached the event type, so the cache retires nothing for it: what was

@@ -14,9 +14,10 @@ import { parseExposition, valueOf } from '../support/prometheus-text.js';
 
 const THREADS = 2;
 let nodes: TestBroker[];
+let prefix: string;
 
 beforeAll(async () => {
-  const prefix = uniquePrefix();
+  prefix = uniquePrefix();
   nodes = await Promise.all([0, 1].map(() => startTestBroker({ BROKER_REDIS_KEY_PREFIX: prefix, BROKER_PUBLISH_WORKER_THREADS: String(THREADS) })));
 });
 afterAll(async () => {
@@ -111,5 +112,27 @@ describe('validators are ready before the first batch', () => {
     const settled = await counts(0);
     expect((await call(node(0).url, 'POST', '/event-types/warmup.changed/events', [orderEvent('o1', { note: 'n' })])).status).toBe(200);
     expect((await counts(0)).tasks).toBe(settled.tasks);
+  });
+
+  it('a node started after an event type was created prepares it before it listens: its first batches compile nothing', async () => {
+    expect((await call(node(0).url, 'POST', '/event-types', businessEventType('warmup.existing'))).status).toBe(201);
+    const later = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: prefix, BROKER_PUBLISH_WORKER_THREADS: String(THREADS) });
+    try {
+      nodes.push(later);
+      // Prepared before it answered anything: validators in its workers and, for the cheap schemas, on its main thread.
+      const ready = await counts(2);
+      expect(ready.workers).toBeGreaterThanOrEqual(THREADS);
+      expect(ready.main).toBeGreaterThan(0);
+      // A small batch: validated on the main thread, no worker task.
+      expect((await call(later.url, 'POST', '/event-types/warmup.existing/events', [orderEvent('o1')])).status).toBe(200);
+      expect((await counts(2)).tasks).toBe(ready.tasks);
+      // A large batch: one worker task, which held the validator.
+      const large = Array.from({ length: 200 }, (_, i) => orderEvent(`o${i}`));
+      expect((await call(later.url, 'POST', '/event-types/warmup.existing/events', large)).status).toBe(200);
+      expect((await counts(2)).tasks).toBe(ready.tasks + 1);
+    } finally {
+      nodes.pop();
+      expect(await later.stop(), later.output()).toBe(0);
+    }
   });
 });
