@@ -34,7 +34,31 @@ export interface StreamCursor {
 export interface StreamLine {
   readonly cursor: StreamCursor;
   readonly events?: readonly unknown[];
+  /**
+   * With `events: 'text'` ({@link openStream}): the batch's events as one string (the JSON array's
+   * content, not parsed); `events` is then absent. Offsets are dense, so a consumer counts a batch's
+   * events from its cursor and the previous one of the partition.
+   */
+  readonly eventsText?: string;
   readonly info?: { readonly debug?: string };
+}
+
+const EVENTS_MARK = Buffer.from(',"events":[');
+const INFO_MARK = Buffer.from('],"info":');
+
+/**
+ * A batch line read the way the XRANGE baseline of bench/consume.ts reads Redis: decoded to strings, the
+ * cursor and info parsed, the events left as text (a client that forwards them, or parses lazily).
+ * The broker writes `{"cursor":{…},"events":[…],"info":{…}}` (src/services/consumption/batch-writer.ts).
+ */
+function lineWithEventsText(whole: Buffer): StreamLine {
+  const at = whole.indexOf(EVENTS_MARK);
+  if (at < 0) return JSON.parse(whole.toString('utf8')) as StreamLine;
+  const { cursor } = JSON.parse(`${whole.toString('utf8', 0, at)}}`) as { cursor: StreamCursor };
+  const infoAt = whole.lastIndexOf(INFO_MARK);
+  const end = infoAt > at ? infoAt : whole.byteLength - 2;
+  const info = infoAt > at ? (JSON.parse(`{${whole.toString('utf8', infoAt + 2)}`) as { info?: StreamLine['info'] }).info : undefined;
+  return { cursor, eventsText: whole.toString('utf8', at + EVENTS_MARK.byteLength, end), ...(info ? { info } : {}) };
 }
 
 /** A request's answer. */
@@ -111,6 +135,7 @@ export interface OpenStream {
 /**
  * Opens a stream and calls `onLine` with every batch line, parsed, in order. Lines are cut at "\n"
  * on the raw bytes (a "\n" byte never occurs inside a multi-byte UTF-8 sequence) and decoded once.
+ * `events: 'text'` leaves each batch's events unparsed ({@link StreamLine.eventsText}); default `'parse'`.
  * `onOpen` runs with the `X-Broker-StreamId` once the headers arrived, before the first line.
  * A body sent with `Content-Encoding: gzip` or `zstd` (ask with an `Accept-Encoding` header) is
  * decoded as it arrives (zlib's gunzip, zstd-napi's `DecompressStream`), so the client pays that cost.
@@ -118,7 +143,7 @@ export interface OpenStream {
  */
 export function openStream(
   url: string,
-  options: { method?: 'GET' | 'POST'; headers?: Record<string, string>; body?: string; onOpen?: (streamId: string | undefined) => void },
+  options: { method?: 'GET' | 'POST'; headers?: Record<string, string>; body?: string; onOpen?: (streamId: string | undefined) => void; events?: 'parse' | 'text' },
   onLine: (line: StreamLine) => void,
 ): Promise<OpenStream> {
   return new Promise((resolve, reject) => {
@@ -166,7 +191,7 @@ export function openStream(
             if (whole.byteLength > 0) {
               let line: StreamLine;
               try {
-                line = JSON.parse(whole.toString('utf8')) as StreamLine;
+                line = options.events === 'text' ? lineWithEventsText(whole) : (JSON.parse(whole.toString('utf8')) as StreamLine);
               } catch (err) {
                 fail(new Error(`unparsable stream line (${whole.byteLength} bytes): ${(err as Error).message}; starts ${whole.subarray(0, 200).toString('utf8')}`));
                 return;
