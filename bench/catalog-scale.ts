@@ -12,7 +12,10 @@
  * entry of every partition) and then again (steady: those are remembered). For each scrape the Redis
  * commands the node sent are counted from `INFO stats` `total_commands_processed` (minus the counting's
  * own) and broken down by `INFO commandstats`; nothing else talks to Redis meanwhile (no streams are open;
- * the node's periodic rounds run every minute or more).
+ * the node's periodic rounds run every minute or more). The CPU of the node (main thread, other threads),
+ * Redis and the rest of the machine over the steady scrapes is recorded (the machine is shared). Last, one
+ * event is published to every event type and `/metrics` is scraped once more: the scrape after every
+ * per-event-type series changed (the node keeps the text of unchanged metric families between scrapes).
  *
  * Targets: a steady `/metrics` scrape < 1 s at 10,000 partitions; Redis commands per scrape per partition
  * at the last point within 1.2× of the first (the lag read is O(partitions): one HMGET per partition, one
@@ -21,7 +24,7 @@
  */
 import { Redis } from 'ioredis';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
-import { round, runBounded, startStack, type Recorder, type Scenario } from './harness.js';
+import { recordCpu, round, runBounded, stackMeter, startStack, type Recorder, type Scenario } from './harness.js';
 import { overloadRetries, quickMode, request, requestRetrying } from './stream-client.js';
 
 const QUICK = quickMode();
@@ -143,7 +146,10 @@ async function run(recorder: Recorder): Promise<void> {
 
       const first = await counted(client, countingOverhead, () => timedGet(`${url}/metrics`));
       const steady = [];
+      const meter = stackMeter(stack);
+      meter.start();
       for (let r = 0; r < REPEATS; r++) steady.push(await counted(client, countingOverhead, () => timedGet(`${url}/metrics`)));
+      const cpu = meter.stop();
       const steadyMs = median(steady.map((s) => s.ms));
       // The node's own measure of the lag read within the scrape (`broker_subscription_lag_collect_seconds`).
       const lagReadMs = (text: string): number => 1000 * Number(/^broker_subscription_lag_collect_seconds ([\d.e+-]+)/m.exec(text)?.[1] ?? Number.NaN);
@@ -160,6 +166,8 @@ async function run(recorder: Recorder): Promise<void> {
       recorder.add(`${label}: /metrics steady scrape: Redis commands`, steadyCommands, 'commands');
       recorder.add(`${label}: /metrics steady scrape: Redis commands per partition`, round(steadyCommands / count, 3), 'commands');
       recorder.add(`${label}: /metrics answer`, first.value.bytes, 'bytes');
+      recordCpu(recorder, `${label}: /metrics steady scrapes: `, cpu);
+      recorder.log(`${label}: CPU over the steady scrapes (% of a core): ${Object.entries(cpu.byLabel).map(([who, percent]) => `${who} ${percent.toFixed(0)}`).join(', ')}`);
       // What the answer is made of: samples per metric family (histogram buckets count in their family).
       const families = new Map<string, number>();
       for (const line of first.value.text.split('\n')) {
@@ -171,6 +179,14 @@ async function run(recorder: Recorder): Promise<void> {
       recorder.add(`${label}: /metrics samples`, samples, 'samples');
       recorder.log(`${label}: /metrics ${samples} samples; largest families: ${[...families].sort((a, b) => b[1] - a[1]).slice(0, 6).map(([f, n]) => `${f} ${n}`).join(', ')}`);
       for (const [command, calls] of steady[0]?.byCommand ?? new Map<string, number>()) recorder.add(`${label}: /metrics steady scrape: ${command} calls`, calls, 'commands');
+
+      // Every per-event-type series changed since the last scrape: nothing of the publish families is reused.
+      await runBounded(count, IN_FLIGHT, async (k) => {
+        await requestRetrying('POST', `${url}/event-types/${name(k)}/events`, event, [200]);
+      });
+      const busy = await timedGet(`${url}/metrics`);
+      recorder.log(`${label}: /metrics after one event published to each of the ${count} event types ${busy.ms.toFixed(0)} ms (lag read ${lagReadMs(busy.text).toFixed(0)} ms)`);
+      recorder.add(`${label}: /metrics scrape after one event published to every event type`, round(busy.ms, 1), 'ms');
     }
     const firstPoint = POINTS[0] as number;
     const last = POINTS[POINTS.length - 1] as number;
