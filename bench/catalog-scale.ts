@@ -167,6 +167,10 @@ async function run(recorder: Recorder): Promise<void> {
       recorder.add(`${label}: /metrics steady scrape: Redis commands per partition`, round(steadyCommands / count, 3), 'commands');
       recorder.add(`${label}: /metrics answer`, first.value.bytes, 'bytes');
       recordCpu(recorder, `${label}: /metrics steady scrapes: `, cpu);
+      // CPU seconds the node spent per steady scrape: less moved by a busy neighbour than the scrape's time.
+      const nodeCpuMs = (percent: number | undefined): number => round(((percent ?? 0) / 100) * cpu.seconds * 1000 / REPEATS, 0);
+      recorder.add(`${label}: /metrics steady scrape: broker main thread CPU per scrape`, nodeCpuMs(cpu.byLabel['broker main thread']), 'ms');
+      recorder.add(`${label}: /metrics steady scrape: broker other threads CPU per scrape`, nodeCpuMs(cpu.byLabel['broker other threads']), 'ms');
       recorder.log(`${label}: CPU over the steady scrapes (% of a core): ${Object.entries(cpu.byLabel).map(([who, percent]) => `${who} ${percent.toFixed(0)}`).join(', ')}`);
       // What the answer is made of: samples per metric family (histogram buckets count in their family).
       const families = new Map<string, number>();
