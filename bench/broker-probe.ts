@@ -10,11 +10,13 @@
  * Not a signal: hyper-express closes the node's listening socket on SIGUSR1 and SIGUSR2 (its
  * `_bind_auto_close`), after which the node takes no new connection.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { constants, monitorEventLoopDelay, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
+import { getHeapSpaceStatistics } from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
 
 /** One garbage collection: start (ms since the epoch), pause (ms) and kind. */
@@ -33,11 +35,13 @@ export interface ProbeMark {
   /** Event loop delay beyond the 1 ms sampling interval, in ms (the histogram's figures minus 1 ms, at least 0). */
   readonly loop: { readonly samples: number; readonly p50: number; readonly p99: number; readonly p999: number; readonly max: number };
   readonly gc: readonly GcPause[];
-  /** `process.memoryUsage()` at the mark, in MB. */
-  readonly memoryMB: { readonly rss: number; readonly heapUsed: number; readonly external: number; readonly arrayBuffers: number };
+  /** `process.memoryUsage()` at the mark, and the new and old spaces' sizes (`v8.getHeapSpaceStatistics()`), in MB. */
+  readonly memoryMB: { readonly rss: number; readonly heapUsed: number; readonly external: number; readonly arrayBuffers: number; readonly newSpace: number; readonly oldSpaceUsed: number };
 }
 
 const FILE_VARIABLE = 'BENCH_BROKER_PROBE_FILE';
+/** Diagnostics: with this variable set to a path, the probe samples the main thread's allocations (collected ones too) and writes the top sites there at each mark. */
+const ALLOCATIONS_VARIABLE = 'BENCH_BROKER_ALLOCATIONS_FILE';
 const RESOLUTION_MS = 1;
 
 function kindOf(kind: number | undefined): GcPause['kind'] {
@@ -58,7 +62,16 @@ function kindOf(kind: number | undefined): GcPause['kind'] {
 function memoryMB(): ProbeMark['memoryMB'] {
   const m = process.memoryUsage();
   const mb = (bytes: number): number => Math.round(bytes / 1e5) / 10;
-  return { rss: mb(m.rss), heapUsed: mb(m.heapUsed), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers) };
+  const spaces = getHeapSpaceStatistics();
+  const space = (name: string) => spaces.find((s) => s.space_name === name);
+  return {
+    rss: mb(m.rss),
+    heapUsed: mb(m.heapUsed),
+    external: mb(m.external),
+    arrayBuffers: mb(m.arrayBuffers),
+    newSpace: mb(space('new_space')?.space_size ?? 0),
+    oldSpaceUsed: mb(space('old_space')?.space_used_size ?? 0),
+  };
 }
 
 /** Starts the probe in this process when it is a broker's main thread with the file variable set. */
@@ -91,6 +104,41 @@ function install(file: string): void {
   });
   // The probe must not keep a stopping node alive.
   server.unref();
+  const allocations = process.env[ALLOCATIONS_VARIABLE];
+  if (allocations !== undefined && allocations !== '') sampleAllocations(server, allocations);
+}
+
+interface SamplingNode {
+  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
+  readonly selfSize: number;
+  readonly children: readonly SamplingNode[];
+}
+
+/** Diagnostics ({@link ALLOCATIONS_VARIABLE}): at each request to the probe, the top allocation sites since the previous one go to `file`. */
+function sampleAllocations(server: http.Server, file: string): void {
+  const session = new Session();
+  session.connect();
+  const start = (): void =>
+    session.post('HeapProfiler.startSampling', { samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true } as object);
+  start();
+  server.prependListener('request', () => {
+    session.post('HeapProfiler.stopSampling', (err, result) => {
+      if (err === null) {
+        const sites = new Map<string, number>();
+        const walk = (node: SamplingNode, stack: string): void => {
+          const frame = `${node.callFrame.functionName || '(anonymous)'} ${node.callFrame.url.replace(/^.*\/(node_modules|dist)\//, '$1/')}:${node.callFrame.lineNumber + 1}`;
+          const path = stack === '' ? frame : `${stack} < ${frame}`;
+          if (node.selfSize > 0) sites.set(path, (sites.get(path) ?? 0) + node.selfSize);
+          for (const child of node.children) walk(child, frame);
+        };
+        walk((result as { profile: { head: SamplingNode } }).profile.head, '');
+        const total = [...sites.values()].reduce((a, b) => a + b, 0);
+        const top = [...sites].sort((a, b) => b[1] - a[1]).slice(0, 40);
+        appendFileSync(file, `total ${(total / 1e6).toFixed(1)} MB\n${top.map(([site, bytes]) => `${(bytes / 1e6).toFixed(1).padStart(8)} MB  ${site}`).join('\n')}\n\n`);
+      }
+      start();
+    });
+  });
 }
 
 const file = process.env[FILE_VARIABLE];
