@@ -16,7 +16,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { constants, monitorEventLoopDelay, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
-import { getHeapSpaceStatistics } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
 
 /** One garbage collection: start (ms since the epoch), pause (ms) and kind. */
@@ -42,6 +42,8 @@ export interface ProbeMark {
 const FILE_VARIABLE = 'BENCH_BROKER_PROBE_FILE';
 /** Diagnostics: with this variable set to a path, the probe samples the main thread's allocations (collected ones too) and writes the top sites there at each mark. */
 const ALLOCATIONS_VARIABLE = 'BENCH_BROKER_ALLOCATIONS_FILE';
+/** Diagnostics: `1` turns on V8's `--trace-gc` in the node (each collection and its reason on stdout). */
+const TRACE_GC_VARIABLE = 'BENCH_BROKER_TRACE_GC';
 const RESOLUTION_MS = 1;
 
 function kindOf(kind: number | undefined): GcPause['kind'] {
@@ -104,6 +106,8 @@ function install(file: string): void {
   });
   // The probe must not keep a stopping node alive.
   server.unref();
+  // Diagnostics: V8's own line per GC with its reason, on the node's stdout (the bench counts those lines as warnings).
+  if (process.env[TRACE_GC_VARIABLE] === '1') setFlagsFromString('--trace-gc');
   const allocations = process.env[ALLOCATIONS_VARIABLE];
   if (allocations !== undefined && allocations !== '') sampleAllocations(server, allocations);
 }
