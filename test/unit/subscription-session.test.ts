@@ -305,25 +305,6 @@ describe('subscription session on a fake clock', () => {
     expect(h.loop().ended).toBe(END_REASONS.commitTimeout);
   });
 
-  it('follows a commit taken on this node at once, without the notice or a read of the offsets', async () => {
-    const h = harness();
-    await h.start();
-    // max_uncommitted_events 5: five sent events hold the stream.
-    expect(h.loop().send(5)).toBe(5);
-    expect(h.runner.allowance()).toBe(0);
-    // "Redis" still says -1 and no notice comes: only the accepted commit tells the stream.
-    h.runner.committed([{ field: FIELD, offset: 2 }]);
-    expect(h.runner.allowance()).toBe(3);
-    // An outdated cursor never moves the offset back.
-    h.runner.committed([{ field: FIELD, offset: 0 }]);
-    expect(h.runner.allowance()).toBe(3);
-    // Nor does the notice's read when it answers with what Redis held before the commit.
-    h.runner.notice('commit');
-    await settle();
-    expect(h.runner.allowance()).toBe(3);
-    expect(h.loop().send(5)).toBe(3);
-  });
-
   it('keeps a session with uncommitted events closed for its commit window, leased 2 s past it, then leaves', async () => {
     const h = harness();
     await h.start();

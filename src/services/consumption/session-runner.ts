@@ -288,24 +288,6 @@ export class SessionRunner implements StreamPolicy {
     });
   }
 
-  /**
-   * A commit of this stream was accepted on this node (`SubscriptionCursors.commit`): follows its offsets
-   * at once — flow control, skip-ahead, stream limit — instead of after the commit notice and the read of
-   * the offsets it sets off (two Redis round trips later; at 20,000 events/s with `max_uncommitted_events`
-   * 1000 that wait held the stream for seconds on a loaded machine, bench/README.md `end-to-end`). The
-   * notice still comes and reads the offsets as before; an offset never moves back, so an outdated cursor
-   * changes nothing.
-   * @param cursors the commit's cursors (offsets field → internal offset)
-   */
-  committed(cursors: readonly { readonly field: string; readonly offset: number }[]): void {
-    const offsets = new Map(this.lastOffsets);
-    for (const { field, offset } of cursors) offsets.set(field, Math.max(offset, offsets.get(field) ?? -1));
-    this.lastOffsets = offsets;
-    this.applyOffsets(offsets);
-    this.loop?.poke();
-    this.commits.recheck();
-  }
-
   /** Reads the committed offsets and follows them (flow control, skip-ahead, stream limit). */
   private async refreshOffsets(): Promise<void> {
     const offsets = await this.owner.deps.state.offsets(this.subscriptionId);

@@ -75,7 +75,6 @@ export class SubscriptionCursors {
     const outcome = await this.state.commit(id, streamId, cursors);
     if (outcome.kind !== 'ok') this.metrics.commits('refused', cursors.length);
     else {
-      this.streams.committedHere(streamId, cursors);
       const committed = outcome.committed.filter(Boolean).length;
       this.metrics.commits('committed', committed);
       this.metrics.commits('outdated', outcome.committed.length - committed);

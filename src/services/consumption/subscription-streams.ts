@@ -124,14 +124,6 @@ export class SubscriptionStreams implements SessionOwner {
   }
 
   /**
-   * A commit of stream `streamId` was accepted: when the stream runs on this node, it follows the
-   * committed offsets at once (`SessionRunner.committed`); other nodes hear of it by the commit notice.
-   */
-  committedHere(streamId: string, cursors: readonly { readonly field: string; readonly offset: number }[]): void {
-    this.runners.get(streamId)?.committed(cursors);
-  }
-
-  /**
    * Whether the change notices of subscription `id` reach this node now (see `SubscriptionNotices.live`);
    * false before `start`.
    */
