@@ -7,8 +7,8 @@
  * ({@link ProbeMark}) and starts over. The bench marks the start and the end of a measured period with
  * a request each ({@link BrokerProbe}). Without that variable, or in a worker thread, it does nothing.
  *
- * Not a signal: hyper-express closes the node's listening socket on SIGUSR1 and SIGUSR2 (its
- * `_bind_auto_close`), after which the node takes no new connection.
+ * Not a signal: the node gives SIGUSR1 and SIGUSR2 their own meanings (src/main.ts; before hyper-express's
+ * `auto_close` was turned off, either closed the node's listening socket).
  */
 import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';

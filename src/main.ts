@@ -54,6 +54,9 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // SIGUSR1 keeps Node's meaning (open the inspector on 127.0.0.1:9229); SIGUSR2, which would end the
+  // process undrained, is logged and ignored (tools send it for heap snapshots or restarts).
+  process.on('SIGUSR2', () => logger.warn({ signal: 'SIGUSR2' }, 'signal ignored: SIGTERM or SIGINT stops the node'));
   try {
     await app.start();
   } catch (err) {

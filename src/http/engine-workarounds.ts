@@ -14,13 +14,17 @@ type ListenWithOptions = (host: string, port: number, options: number, cb: Liste
 type ListenOnHost = (host: string, port: number, cb: ListenCallback) => unknown;
 
 /**
- * A hyper-express server that leaves body limits to the broker. hyper-express refuses a body above its
- * `max_body_length` with a bare 413 before any route runs; the limit is enforced in the pipeline instead
- * (src/http/body-reader.ts: `refuseDeclaredOversize`, `readBody`), so the answer is a problem with
- * X-Flow-Id. Bodies are buffered by hyper-express in chunks of at most 64 KiB.
+ * A hyper-express server that leaves body limits and signals to the broker. hyper-express refuses a body
+ * above its `max_body_length` with a bare 413 before any route runs; the limit is enforced in the pipeline
+ * instead (src/http/body-reader.ts: `refuseDeclaredOversize`, `readBody`), so the answer is a problem with
+ * X-Flow-Id. Bodies are buffered by hyper-express in chunks of at most 64 KiB. Its `auto_close` (on by
+ * default) closes the listening socket on `SIGINT`, `SIGTERM`, `SIGUSR1` and `SIGUSR2`: a node sent
+ * `SIGUSR1` (Node's signal to open the inspector, how an operator attaches a debugger) kept running but
+ * refused every new connection. Off: src/main.ts drains on `SIGTERM`/`SIGINT` and says what it does with
+ * the other two.
  */
 export function createEngine(): HyperExpress.Server {
-  return new HyperExpress.Server({ max_body_length: Number.MAX_SAFE_INTEGER, max_body_buffer: 64 * 1024 });
+  return new HyperExpress.Server({ max_body_length: Number.MAX_SAFE_INTEGER, max_body_buffer: 64 * 1024, auto_close: false });
 }
 
 /**

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -88,6 +89,32 @@ describe('shutdown', () => {
     const after = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: broker.prefix });
     cleanups.push(() => after.stop('SIGKILL'));
     expect((await call(after.url, 'GET', '/event-types/shutdown.et/partitions/0')).json).toMatchObject({ newest_available_offset: '001-0001-000000000000019999' });
+  });
+});
+
+/** GET `path` over a new connection (no kept-alive socket): proves the node still accepts connections. @returns the status */
+function getOnNewConnection(url: string, path: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http.get(`${url}${path}`, { agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    }).on('error', reject);
+  });
+}
+
+describe('signals other than SIGTERM and SIGINT', () => {
+  it('SIGUSR1 (open the inspector) and SIGUSR2 leave the node serving new connections; SIGTERM still drains', async () => {
+    // hyper-express's auto_close closed the listening socket on both and left the process running.
+    const broker = await startTestBroker();
+    cleanups.push(() => broker.stop('SIGKILL'));
+    broker.process.kill('SIGUSR2');
+    await expect.poll(() => broker.output(), { timeout: 10_000 }).toContain('signal ignored');
+    expect(await getOnNewConnection(broker.url, '/health')).toBe(200);
+    broker.process.kill('SIGUSR1');
+    // Node answers SIGUSR1 by opening its inspector (or saying why it could not: the port may be taken).
+    await expect.poll(() => broker.output(), { timeout: 10_000 }).toMatch(/Debugger listening|inspector/i);
+    expect(await getOnNewConnection(broker.url, '/health')).toBe(200);
+    expect(await broker.stop('SIGTERM')).toBe(0);
   });
 });
 
