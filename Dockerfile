@@ -13,4 +13,4 @@ USER node
 EXPOSE 8080
 # SIGTERM drains the node (503 for new requests, in-flight publishes finish, streams end) and exits 0.
 STOPSIGNAL SIGTERM
-CMD ["node", "--max-semi-space-size=64", "dist/src/main.js"]
+CMD ["node", "dist/src/main.js"]

@@ -171,7 +171,8 @@ async function main(): Promise<number> {
   const date = new Date().toISOString();
   const commit = commitOf();
   const machine = machineOf();
-  const command = ['node', path.relative(repoRoot, process.argv[1] ?? 'dist/bench/run.js'), ...names].join(' ');
+  const flags = process.env.BENCH_BROKER_NODE_FLAGS;
+  const command = [...(flags === undefined ? [] : [`BENCH_BROKER_NODE_FLAGS='${flags}'`]), 'node', path.relative(repoRoot, process.argv[1] ?? 'dist/bench/run.js'), ...names].join(' ');
   process.stdout.write(`bench: ${selected.map((s) => s.name).join(', ')} · commit ${commit} · ${machine.cpu} (${machine.cores} cores) · Node ${machine.node} · Redis ${machine.redis}\n`);
   process.stdout.write('broker, Redis and the load generator share this machine\'s cores.\n');
 

@@ -121,12 +121,23 @@ async function startRedisOnce(options: { appendonly?: boolean; extraArgs?: strin
 }
 
 /**
- * Node flags a broker runs with, as in `npm start`: a 64 MB young generation halves the scavenges under
- * many small requests (single-event publish p99 5.5 → 4.5 ms in bench/single-event.ts). Not sized from
- * the start: `--min-semi-space-size=64` as well took 1000-event batches from 175,624 to 99,402 events/s
- * (publish-batches, same session, 2026-11-25).
+ * Node flags a broker runs with, as in `npm start`: none, V8's default young generation. A 64 MB one
+ * (`--max-semi-space-size=64`, used until 2026-11-26) bought nothing measurable and cost memory and
+ * tail latency: same session, alternated, two runs each (bench/README.md "Young generation"):
+ * publish-to-delivery p99 13.4 / 15.3 ms with it, 6.0 / 4.9 ms without; churn RSS growth 144 / 113 MB,
+ * 83 / 79 MB without; 1000-event publish 155k (one clean run) vs 159k / 160k events/s.
  */
-export const BROKER_NODE_FLAGS = ['--max-semi-space-size=64'] as const;
+export const BROKER_NODE_FLAGS: readonly string[] = [];
+
+/**
+ * The flags {@link startBroker} gives a node: {@link BROKER_NODE_FLAGS}, or, for a benchmark comparing
+ * V8 settings, the space-separated flags of `BENCH_BROKER_NODE_FLAGS` (bench/run.ts names them in the
+ * recorded command).
+ */
+export function brokerNodeFlags(): readonly string[] {
+  const override = process.env.BENCH_BROKER_NODE_FLAGS;
+  return override === undefined ? BROKER_NODE_FLAGS : override.split(' ').filter((flag) => flag !== '');
+}
 
 /** A broker node child process. */
 export interface BrokerProcess {
@@ -160,7 +171,7 @@ export async function startBroker(env: Record<string, string>, options: { port?:
 
 async function startBrokerOnce(env: Record<string, string>, port: number, options: { detached?: boolean }): Promise<BrokerProcess> {
   let output = '';
-  const child = spawn(process.execPath, [...BROKER_NODE_FLAGS, path.join(repoRoot, 'dist', 'src', 'main.js')], {
+  const child = spawn(process.execPath, [...brokerNodeFlags(), path.join(repoRoot, 'dist', 'src', 'main.js')], {
     cwd: repoRoot,
     env: { ...process.env, BROKER_PORT: String(port), BROKER_HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

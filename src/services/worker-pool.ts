@@ -30,9 +30,9 @@ export class WorkerPool {
   /** @param validatorEntries validators kept per thread (`caches.workerValidatorEntries`) */
   constructor(config: BrokerConfig['publish'], validatorEntries = 256) {
     const threads = config.workerThreads > 0 ? config.workerThreads : os.availableParallelism();
-    // V8 flags are process-wide: the main thread's `--max-semi-space-size=64` (npm start, Dockerfile), and a
-    // `--min-semi-space-size` an operator may add, would also size each worker's young generation (and
-    // override `resourceLimits`), giving every thread ~130 MB of semi-spaces it does not need (issue 15
+    // V8 flags are process-wide: a `--max-semi-space-size` or `--min-semi-space-size` an operator gives the
+    // node (NODE_OPTIONS, or the command line) would also size each worker's young generation (and
+    // override `resourceLimits`): with 64, every thread got ~130 MB of semi-spaces it does not need (issue 15
     // §1.3: the churn benchmark's RSS growth). The main isolate is sized already; clearing the flags leaves
     // V8's defaults for the threads created after.
     v8.setFlagsFromString('--max-semi-space-size=0');
