@@ -134,8 +134,9 @@ export class Publisher {
   /**
    * Prepares the validators of event types that existed before this node started (issue 17 §2.1: no
    * node hears a change notice for them), one after the other so that publishes arriving meanwhile wait
-   * behind at most one compile per worker thread. Meant to run in the background after the node
-   * listens; a batch that arrives first for a type not prepared yet compiles on demand as before.
+   * behind at most one compile per worker thread. The node awaits it before listening for at most
+   * `eventTypes.prepareAtStartMs` (src/app.ts) and lets the rest run while it serves; a batch that
+   * arrives first for a type not prepared yet compiles on demand as before.
    * @param eventTypes the candidates (name and `updated_at`, ISO 8601); the most recently changed
    *   `limit` are prepared, newest first
    * @param limit at most this many: more than a worker thread's validator cache holds would evict the first
