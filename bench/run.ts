@@ -171,8 +171,12 @@ async function main(): Promise<number> {
   const date = new Date().toISOString();
   const commit = commitOf();
   const machine = machineOf();
-  const flags = process.env.BENCH_BROKER_NODE_FLAGS;
-  const command = [...(flags === undefined ? [] : [`BENCH_BROKER_NODE_FLAGS='${flags}'`]), 'node', path.relative(repoRoot, process.argv[1] ?? 'dist/bench/run.js'), ...names].join(' ');
+  // The environment the nodes inherit and that changes them: node flags and config overrides (BROKER_*).
+  const overrides = Object.entries(process.env)
+    .filter(([key]) => key === 'BENCH_BROKER_NODE_FLAGS' || key.startsWith('BROKER_'))
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([key, value]) => `${key}='${value ?? ''}'`);
+  const command = [...overrides, 'node', path.relative(repoRoot, process.argv[1] ?? 'dist/bench/run.js'), ...names].join(' ');
   process.stdout.write(`bench: ${selected.map((s) => s.name).join(', ')} · commit ${commit} · ${machine.cpu} (${machine.cores} cores) · Node ${machine.node} · Redis ${machine.redis}\n`);
   process.stdout.write('broker, Redis and the load generator share this machine\'s cores.\n');
 

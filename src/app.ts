@@ -94,7 +94,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   await settings.start(subscriber);
   const access = new AccessControl(options.authorizationPlugin ?? new DefaultAuthorizationPlugin(Object.keys(config.auth.attributeClaims)), settings);
   const authenticator = createAuthenticator({ ...config.auth, tokenCacheEntries: config.caches.tokenEntries }, { useRemoteTokeninfo: () => settings.enabled('remote_tokeninfo') });
-  const pool = new WorkerPool(config.publish, config.caches.workerValidatorEntries);
+  const pool = new WorkerPool(config.publish, { maxEntries: config.caches.workerValidatorEntries, maxBytes: config.caches.workerValidatorBytes });
   // This node's metrics, in a registry of its own (DESIGN.md §8): served at GET /metrics.
   const metrics = new BrokerMetrics();
   metrics.observeWorkerPool(() => pool.load);
@@ -122,7 +122,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     config: config.publish,
     redisTimeoutMs: config.redis.commandTimeoutMs,
     compileTimeoutMs: config.eventTypes.schemaCompileTimeoutMs,
-    mainThreadValidatorEntries: config.caches.mainThreadValidatorEntries,
+    mainThreadValidators: { maxEntries: config.caches.mainThreadValidatorEntries, maxBytes: config.caches.mainThreadValidatorBytes },
     logger,
   });
   const registry = new EventTypeRegistry({

@@ -10,11 +10,11 @@ import { primeValidator, standaloneValidatorCode } from '../src/domain/schema-co
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
 import { processBatch } from './publish-batch.js';
 import type { CompileResult, ForgetResult, GuardResult, PublishResult, SchemaNeeded, StandaloneResult, WarmResult, WorkerTask } from './publish-protocol.js';
-import { ValidatorCache } from './validator-cache.js';
+import { DEFAULT_WORKER_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from './validator-cache.js';
 
-/** `caches.workerValidatorEntries`, handed over by the pool as worker data. */
-const validatorEntries = (workerData as { validatorEntries?: number } | undefined)?.validatorEntries ?? 256;
-const validators = new ValidatorCache(validatorEntries);
+/** `caches.workerValidatorEntries` and `caches.workerValidatorBytes`, handed over by the pool as worker data. */
+const validatorBounds = (workerData as { validatorBounds?: ValidatorCacheBounds } | undefined)?.validatorBounds ?? DEFAULT_WORKER_VALIDATOR_BOUNDS;
+const validators = new ValidatorCache(validatorBounds);
 
 export default function run(task: WorkerTask): PublishResult | SchemaNeeded | GuardResult | CompileResult | ForgetResult | WarmResult | StandaloneResult | ReturnType<typeof Piscina.move> {
   if (task.kind === 'forget') {

@@ -28,23 +28,72 @@ export interface CompiledSchema {
 }
 
 /**
- * Compiled validators per schema key, least recently used dropped first; one per worker thread (and
- * one on the main thread). Each validator has its own ajv instance, dropped with it: a shared instance
- * keeps every schema it ever compiled (measured: RSS +165 MB over 3,000 event types).
+ * How many validators a {@link ValidatorCache} keeps (issue 15 §1.2, issue 17 §4.1): at most `maxEntries`,
+ * and at most `maxBytes` of estimated heap together ({@link compiledValidatorBytes},
+ * {@link instantiatedValidatorBytes}). A byte bound keeps many small schemas (1,000 event types published
+ * to in turn thrashed a 256-entry bound: every miss compiles again) without letting a few large ones fill
+ * the heap. A validator estimated larger than `maxBytes` is used but not kept.
+ */
+export interface ValidatorCacheBounds {
+  readonly maxEntries: number;
+  readonly maxBytes: number;
+}
+
+/**
+ * Estimated heap of a validator compiled from an effective schema of `schemaLength` characters (its own
+ * ajv instance, the generated code's bytecode): 32 KB + 10 bytes per character. Measured with
+ * `node --expose-gc dist/bench/validator-memory.js` (bench/README.md "Validator memory"): the order schema
+ * (1,445 characters) 46.5 KB, the 58 GitHub webhook schemas (10–43 K characters) 25–579 KB, 8.7 bytes per
+ * character over all.
+ */
+export function compiledValidatorBytes(schemaLength: number): number {
+  return 32_000 + 10 * schemaLength;
+}
+
+/**
+ * Estimated heap of a validator instantiated from standalone code of `codeLength` characters (the main
+ * thread's): 2.3 bytes per character, as measured for every schema of {@link compiledValidatorBytes}.
+ */
+export function instantiatedValidatorBytes(codeLength: number): number {
+  return Math.ceil(2.3 * codeLength);
+}
+
+/** `caches.workerValidatorEntries` and `caches.workerValidatorBytes` of config/default.json (for tests and tools that build a pool alone). */
+export const DEFAULT_WORKER_VALIDATOR_BOUNDS: ValidatorCacheBounds = { maxEntries: 10_000, maxBytes: 64_000_000 };
+
+/** `caches.mainThreadValidatorEntries` and `caches.mainThreadValidatorBytes` of config/default.json. */
+export const DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS: ValidatorCacheBounds = { maxEntries: 10_000, maxBytes: 64_000_000 };
+
+interface CachedSchema {
+  readonly compiled: CompiledSchema;
+  /** Its estimated heap, bytes (see {@link ValidatorCacheBounds}). */
+  readonly bytes: number;
+}
+
+/**
+ * Compiled validators per schema key, least recently used dropped first, within {@link ValidatorCacheBounds};
+ * one per worker thread (and one on the main thread). Each validator has its own ajv instance, dropped
+ * with it: a shared instance keeps every schema it ever compiled (measured: RSS +165 MB over 3,000 event
+ * types).
  */
 export class ValidatorCache {
-  private readonly validators: LRUCache<string, CompiledSchema>;
+  private readonly validators: LRUCache<string, CachedSchema>;
 
   /**
-   * @param maxEntries validators kept (the least recently used is dropped)
+   * @param bounds validators kept (the least recently used is dropped first)
    * @param measureCost whether `get` also analyses each schema's validation cost (workers: yes; the
    *   main thread, which compiles only schemas a worker measured already: no)
    */
   constructor(
-    maxEntries = 256,
+    bounds: ValidatorCacheBounds = DEFAULT_WORKER_VALIDATOR_BOUNDS,
     private readonly measureCost = true,
   ) {
-    this.validators = new LRUCache({ max: maxEntries });
+    this.validators = new LRUCache({ max: bounds.maxEntries, maxSize: bounds.maxBytes, sizeCalculation: (cached) => Math.max(1, cached.bytes) });
+  }
+
+  /** The estimated heap of the validators held now, bytes (see {@link ValidatorCacheBounds}). */
+  get bytes(): number {
+    return this.validators.calculatedSize;
   }
 
   /** Validators held now. */
@@ -64,7 +113,7 @@ export class ValidatorCache {
    */
   get(spec: Pick<PublishTaskSpec, 'schemaKey' | 'effectiveSchema'>): CompiledSchema {
     const cached = this.validators.get(spec.schemaKey);
-    if (cached) return cached;
+    if (cached) return cached.compiled;
     if (spec.effectiveSchema === undefined) throw new Error(`no validator for schema key ${spec.schemaKey} and no schema text to compile`);
     const schema = JSON.parse(spec.effectiveSchema) as JsonObject;
     const started = performance.now();
@@ -72,16 +121,18 @@ export class ValidatorCache {
     const compileMs = performance.now() - started;
     const analysis = this.measureCost ? analyseSchemaCost(schema, INLINE_COST_LIMITS) : undefined;
     const compiled = { validate, cost: analysis?.ok === true ? { applicationsPerValue: analysis.applicationsPerValue, compileMs } : undefined };
-    this.validators.set(spec.schemaKey, compiled);
+    this.validators.set(spec.schemaKey, { compiled, bytes: compiledValidatorBytes(spec.effectiveSchema.length) });
     return compiled;
   }
 
   /**
    * Keeps a validator compiled elsewhere: the main thread's cache holds only validators instantiated from
    * code a worker generated (issue 17 §2.1), so it never compiles a schema itself.
+   * @param codeLength the length of the standalone code it was instantiated from (characters; its size in
+   *   the bounds is {@link instantiatedValidatorBytes} of it)
    */
-  set(schemaKey: string, compiled: CompiledSchema): void {
-    this.validators.set(schemaKey, compiled);
+  set(schemaKey: string, compiled: CompiledSchema, codeLength: number): void {
+    this.validators.set(schemaKey, { compiled, bytes: instantiatedValidatorBytes(codeLength) });
   }
 
   /** Drops the validators of these schema keys (their event types were changed or deleted). */

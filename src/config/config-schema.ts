@@ -140,6 +140,19 @@ const consumptionSchema = Type.Object(
   Closed,
 );
 
+/** The node process's own runtime settings (issue 15 §1.3). */
+const nodeSchema = Type.Object(
+  {
+    /**
+     * V8's old-generation growing factor, as `--heap-growing-percent` (factor = 1 + percent ÷ 100), set by
+     * the process entry before anything is allocated in earnest; 0 leaves V8's own choice (up to 4× the
+     * live heap between major collections when allocation is fast).
+     */
+    heapGrowingPercent: positiveInt('how far V8 lets the heap grow past what the last major collection kept, in percent (V8\'s --heap-growing-percent; 0 = V8\'s own choice, up to 300 % when allocation is fast: more memory for the same work); applies to the worker threads too; a --heap-growing-percent in NODE_OPTIONS or on the command line wins', 0),
+  },
+  Closed,
+);
+
 /** Bounds of the node's in-memory caches (issue 15 §1.2; lru-cache, least recently used dropped first). */
 const cachesSchema = Type.Object(
   {
@@ -149,8 +162,12 @@ const cachesSchema = Type.Object(
     eventTypeTtlMs: positiveInt('how long a cached event type is used before it is read again (change notices drop it at once anyway)', 1000),
     /** Compiled validators kept per worker thread. */
     workerValidatorEntries: positiveInt('compiled validators kept per worker thread (least recently used dropped first)'),
+    /** Their estimated heap together, per worker thread (bytes; `compiledValidatorBytes`). */
+    workerValidatorBytes: positiveInt('estimated heap of the validators kept per worker thread, together (bytes; each 32 KB + 10 bytes per character of its effective schema)'),
     /** Compiled validators kept on the main thread (small batches). */
     mainThreadValidatorEntries: positiveInt('compiled validators kept on the main thread for small batches'),
+    /** Their estimated heap together, on the main thread (bytes; `instantiatedValidatorBytes`). */
+    mainThreadValidatorBytes: positiveInt('estimated heap of the validators kept on the main thread, together (bytes; each 2.3 bytes per character of its standalone code)'),
     /** Verified tokens kept (auth modes `jwt` and `tokeninfo`). */
     tokenEntries: positiveInt('verified bearer tokens kept (auth modes jwt and tokeninfo)'),
   },
@@ -176,6 +193,7 @@ export const configSchema = Type.Object(
     subscriptions: subscriptionsSchema,
     consumption: consumptionSchema,
     caches: cachesSchema,
+    node: nodeSchema,
     auth: authConfigSchema,
   },
   Closed,

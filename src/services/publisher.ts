@@ -12,7 +12,7 @@ import type { BatchItemResponse } from '../domain/batch-item-response.js';
 import type { PublishSpec } from '../domain/publish-spec.js';
 import type { PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
 import { processBatch } from '../../workers/publish-batch.js';
-import { ValidatorCache } from '../../workers/validator-cache.js';
+import { DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
@@ -42,8 +42,8 @@ export interface PublisherOptions {
   readonly redisTimeoutMs: number;
   /** `eventTypes.schemaCompileTimeoutMs`: how long preparing a validator may take in a worker, in ms. */
   readonly compileTimeoutMs: number;
-  /** Validators kept on the main thread (`caches.mainThreadValidatorEntries`, default 256). */
-  readonly mainThreadValidatorEntries?: number;
+  /** Validators kept on the main thread (`caches.mainThreadValidatorEntries` and `caches.mainThreadValidatorBytes`). */
+  readonly mainThreadValidators?: ValidatorCacheBounds;
   readonly logger: Logger;
 }
 
@@ -101,7 +101,7 @@ export class Publisher {
 
   constructor(options: PublisherOptions) {
     ({ cache: this.cache, pool: this.pool, logs: this.logs, redis: this.redis, config: this.config, redisTimeoutMs: this.redisTimeoutMs, compileTimeoutMs: this.compileTimeoutMs, logger: this.logger } = options);
-    this.validators = new ValidatorCache(options.mainThreadValidatorEntries ?? 256, false);
+    this.validators = new ValidatorCache(options.mainThreadValidators ?? DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, false);
   }
 
   /**
@@ -208,7 +208,7 @@ export class Publisher {
       }
       // A key retired meanwhile (the event type changed or was deleted) is not kept.
       if (!this.feeding.has(key)) return;
-      this.validators.set(key, { validate: primeValidator(instantiateValidator(made.code)), cost });
+      this.validators.set(key, { validate: primeValidator(instantiateValidator(made.code)), cost }, made.code.length);
     } catch (err) {
       this.workersOnly.set(key, true);
       this.logger.warn({ err: (err as Error).message, eventType: spec.name }, 'no main-thread validator for a cheap schema; its small batches go to the workers');

@@ -7,6 +7,7 @@ import type { PublishSpec } from '../domain/publish-spec.js';
 import type { CompileResult, ForgetResult, ForgetTask, GuardResult, PublishResult, PublishTask, PublishTaskSpec, SchemaCost, SchemaNeeded, StandaloneResult, StandaloneTask, WarmResult, WarmTask } from '../../workers/publish-protocol.js';
 import type { WorkerPoolLoad } from '../observability/meters.js';
 import type { SchemaCostLimits } from '../domain/schema-cost.js';
+import { DEFAULT_WORKER_VALIDATOR_BOUNDS, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
 
 /**
  * The piscina pool running `workers/publish-worker.js` (DESIGN.md §5). Task bodies are transferred,
@@ -27,8 +28,8 @@ export class WorkerPool {
   /** Validators each thread holds, as its last forget round reported (threadId → count). */
   private readonly validatorCounts = new Map<number, number>();
 
-  /** @param validatorEntries validators kept per thread (`caches.workerValidatorEntries`) */
-  constructor(config: BrokerConfig['publish'], validatorEntries = 256) {
+  /** @param validatorBounds validators kept per thread (`caches.workerValidatorEntries` and `caches.workerValidatorBytes`) */
+  constructor(config: BrokerConfig['publish'], validatorBounds: ValidatorCacheBounds = DEFAULT_WORKER_VALIDATOR_BOUNDS) {
     const threads = config.workerThreads > 0 ? config.workerThreads : os.availableParallelism();
     // V8 flags are process-wide: a `--max-semi-space-size` or `--min-semi-space-size` an operator gives the
     // node (NODE_OPTIONS, or the command line) would also size each worker's young generation (and
@@ -43,7 +44,7 @@ export class WorkerPool {
       maxThreads: threads,
       idleTimeout: 60_000,
       concurrentTasksPerWorker: 1,
-      workerData: { validatorEntries },
+      workerData: { validatorBounds },
     });
   }
 

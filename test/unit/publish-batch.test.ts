@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import type { EventType } from '../../src/domain/event-type.js';
 import { processBatch } from '../../workers/publish-batch.js';
-import { ValidatorCache } from '../../workers/validator-cache.js';
-import type { PublishTask } from '../../workers/publish-protocol.js';
+import { compiledValidatorBytes, ValidatorCache } from '../../workers/validator-cache.js';
+import type { PublishTask, PublishTaskSpec } from '../../workers/publish-protocol.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 
 const now = '2026-01-01T00:00:00.000Z';
@@ -104,7 +104,7 @@ describe('processBatch (the worker hot path)', () => {
   });
 
   it('keeps one compiled validator per schema key', () => {
-    const local = new ValidatorCache(2);
+    const local = new ValidatorCache({ maxEntries: 2, maxBytes: 1_000_000 });
     const [one, two, three] = ['1', '2', '3'].map((v) => task([event('a')], eventType({ schema: { ...eventType().schema, schema: JSON.stringify({ type: 'object', title: v }) } })).spec);
     if (!one || !two || !three) throw new Error('specs missing');
     const first = local.get(one);
@@ -112,5 +112,28 @@ describe('processBatch (the worker hot path)', () => {
     local.get(two);
     local.get(three);
     expect(local.get(one)).not.toBe(first);
+  });
+
+  it('bounds the validators it keeps by their estimated heap (from their schema texts), not only by their count', () => {
+    const specOf = (title: string): PublishTaskSpec => task([event('a')], eventType({ schema: { ...eventType().schema, schema: JSON.stringify({ type: 'object', title, description: 'd'.repeat(1000) }) } })).spec;
+    const [one, two, three] = ['1', '2', '3'].map(specOf);
+    if (!one?.effectiveSchema || !two?.effectiveSchema || !three?.effectiveSchema) throw new Error('specs missing');
+    // Room for two of the three validators (of equal size) and not for three.
+    const twoTexts = compiledValidatorBytes(one.effectiveSchema.length) + compiledValidatorBytes(two.effectiveSchema.length);
+    const local = new ValidatorCache({ maxEntries: 100, maxBytes: twoTexts + 10 });
+    const first = local.get(one);
+    local.get(two);
+    expect(local.size).toBe(2);
+    expect(local.bytes).toBe(twoTexts);
+    local.get(three);
+    expect(local.size).toBe(2);
+    expect(local.has(one.schemaKey)).toBe(false);
+    expect(local.get(one)).not.toBe(first);
+    // A validator estimated larger than the whole bound is compiled and used, not kept.
+    const huge = specOf('x'.repeat(twoTexts / 5));
+    // (an empty object lacks the business `metadata` the effective schema requires)
+    expect(local.get(huge).validate({})).toBe(false);
+    expect(local.get(huge).validate({ metadata: { eid: randomUUID(), occurred_at: now } })).toBe(true);
+    expect(local.has(huge.schemaKey)).toBe(false);
   });
 });
