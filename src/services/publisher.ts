@@ -24,6 +24,11 @@ import type { WorkerPool } from './worker-pool.js';
 const MAIN_THREAD_MAX_CODE_BYTES = 64 * 1024;
 /** Schema keys remembered as prepared (least recently used dropped first; as many as event types cached). */
 const WARMED_KEYS_KEPT = 10_000;
+/**
+ * How long a schema whose standalone code a worker did not make in time (busy threads, not the schema)
+ * stays off the main thread before a batch of it asks again, in ms.
+ */
+export const STANDALONE_RETRY_AFTER_MS = 60_000;
 
 /** The answer to a publish request (WIRE.md "Publishing"): 200 empty, or 422/207 with one item per event. */
 export type PublishOutcome =
@@ -45,6 +50,8 @@ export interface PublisherOptions {
   /** Validators kept on the main thread (`caches.mainThreadValidatorEntries` and `caches.mainThreadValidatorBytes`). */
   readonly mainThreadValidators?: ValidatorCacheBounds;
   readonly logger: Logger;
+  /** Monotonic milliseconds for the retry delays (default `performance.now`; tests pass their own). */
+  readonly clock?: () => number;
 }
 
 export interface PublishContext {
@@ -79,9 +86,10 @@ export class Publisher {
   private readonly warmed = new LRUCache<string, true>({ max: WARMED_KEYS_KEPT });
   /**
    * Schema keys whose standalone code was over {@link MAIN_THREAD_MAX_CODE_BYTES} (or could not be made):
-   * never asked for again, or every batch of such a schema would cost a worker a compile.
+   * never asked for again, or every batch of such a schema would cost a worker a compile. A key whose code
+   * was not made in time is kept for {@link STANDALONE_RETRY_AFTER_MS} only.
    */
-  private readonly workersOnly = new LRUCache<string, true>({ max: WARMED_KEYS_KEPT });
+  private readonly workersOnly: LRUCache<string, true>;
   /** Per event type name, the schema key prepared for it last (retired when the name is deleted or changes schema). */
   private readonly preparedKeys = new LRUCache<string, string>({ max: WARMED_KEYS_KEPT });
   /** Schema keys whose standalone code is being made for the main thread (dropped when the key retires). */
@@ -102,6 +110,8 @@ export class Publisher {
   constructor(options: PublisherOptions) {
     ({ cache: this.cache, pool: this.pool, logs: this.logs, redis: this.redis, config: this.config, redisTimeoutMs: this.redisTimeoutMs, compileTimeoutMs: this.compileTimeoutMs, logger: this.logger } = options);
     this.validators = new ValidatorCache(options.mainThreadValidators ?? DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, false);
+    const now = options.clock ?? (() => performance.now());
+    this.workersOnly = new LRUCache({ max: WARMED_KEYS_KEPT, perf: { now }, ttlResolution: 0 });
   }
 
   /**
@@ -198,8 +208,9 @@ export class Publisher {
     try {
       const made = await this.pool.standaloneCode(spec.effectiveSchema, this.compileTimeoutMs);
       if (!made.ok) {
-        this.workersOnly.set(key, true);
-        this.logger.warn({ eventType: spec.name, reason: made.reason }, 'no main-thread validator for a cheap schema; its small batches go to the workers');
+        this.workersOnly.set(key, true, made.transient ? { ttl: STANDALONE_RETRY_AFTER_MS } : {});
+        const retry = made.transient ? { retryInMs: STANDALONE_RETRY_AFTER_MS } : {};
+        this.logger.warn({ eventType: spec.name, reason: made.reason, ...retry }, 'no main-thread validator for a cheap schema; its small batches go to the workers');
         return;
       }
       if (Buffer.byteLength(made.code) > MAIN_THREAD_MAX_CODE_BYTES) {

@@ -79,7 +79,8 @@ export class WorkerPool {
     try {
       return await this.runWithTimeout<StandaloneResult>({ kind: 'standalone', effectiveSchema } satisfies StandaloneTask, timeoutMs, [], `no code within ${timeoutMs} ms`);
     } catch (err) {
-      return { ok: false, reason: (err as Error).message };
+      // Not the schema's doing: the threads were busy past the limit, or the pool is closing.
+      return { ok: false, reason: (err as Error).message, transient: true };
     }
   }
 
