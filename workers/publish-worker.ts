@@ -45,7 +45,8 @@ export default function run(task: WorkerTask): PublishResult | SchemaNeeded | Gu
   }
   const result = processBatch(task, validators);
   if (result.kind !== 'accepted') return result;
-  return move(result, [...result.partitions.map((p) => p.data.buffer as ArrayBuffer), result.itemPartitions.buffer as ArrayBuffer]);
+  // The partitions' payloads are views of one buffer (StoredTexts.payloads): transfer it once.
+  return move(result, [...new Set(result.partitions.map((p) => p.data.buffer as ArrayBuffer)), result.itemPartitions.buffer as ArrayBuffer]);
 }
 
 /** Hands `value` back with `buffers` transferred, not copied. */

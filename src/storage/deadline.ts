@@ -20,6 +20,26 @@ export function settleBy<T>(work: Promise<T>, deadlineAt: number | undefined, on
 }
 
 /**
+ * {@link settleBy} for several works sharing one deadline, with one timer for all of them (a batch's
+ * partition scripts: one timer per batch, not per partition). Each resolves on its own: with its work's
+ * value, or with `onTimeout()` once `deadlineAt` passed.
+ * @param works promises that never reject (each partition's outcome is a value)
+ * @param deadlineAt `performance.now()` milliseconds; undefined = wait for every work without a deadline
+ */
+export async function settleEachBy<T>(works: readonly Promise<T>[], deadlineAt: number | undefined, onTimeout: () => T): Promise<T[]> {
+  if (deadlineAt === undefined) return Promise.all(works);
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, deadlineAt - performance.now()));
+  }).then(onTimeout);
+  try {
+    return await Promise.all(works.map((work) => Promise.race([work, expired])));
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * How long one request may still wait for Redis, over all its Redis steps together (a publish: the
  * event type lookup on a cache miss, opening a storage, the partition scripts, re-reads during a
  * timeline switch). Time spent elsewhere (validation in a worker, the pauses of a timeline-switch wait)

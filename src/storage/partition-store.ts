@@ -1,6 +1,6 @@
 import type { PartitionRange } from '../domain/offsets.js';
 import type { Keys } from './keys.js';
-import { settleBy } from './deadline.js';
+import { settleEachBy } from './deadline.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { ScriptArg, Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
@@ -95,19 +95,15 @@ export class PartitionStore {
    *   not answered by then is reported `timed out` (it was sent, so it may still be written)
    */
   async append(name: string, timeline: number, writes: readonly PartitionAppend[], deadlineAt?: number): Promise<PartitionWrite[]> {
-    return Promise.all(
-      writes.map((w): Promise<PartitionWrite> => {
-        const written = (async (): Promise<PartitionWrite> => {
-          try {
-            const call = appendCall(this.keys, name, timeline, w);
-            return appendWrite(await this.scripts.run(call.script, call.keys, call.args));
-          } catch (err) {
-            return writeFailure(err);
-          }
-        })();
-        return settleBy(written, deadlineAt, timedOut);
-      }),
-    );
+    const written = writes.map(async (w): Promise<PartitionWrite> => {
+      try {
+        const call = appendCall(this.keys, name, timeline, w);
+        return appendWrite(await this.scripts.run(call.script, call.keys, call.args));
+      } catch (err) {
+        return writeFailure(err);
+      }
+    });
+    return settleEachBy(written, deadlineAt, timedOut);
   }
 
   /** The available range of each partition (`oldest` first retained offset, `newest` last written or oldest-1). */
