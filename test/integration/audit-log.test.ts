@@ -56,6 +56,7 @@ describe('audit log', () => {
 
   it('publishes nothing while the feature is off', async () => {
     expect((await call(broker.url, 'POST', '/event-types', businessEventType('audit.quiet'))).status).toBe(201);
+    // A negative check: audit events are written in the background, this is the time one would take to land.
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await newestOffset()).toBe('001-0001--1');
   });
@@ -90,6 +91,7 @@ describe('audit log', () => {
     expect(all.find((e) => e.data_type === 'blacklist' && e.data_op === 'D')?.data.previous_object).toEqual({ type: 'PRODUCER_APP', name: 'rogue' });
     expect(all.find((e) => e.data_type === 'feature' && (e.data.new_object as { enabled?: boolean } | null)?.enabled === false)?.data.resource_id).toBe('audit_log_collection');
     expect((await call(broker.url, 'POST', '/event-types', businessEventType('audit.after'))).status).toBe(201);
+    // A negative check, as above: no audit event lands once the feature is off.
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await newestOffset()).toBe('001-0001-000000000000000008');
   });

@@ -527,6 +527,7 @@ describe('subscription authorization', () => {
 
     // Changing only the admins keeps the consumers connected.
     expectStatus(await api(ALICE, 'PUT', `/subscriptions/${id}`, { authorization: { admins: [user('alice'), user('admin')], readers: [user('erin'), user('bob')] } }), 204);
+    // A negative check: the window in which a readers change would have disconnected them.
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(bob.done || erin.done).toBe(false);
 

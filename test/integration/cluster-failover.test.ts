@@ -128,7 +128,7 @@ describe('Redis Cluster failover', () => {
     };
 
     const producing = Promise.all(Array.from({ length: PRODUCERS }, producer));
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await new Promise((resolve) => setTimeout(resolve, 1_500)); // load before the kill (every batch then must succeed)
     killedAt = performance.now();
     await cluster.kill(victim);
     await producing;

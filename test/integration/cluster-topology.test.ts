@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, type Redis } from 'ioredis';
 import { masterNodes, type RedisClient } from '../../src/storage/redis-connection.js';
-import { call, clusterRun, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, clusterRun, harnessRedis, shardChannels, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
@@ -113,8 +113,13 @@ describe('on a 3-master Redis Cluster', () => {
     const stream = await StreamClient.open(`${broker.url}/event-types/${name}/events?batch_flush_timeout=1`);
     try {
       expect(stream.status).toBe(200);
-      // The node subscribes the notice channels when the stream starts; give it a moment.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // The node subscribes the notice channels when the stream starts: wait until every partition's is.
+      const channels = partitions.map((p) => broker.keys.partitionNotices(name, 1, String(p)));
+      const subscribed = async (): Promise<number> => {
+        const counts = await shardChannels(redis, `${broker.prefix}*:notices`);
+        return channels.filter((channel) => (counts.get(channel) ?? 0) > 0).length;
+      };
+      await expect.poll(subscribed, { timeout: 5_000, interval: 20 }).toBe(PARTITIONS);
       const started = performance.now();
       const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, partitions.map((p) => eventIn(p, p)));
       expect(answer.status, answer.text).toBe(200);

@@ -197,7 +197,7 @@ describe('publishing to compacted event types', () => {
         for (let round = 1; round <= rounds; round++) {
           if (round % 5 === 0) await publish(name, [keyed(key, round * 10), keyed(key, round * 10 + 1)]);
           else await publish(name, [keyed(key, round * 10 + 1)]);
-          if (round % 10 === 0) await sleep(300);
+          if (round % 10 === 0) await sleep(300); // time for compaction rounds between the publishes (asserted below)
         }
       }),
     );
@@ -214,7 +214,7 @@ describe('publishing to compacted event types', () => {
     await create(compactedType('compaction.forever', 1, { options: { retention_time: 1000 } }));
     await publish('compaction.and-delete', [keyed('a', 1), keyed('b', 1)]);
     await publish('compaction.forever', [keyed('a', 1), keyed('b', 1)]);
-    await sleep(2500);
+    await sleep(2500); // a and b must outlive their 1 s retention time
     await publish('compaction.and-delete', [keyed('c', 1)]);
     const deadline = Date.now() + 10_000;
     let range: unknown;
@@ -345,7 +345,8 @@ describe('one node trims', () => {
     const [a, b] = await twoNodes();
     const name = 'retention.single-node';
     await create(businessEventType(name, { options: { retention_time: 1000 } }), a);
-    await sleep(2000);
+    // More than 3 rounds between the two nodes (their debug log lines), however long that takes.
+    await expect.poll(() => roundsOf(a, name, 'retention') + roundsOf(b, name, 'retention'), { timeout: 15_000, interval: 100 }).toBeGreaterThan(3);
     const [ra, rb] = [roundsOf(a, name, 'retention'), roundsOf(b, name, 'retention')];
     expect(ra + rb).toBeGreaterThan(3);
     expect(Math.min(ra, rb)).toBe(0);
@@ -368,7 +369,8 @@ describe('one node compacts', () => {
     await create(compactedType(name), a);
     await publish(name, [keyed('k', 1)], a);
     await publish(name, [keyed('k', 2)], b);
-    await sleep(2000);
+    // More than 3 rounds between the two nodes (their debug log lines), however long that takes.
+    await expect.poll(() => roundsOf(a, name) + roundsOf(b, name), { timeout: 15_000, interval: 100 }).toBeGreaterThan(3);
 
     const [ra, rb] = [roundsOf(a, name), roundsOf(b, name)];
     expect(ra + rb).toBeGreaterThan(3);
@@ -376,7 +378,8 @@ describe('one node compacts', () => {
     const holder = ra > 0 ? a : b;
     const other = holder === a ? b : a;
     expect(await redis.get(a.keys.compactionLock(name))).not.toBeNull();
-    expect((await readAll(name, 1, 'BEGIN', other)).map((s) => s.value)).toEqual([2]);
+    // Rounds counted above may have run before the second publish: wait for the one that compacted it.
+    expect((await readUntil(name, 1, (s) => s.length === 1, other)).map((s) => s.value)).toEqual([2]);
 
     // The lock outlives its holder by at most max(3 intervals, 5 s); then the other node compacts.
     await holder.stop();

@@ -139,7 +139,8 @@ describe('event stream loop', () => {
     const loop = new EventStreamLoop({ params: params({ batchLimit: 1, streamTimeoutSeconds: 3 }), sink, policy: policy, logs, eventTypes: noChanges, config });
     loop.add('loop.tail', '0', timelines, -1);
     const running = loop.run(false);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The tail comes after the first batch went out.
+    await expect.poll(() => sink.lines.length, { timeout: 2_000, interval: 10 }).toBeGreaterThan(0);
     await append('loop.tail', [{ n: 1, skip: true }, { n: 2, skip: true }]);
     await running;
     const lines = sink.lines.map((l) => JSON.parse(l) as Line);
@@ -176,6 +177,7 @@ describe('event stream loop', () => {
     const loop = new EventStreamLoop({ params: params({ batchLimit: 10, streamTimeoutSeconds: 3 }), sink, policy: new TestPolicy(), logs, eventTypes: noChanges, config });
     loop.add('loop.slow', '0', timelines, -1);
     const running = loop.run(false);
+    // A negative check: the window in which a loop ignoring backpressure would write again and read on.
     await new Promise((resolve) => setTimeout(resolve, 500));
     const writesWhileBlocked = sink.writes;
     const buffered = [...loop.current].reduce((sum, p) => sum + p.bufferBytes, 0);

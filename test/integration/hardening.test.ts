@@ -611,7 +611,7 @@ describe('hardening', () => {
         'a chunked body at 1 byte per 500 ms': slowClient(trickle(body, 500, publishHead('Transfer-Encoding: chunked'), true)),
         'headers, then no body at all': slowClient(trickle('', 1000, publishHead(`Content-Length: ${body.length}`))),
       };
-      // Meanwhile the node serves everyone else.
+      // Meanwhile the node serves everyone else (checked across the ~10 s the slow clients take).
       for (let i = 0; i < 3; i++) {
         await sleep(2000);
         await expectHealthy();

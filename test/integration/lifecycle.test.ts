@@ -80,8 +80,9 @@ describe('shutdown', () => {
     cleanups.push(() => broker.stop('SIGKILL'));
     await call(broker.url, 'POST', '/event-types', businessEventType('shutdown.et'));
     const big = Array.from({ length: 20_000 }, (_, i) => orderEvent(`S${i}`, { pad: 'x'.repeat(200) }));
-    const inFlight = call(broker.url, 'POST', '/event-types/shutdown.et/events', big);
-    await new Promise((resolve) => setTimeout(resolve, 30));
+    const { accepted, answer: inFlight } = postExpectingContinue(`${broker.url}/event-types/shutdown.et/events`, Buffer.from(JSON.stringify(big)));
+    // The node has taken the request (its 100 Continue) before the signal: the publish is in flight.
+    await accepted;
     const exit = broker.stop('SIGTERM');
     const answer = await inFlight;
     expect(answer.status).toBe(200);
@@ -91,6 +92,35 @@ describe('shutdown', () => {
     expect((await call(after.url, 'GET', '/event-types/shutdown.et/partitions/0')).json).toMatchObject({ newest_available_offset: '001-0001-000000000000019999' });
   });
 });
+
+/**
+ * POSTs `body` as JSON with `Expect: 100-continue`: the body goes only after the node answered
+ * 100 Continue, which it does once its handler has taken the request.
+ * @returns `accepted` when the 100 Continue came (the body is then sent), `answer` with the final status
+ */
+function postExpectingContinue(url: string, body: Buffer): { accepted: Promise<void>; answer: Promise<{ status: number }> } {
+  let accept: () => void = () => undefined;
+  let refuse: (err: Error) => void = () => undefined;
+  const accepted = new Promise<void>((resolve, reject) => ((accept = resolve), (refuse = reject)));
+  const answer = new Promise<{ status: number }>((resolve, reject) => {
+    const req = http.request(url, { method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': String(body.byteLength), expect: '100-continue' } });
+    req.on('continue', () => {
+      accept();
+      req.end(body);
+    });
+    req.on('response', (res) => {
+      refuse(new Error(`answered ${res.statusCode ?? 0} without 100 Continue`));
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+    });
+    req.on('error', (err) => {
+      refuse(err);
+      reject(err);
+    });
+    req.flushHeaders();
+  });
+  return { accepted, answer };
+}
 
 /** GET `path` over a new connection (no kept-alive socket): proves the node still accepts connections. @returns the status */
 function getOnNewConnection(url: string, path: string): Promise<number> {
@@ -188,7 +218,7 @@ describe('retention', () => {
     cleanups.push(() => broker.stop('SIGKILL'));
     await call(broker.url, 'POST', '/event-types', businessEventType('retention.et', { options: { retention_time: 2000 } }));
     expect((await call(broker.url, 'POST', '/event-types/retention.et/events', [orderEvent('old1'), orderEvent('old2')])).status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 3_200));
+    await new Promise((resolve) => setTimeout(resolve, 3_200)); // old1 and old2 must outlive their 2 s retention_time
     expect((await call(broker.url, 'POST', '/event-types/retention.et/events', [orderEvent('new1')])).status).toBe(200);
     const deadline = Date.now() + 5_000;
     let partition: unknown;

@@ -443,7 +443,7 @@ describe('low-level stream: wake-ups and resources', () => {
     const client = await openStream(name, { batch_flush_timeout: 30 }, [{ partition: '0', offset: 'BEGIN' }]);
     expect((await client.events(1, 2_000)).flatMap(seqsOf)).toEqual([0]);
     expect(await eventually(async () => (await subscribers()) >= 1, 1_000)).toBe(true);
-    await sleep(200);
+    await sleep(200); // a negative check: the subscription stays while the client is connected
     expect(await subscribers()).toBeGreaterThanOrEqual(1);
     client.close();
     expect(await eventually(async () => (await subscribers()) === 0, 1_000)).toBe(true);
@@ -460,7 +460,7 @@ describe('low-level stream: wake-ups and resources', () => {
     const a = await openStream(name, { batch_flush_timeout: 30 }, [{ partition: '0', offset: 'BEGIN' }]);
     const b = await openStream(name, { batch_flush_timeout: 30 }, [{ partition: '0', offset: 'BEGIN' }]);
     a.close();
-    await sleep(300);
+    await sleep(300); // a negative check: the window in which a's leaving would have unsubscribed (it must not: b reads)
     expect(await subscribers()).toBeGreaterThanOrEqual(1);
     await publish(name, [eventIn('0', 1)]);
     expect((await b.events(2, 2_000)).flatMap(seqsOf)).toEqual([0, 1]);
@@ -513,7 +513,6 @@ describe('low-level stream: backpressure', () => {
     const pid = node.process.pid;
     if (pid === undefined) throw new Error('no broker pid');
 
-    await sleep(200);
     const rssBefore = rssBytes(pid);
     const readBefore = await netOutputBytes(ownRedis);
 
@@ -526,6 +525,7 @@ describe('low-level stream: backpressure', () => {
     res.pause();
     expect(res.statusCode).toBe(200);
 
+    // A negative check: for 2 s the client reads nothing; a broker ignoring backpressure would read on.
     let rssMax = rssBefore;
     for (let i = 0; i < 20; i++) {
       await sleep(100);

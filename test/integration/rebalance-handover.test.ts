@@ -65,6 +65,8 @@ describe('partition hand-over', () => {
     // Step 1: partition 1 goes to B; A drops it from its stream.
     await write(() => [assignment('0', 'assigned', a), assignment('1', 'assigned', b)]);
     for (let i = 0; i < 50 && (await stats(id)).find((p) => p.partition === '1')?.stream_id !== b; i++) await sleep(100);
+    // Still a sleep, not synchronisation: A must have applied step 1 (dropped partition 1) before step 2,
+    // and nothing A does then is observable apart from Redis reads the stats requests make too.
     await sleep(500);
     // Step 2: partition 1 is `reassigning` from A (which does not read it) to B.
     await write(() => [assignment('0', 'assigned', a), assignment('1', 'reassigning', a, b)]);

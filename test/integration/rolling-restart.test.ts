@@ -102,7 +102,7 @@ async function produce(checker: DeliveryChecker, producer: number, stop: () => b
         return;
       }
     }
-    await sleep(15);
+    await sleep(15); // pacing: the publishing rate, not a wait for anything
   }
 }
 
@@ -243,7 +243,7 @@ describe('rolling restart', () => {
       const consumers = Array.from({ length: CONSUMERS }, (_, c) => consume(checker, id, c, () => !consuming));
 
       const began = Date.now();
-      await sleep(2500);
+      await sleep(2500); // load before the first restart
       const restarts: { stopMs: number; startMs: number }[] = [];
       for (let i = 0; i < slots.length; i++) {
         restarts.push(await restart(i));

@@ -202,6 +202,7 @@ describe('listing subscriptions', () => {
   let s1: Sub;
   let s2: Sub;
   let s3: Sub;
+  // Time that must pass: the three get distinct created_at (milliseconds), the order the listing sorts by.
   const pause = () => new Promise((resolve) => setTimeout(resolve, 5));
 
   beforeAll(async () => {
@@ -279,7 +280,7 @@ describe('reading, updating and deleting a subscription', () => {
       authorization: { admins: [{ data_type: 'user', value: 'alice' }], readers: [{ data_type: 'user', value: 'bob' }] },
     });
     const authorization = { admins: [{ data_type: 'user', value: 'carol' }], readers: [{ data_type: '*', value: '*' }] };
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await new Promise((resolve) => setTimeout(resolve, 5)); // time that must pass: updated_at (milliseconds) must move
     const updated = await call(broker.url, 'PUT', `/subscriptions/${record.id}`, { authorization });
     expect(updated.status, updated.text).toBe(204);
     expect(updated.text).toBe('');

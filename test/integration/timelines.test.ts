@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisProcess } from '../../scripts/local-processes.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import { masterNodes, type RedisClient } from '../../src/storage/redis-connection.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { call, harnessRedis, orderNumbers, publishOrders, scanKeys, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
@@ -97,6 +97,26 @@ async function switchTo(node: TestBroker, name: string, storage: string): Promis
   const answer = await call(node.url, 'POST', `/event-types/${name}/timelines`, { storage_id: storage });
   expect(answer.status, answer.text).toBe(201);
   return answer.json as Timeline;
+}
+
+/**
+ * Watches the harness Redis (MONITOR on every master) for a command naming all of `keys`.
+ * @returns `seen`, resolved at the first one (at most 5 s), and `stop`, which ends the watch
+ */
+async function watchCommand(keys: readonly string[]): Promise<{ seen: Promise<void>; stop: () => void }> {
+  await redis.ping();
+  const monitors = await Promise.all(masterNodes(redis).map((node) => node.monitor()));
+  const seen = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no command on ${keys.join(' ')} within 5 s`)), 5_000);
+    for (const monitor of monitors) {
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (!keys.every((key) => args.includes(key))) return;
+        clearTimeout(timer);
+        resolve();
+      });
+    }
+  });
+  return { seen, stop: () => monitors.forEach((monitor) => monitor.disconnect()) };
 }
 
 async function partitions(node: TestBroker, name: string): Promise<PartitionRecord[]> {
@@ -226,9 +246,16 @@ describe('switching timelines', () => {
     expect(waited).toBeGreaterThanOrEqual(550);
     expect((await partitions(a, 'tl.block'))[0]?.newest_available_offset).toBe('001-0001-000000000000000002');
 
-    // A publish that arrives during the switch waits for it and lands on the new timeline.
+    // A publish that arrives during the switch waits for it and lands on the new timeline. The switch
+    // completes once the publish's append (the script naming the partition's meta and notice channel)
+    // reached the closed partition, which refuses it.
+    const watch = await watchCommand([a.keys.partitionMeta('tl.block', 1, '0'), a.keys.partitionNotices('tl.block', 1, '0')]);
     const blocked = call(a.url, 'POST', '/event-types/tl.block/events', [orderEvent('z-0')]);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    try {
+      await watch.seen;
+    } finally {
+      watch.stop();
+    }
     await switchTo(b, 'tl.block', 'ns');
     expect((await blocked).status).toBe(200);
     const [record] = await partitions(a, 'tl.block');
@@ -256,6 +283,7 @@ describe('switching timelines', () => {
     };
     const producers = [producer(a, 'pa'), producer(b, 'pb')];
     // The first switch happens before the consumer connects: it starts on timeline 1 while 2 is active.
+    // Time that must pass: publishing load on timeline 1, then on timeline 2 before the consumer connects.
     await new Promise((resolve) => setTimeout(resolve, 700));
     await switchTo(a, 'tl.sub', 'ns');
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -278,7 +306,7 @@ describe('switching timelines', () => {
       }
     })();
 
-    // The second one while it streams.
+    // The second one while it streams (time that must pass: load and streaming before and after it).
     await new Promise((resolve) => setTimeout(resolve, 700));
     await switchTo(b, 'tl.sub', 'far');
     await new Promise((resolve) => setTimeout(resolve, 700));
@@ -343,7 +371,7 @@ describe('clean-up and deletion', () => {
     await eventType(a, 'tl.clean', 1, { options: { retention_time: 4000 } });
     await publish(a, 'tl.clean', keys('c', 4));
     await switchTo(a, 'tl.clean', 'ns');
-    await new Promise((resolve) => setTimeout(resolve, 2000));
+    await new Promise((resolve) => setTimeout(resolve, 2000)); // time that must pass (see above)
     const after = await publish(a, 'tl.clean', keys('d', 2));
     const oldKeys = (k: string) => scanKeys(redis, `${a.prefix}{et:tl.clean:*}:t1:${k}`);
     expect((await oldKeys('log')).length).toBe(1);
