@@ -6,12 +6,14 @@
  * `/metrics` answer's size and the round's time. Targets, after the first (warm-up) round: RSS within
  * +50 MB of round 1, `/metrics` bytes within 1.5× of round 1, round time within ±20 % of the median.
  * Per round it also records the main thread's old-space used and heap capacity: a leak shows as a rising
- * floor of old-space used, V8 sizing its heap as a rising capacity over a flat floor.
+ * floor of old-space used, V8 sizing its heap as a rising capacity over a flat floor; and the CPU the
+ * node (main thread, other threads) and this process spent on the round, to tell whose work a round's
+ * time is.
  * `BENCH_CHURN_ROUNDS` (default 10) runs more rounds to see where RSS levels off; the targets still
  * compare the last round with round 1.
  */
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
-import { post, round, runBounded, startStack, type Recorder, type Scenario } from './harness.js';
+import { CpuMeter, pidOf, post, round, runBounded, startStack, type Recorder, type Scenario } from './harness.js';
 import { createSubscription, openStream, quickMode, request, type StreamLine } from './stream-client.js';
 
 export const ROUNDS = Number(process.env.BENCH_CHURN_ROUNDS ?? 10);
@@ -65,11 +67,16 @@ async function run(recorder: Recorder): Promise<void> {
   try {
     const url = stack.broker.url;
     const random = prng(15);
-    const rows: { rssMb: number; heapMb: number; oldSpaceMb: number; heapTotalMb: number; metricsBytes: number; seconds: number }[] = [];
+    const rows: { rssMb: number; heapMb: number; oldSpaceMb: number; heapTotalMb: number; metricsBytes: number; seconds: number; nodeCoreSeconds: number; benchCoreSeconds: number }[] = [];
+    // Whose work a round's time is: the node's (every thread) and this process's, in core-seconds.
+    const meter = new CpuMeter([{ label: 'broker', pid: pidOf(stack.broker.process), split: true }]);
     for (let r = 0; r < rounds; r++) {
       const started = performance.now();
+      meter.start();
       await runBounded(size, IN_FLIGHT, (i) => iterate(url, `churn.r${r}.n${i}`, random));
+      const use = meter.stop();
       const seconds = (performance.now() - started) / 1000;
+      const coreSeconds = (label: string): number => ((use.byLabel[label] ?? 0) / 100) * use.seconds;
       const metrics = await request('GET', `${url}/metrics`);
       const row = {
         rssMb: sampleOf(metrics.text, 'broker_process_resident_memory_bytes') / 1e6,
@@ -78,26 +85,40 @@ async function run(recorder: Recorder): Promise<void> {
         heapTotalMb: sampleOf(metrics.text, 'broker_nodejs_heap_size_total_bytes') / 1e6,
         metricsBytes: Buffer.byteLength(metrics.text),
         seconds,
+        nodeCoreSeconds: coreSeconds('broker main thread') + coreSeconds('broker other threads'),
+        benchCoreSeconds: coreSeconds('load generator (bench process)'),
       };
       rows.push(row);
-      recorder.log(`round ${r + 1}/${rounds} (${size} iterations): ${seconds.toFixed(2)} s, RSS ${row.rssMb.toFixed(1)} MB, heap used ${row.heapMb.toFixed(1)} MB (old space ${row.oldSpaceMb.toFixed(1)}, capacity ${row.heapTotalMb.toFixed(1)}), /metrics ${row.metricsBytes} bytes`);
+      recorder.log(`round ${r + 1}/${rounds} (${size} iterations): ${seconds.toFixed(2)} s, RSS ${row.rssMb.toFixed(1)} MB, heap used ${row.heapMb.toFixed(1)} MB (old space ${row.oldSpaceMb.toFixed(1)}, capacity ${row.heapTotalMb.toFixed(1)}), /metrics ${row.metricsBytes} bytes, CPU node main ${coreSeconds('broker main thread').toFixed(2)} + other threads ${coreSeconds('broker other threads').toFixed(2)} core-s, bench ${coreSeconds('load generator (bench process)').toFixed(2)} core-s`);
       recorder.add(`round ${r + 1}: seconds`, round(seconds, 2), 's');
       recorder.add(`round ${r + 1}: RSS`, round(row.rssMb, 1), 'MB');
       recorder.add(`round ${r + 1}: heap used`, round(row.heapMb, 1), 'MB');
       recorder.add(`round ${r + 1}: old space used`, round(row.oldSpaceMb, 1), 'MB');
       recorder.add(`round ${r + 1}: heap capacity`, round(row.heapTotalMb, 1), 'MB');
       recorder.add(`round ${r + 1}: /metrics`, row.metricsBytes, 'bytes');
+      recorder.add(`round ${r + 1}: node CPU, main thread`, round(coreSeconds('broker main thread'), 2), 'core-s');
+      recorder.add(`round ${r + 1}: node CPU, other threads (validation workers, GC helpers)`, round(coreSeconds('broker other threads'), 2), 'core-s');
+      recorder.add(`round ${r + 1}: bench process CPU`, round(coreSeconds('load generator (bench process)'), 2), 'core-s');
     }
     const first = rows[0];
     const last = rows[rows.length - 1];
     if (!first || !last) return;
     const later = rows.slice(1);
-    const times = later.map((r) => r.seconds).sort((a, b) => a - b);
-    const median = times[Math.floor(times.length / 2)] ?? first.seconds;
-    const spread = Math.max(...later.map((r) => Math.abs(r.seconds - median) / median));
+    /** max |x − median| ÷ median over the rounds after the warm-up round. */
+    const spreadOf = (pick: (row: (typeof rows)[number]) => number): number => {
+      const sorted = later.map(pick).sort((a, b) => a - b);
+      const median = sorted[Math.floor(sorted.length / 2)] ?? pick(first);
+      return Math.max(...later.map((row) => Math.abs(pick(row) - median) / median));
+    };
+    const spread = spreadOf((row) => row.seconds);
     recorder.add('RSS growth after the warm-up round (last - round 1)', round(last.rssMb - first.rssMb, 1), 'MB', { op: '<=', value: RSS_GROWTH_LIMIT_MB });
     recorder.add('/metrics bytes, last round ÷ round 1', round(last.metricsBytes / first.metricsBytes, 3), '×', { op: '<=', value: METRICS_GROWTH_LIMIT });
     recorder.add('round time spread after the warm-up round (max |t - median| ÷ median)', round(spread, 3), '×', { op: '<=', value: ROUND_TIME_SPREAD });
+    // The round time is the node's and this process's work on 2 shared cores: whose work moves it.
+    recorder.add('node CPU per round, spread after the warm-up round', round(spreadOf((row) => row.nodeCoreSeconds), 3), '×');
+    recorder.add('bench process CPU per round, spread after the warm-up round', round(spreadOf((row) => row.benchCoreSeconds), 3), '×');
+    recorder.add('bench process CPU, last round ÷ round 2', round(last.benchCoreSeconds / (later[0]?.benchCoreSeconds ?? Number.NaN), 2), '×');
+    recorder.add('node CPU, last round ÷ round 2', round(last.nodeCoreSeconds / (later[0]?.nodeCoreSeconds ?? Number.NaN), 2), '×');
     const half = rows.slice(0, Math.ceil(rows.length / 2));
     const secondHalf = rows.slice(Math.ceil(rows.length / 2));
     if (secondHalf.length > 0) {
