@@ -52,6 +52,11 @@ export const POINTS = [
 
 /** Target of issue 2 §5.1: events/s with 1000-event batches. */
 const TARGET_EVENTS_PER_SECOND = 100_000;
+/** Issue 17 §1.1: broker events/s ÷ the same run's parse-only baseline, per batch size. */
+const RATIO_TARGETS: ReadonlyMap<number, number> = new Map([
+  [1000, 0.5],
+  [100, 0.35],
+]);
 
 function bodiesFor(batch: number, count: number, random: () => number): LoadRequest[] {
   return Array.from({ length: count }, () => loadRequest(PATH, Array.from({ length: batch }, () => orderEvent(random))));
@@ -205,7 +210,10 @@ async function run(recorder: Recorder): Promise<void> {
       recorder.add(`parse-only baseline, ${label}: latency p50`, round(result.latencyMs.p50, 2), 'ms');
       recorder.add(`parse-only baseline, ${label}: latency p99`, round(result.latencyMs.p99, 2), 'ms');
       const broker = brokerEventsPerSecond[i];
-      if (broker !== undefined && result.eventsPerSecond > 0) recorder.add(`${label}: broker / parse-only baseline (events/s)`, round(broker / result.eventsPerSecond, 2), '×');
+      if (broker !== undefined && result.eventsPerSecond > 0) {
+        const target = RATIO_TARGETS.get(point.batch);
+        recorder.add(`${label}: broker / parse-only baseline (events/s)`, round(broker / result.eventsPerSecond, 2), '×', target === undefined ? undefined : { op: '>=', value: target });
+      }
       recordCpu(recorder, `parse-only baseline, ${label}: `, cpu);
     }
   } finally {
