@@ -18,7 +18,8 @@ let broker: TestBroker;
 let redis: RedisClient;
 
 beforeAll(async () => {
-  broker = await startTestBroker({ BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: '3000' });
+  // At debug a node logs the partitions a stream reads whenever they change: step 2 waits for that.
+  broker = await startTestBroker({ BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: '3000', BROKER_LOG_LEVEL: 'debug' });
   redis = harnessRedis();
 });
 afterAll(async () => {
@@ -32,6 +33,17 @@ interface PartitionStats {
   partition: string;
   state: string;
   stream_id: string;
+}
+
+/** The partitions stream `streamId` reads, as its node last logged them (`stream partitions changed`); undefined before the first line. */
+function partitionsOf(streamId: string): string[] | undefined {
+  let last: string[] | undefined;
+  for (const line of broker.output().split('\n')) {
+    if (!line.includes('stream partitions changed')) continue;
+    const entry = JSON.parse(line) as { stream?: string; partitions?: string[] };
+    if (entry.stream === streamId) last = entry.partitions;
+  }
+  return last;
 }
 
 async function stats(id: string): Promise<PartitionStats[]> {
@@ -65,9 +77,8 @@ describe('partition hand-over', () => {
     // Step 1: partition 1 goes to B; A drops it from its stream.
     await write(() => [assignment('0', 'assigned', a), assignment('1', 'assigned', b)]);
     for (let i = 0; i < 50 && (await stats(id)).find((p) => p.partition === '1')?.stream_id !== b; i++) await sleep(100);
-    // Still a sleep, not synchronisation: A must have applied step 1 (dropped partition 1) before step 2,
-    // and nothing A does then is observable apart from Redis reads the stats requests make too.
-    await sleep(500);
+    // A must have applied step 1 (dropped partition 1) before step 2: its node logs what A reads now.
+    await expect.poll(() => partitionsOf(a), { timeout: 10_000, interval: 50 }).toEqual([`${EVENT_TYPE}:0`]);
     // Step 2: partition 1 is `reassigning` from A (which does not read it) to B.
     await write(() => [assignment('0', 'assigned', a), assignment('1', 'reassigning', a, b)]);
 

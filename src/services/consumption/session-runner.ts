@@ -301,7 +301,10 @@ export class SessionRunner implements StreamPolicy {
   private async refresh(): Promise<void> {
     const loop = this.loop;
     if (!loop) return;
-    const { state: store } = this.owner.deps;
+    const { state: store, logger } = this.owner.deps;
+    // What the stream reads before and after, logged at debug when it changed (operators and tests
+    // see when a node applied an assignment).
+    const heldBefore = logger.isLevelEnabled('debug') ? heldPartitions(loop.current) : undefined;
     const [state, offsets] = await Promise.all([store.read(this.subscriptionId), store.offsets(this.subscriptionId)]);
     this.assignments = state.assignments;
     this.lastOffsets = offsets;
@@ -349,6 +352,10 @@ export class SessionRunner implements StreamPolicy {
     for (const p of loop.current) if (!seen.has(p.key)) loop.remove(p.eventType, p.partition);
     loop.poke();
     this.commits.recheck();
+    if (heldBefore !== undefined) {
+      const held = heldPartitions(loop.current);
+      if (held.join() !== heldBefore.join()) logger.debug({ subscription: this.subscriptionId, stream: this.streamId, partitions: held }, 'stream partitions changed');
+    }
   }
 
   /** Takes new committed offsets: flow control, stream limit, skip-ahead, commit timeout. */
@@ -383,4 +390,9 @@ export class SessionRunner implements StreamPolicy {
       logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'could not release a stream session; it expires with its lease');
     }
   }
+}
+
+/** The partitions a stream reads (active ones), as sorted `<event type>:<partition>` strings. */
+function heldPartitions(partitions: Iterable<StreamPartition>): string[] {
+  return [...partitions].filter((p) => p.active).map((p) => `${p.eventType}:${p.partition}`).sort();
 }
