@@ -251,7 +251,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     const started = performance.now();
     try {
       const eventTypes = await eventTypeStore.list();
-      const prepared = await publisher.prepareExisting(eventTypes, config.caches.workerValidatorEntries, () => closing);
+      const prepared = await publisher.prepareExisting(eventTypes, { maxEntries: config.caches.workerValidatorEntries, maxBytes: config.caches.workerValidatorBytes }, () => closing);
       logger.info({ prepared, eventTypes: eventTypes.length, ms: Math.round(performance.now() - started) }, 'validators of existing event types prepared');
     } catch (err) {
       logger.warn({ err: (err as Error).message }, 'could not list the event types to prepare their validators; their first batches compile them');

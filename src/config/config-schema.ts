@@ -99,7 +99,7 @@ const eventTypesSchema = Type.Object(
     maxSchemaBytes: positiveInt('largest schema text accepted (422 above)', 256),
     schemaCompileTimeoutMs: positiveInt('a schema whose checks (meta-schema, validation cost, compilation; each in a worker) take longer is refused (422)'),
     /** Issue 17 §2.1: how long a starting node waits for the validators of existing event types before it listens. */
-    prepareAtStartMs: positiveInt('a starting node compiles the validators of the event types that exist (the most recently changed, as many as caches.workerValidatorEntries) before it listens, for at most this long; the rest are compiled in the background while it serves', 0),
+    prepareAtStartMs: positiveInt('a starting node compiles the validators of the event types that exist (the most recently changed, as many as the worker validator cache holds: caches.workerValidatorEntries and caches.workerValidatorBytes) before it listens, for at most this long; the rest are compiled in the background while it serves', 0),
     /** Schema cost budget (issue 13 §1; src/domain/schema-cost.ts): most subschema applications per value of an event. */
     schemaMaxApplicationsPerValue: positiveInt('schema cost budget: a schema that could apply more subschemas ($ref, allOf, anyOf, oneOf, not, dependencies) to one value of an event is refused (422)'),
     /** Most values one `enum` of a schema may list. */

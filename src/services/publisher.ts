@@ -12,7 +12,7 @@ import type { BatchItemResponse } from '../domain/batch-item-response.js';
 import type { PublishSpec } from '../domain/publish-spec.js';
 import type { PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
 import { processBatch } from '../../workers/publish-batch.js';
-import { DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
+import { compiledValidatorBytes, DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
@@ -149,15 +149,21 @@ export class Publisher {
    * arrives first for a type not prepared yet compiles on demand as before.
    * @param eventTypes the candidates (name and `updated_at`, ISO 8601); the most recently changed
    *   `limit` are prepared, newest first
-   * @param limit at most this many: more than a worker thread's validator cache holds would evict the first
+   * @param limit what a worker thread's validator cache holds (`caches.workerValidatorEntries` and
+   *   `caches.workerValidatorBytes`): preparing more would evict the first; it stops at either bound
    * @param stopped polled before each one: true once the node is stopping
    * @returns how many event types were prepared. Never throws (each failure is logged by {@link prepare}).
    */
-  async prepareExisting(eventTypes: readonly { readonly name: string; readonly updated_at: string }[], limit: number, stopped: () => boolean): Promise<number> {
-    const newestFirst = [...eventTypes].sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0)).slice(0, limit);
+  async prepareExisting(eventTypes: readonly { readonly name: string; readonly updated_at: string }[], limit: ValidatorCacheBounds, stopped: () => boolean): Promise<number> {
+    const newestFirst = [...eventTypes].sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0)).slice(0, limit.maxEntries);
     let prepared = 0;
+    let bytes = 0;
     for (const { name } of newestFirst) {
       if (stopped()) break;
+      const eventType = await this.cache.read(name).catch(() => undefined);
+      const length = eventType && eventType.publishSpec.category !== 'undefined' ? eventType.publishSpec.effectiveSchema.length : 0;
+      if (length > 0 && bytes + compiledValidatorBytes(length) > limit.maxBytes) break;
+      bytes += length > 0 ? compiledValidatorBytes(length) : 0;
       await this.prepare(name);
       prepared++;
     }

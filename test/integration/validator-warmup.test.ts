@@ -135,4 +135,22 @@ describe('validators are ready before the first batch', () => {
       expect(await later.stop(), later.output()).toBe(0);
     }
   });
+
+  it('a starting node prepares no more existing event types than its worker validator cache holds (bytes)', async () => {
+    // The two newest event types are prepared first; room for one validator (each is estimated at 32 KB or more).
+    for (const name of ['warmup.bytes1', 'warmup.bytes2']) expect((await call(node(0).url, 'POST', '/event-types', businessEventType(name))).status).toBe(201);
+    const later = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: prefix, BROKER_PUBLISH_WORKER_THREADS: String(THREADS), BROKER_CACHES_WORKER_VALIDATOR_BYTES: '60000', BROKER_LOG_LEVEL: 'info' });
+    try {
+      const line = later
+        .output()
+        .split('\n')
+        .find((l) => l.includes('validators of existing event types prepared'));
+      expect(line, later.output()).toBeDefined();
+      const logged = JSON.parse(line ?? '{}') as { prepared?: number; eventTypes?: number };
+      expect(logged.prepared).toBe(1);
+      expect(logged.eventTypes).toBeGreaterThan(1);
+    } finally {
+      expect(await later.stop(), later.output()).toBe(0);
+    }
+  });
 });
