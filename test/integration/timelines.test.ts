@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisProcess } from '../../scripts/local-processes.js';
 import { masterNodes, type RedisClient } from '../../src/storage/redis-connection.js';
@@ -100,23 +102,44 @@ async function switchTo(node: TestBroker, name: string, storage: string): Promis
 }
 
 /**
- * Watches the harness Redis (MONITOR on every master) for a command naming all of `keys`.
- * @returns `seen`, resolved at the first one (at most 5 s), and `stop`, which ends the watch
+ * Watches the harness Redis (MONITOR on every master, through `redis-cli`: ioredis's monitor mode
+ * failed a CI run with "Command queue state error" when traffic raced its MONITOR reply) for a command
+ * naming all of `keys`. Resolves once every monitor is on (its `OK`).
+ * @returns `seen`, resolved at the first such command (at most 5 s), and `stop`, which ends the watch
  */
 async function watchCommand(keys: readonly string[]): Promise<{ seen: Promise<void>; stop: () => void }> {
   await redis.ping();
-  const monitors = await Promise.all(masterNodes(redis).map((node) => node.monitor()));
+  const monitors = masterNodes(redis).map((node) => spawn('redis-cli', ['-h', String(node.options.host ?? '127.0.0.1'), '-p', String(node.options.port ?? 6379), 'monitor'], { stdio: ['ignore', 'pipe', 'inherit'] }));
+  let timer: NodeJS.Timeout | undefined;
+  const stop = () => {
+    clearTimeout(timer);
+    monitors.forEach((monitor) => monitor.kill());
+  };
+  let markSeen: () => void = () => undefined;
   const seen = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no command on ${keys.join(' ')} within 5 s`)), 5_000);
-    for (const monitor of monitors) {
-      monitor.on('monitor', (_time: string, args: string[]) => {
-        if (!keys.every((key) => args.includes(key))) return;
-        clearTimeout(timer);
-        resolve();
-      });
-    }
+    timer = setTimeout(() => reject(new Error(`no command on ${keys.join(' ')} within 5 s`)), 5_000);
+    markSeen = () => {
+      clearTimeout(timer);
+      resolve();
+    };
   });
-  return { seen, stop: () => monitors.forEach((monitor) => monitor.disconnect()) };
+  const ready = monitors.map(
+    (monitor) =>
+      new Promise<void>((resolve, reject) => {
+        monitor.once('error', reject);
+        createInterface({ input: monitor.stdout }).on('line', (line) => {
+          if (line === 'OK') resolve();
+          else if (keys.every((key) => line.includes(`"${key}"`))) markSeen();
+        });
+      }),
+  );
+  try {
+    await Promise.all(ready);
+  } catch (err) {
+    stop();
+    throw err;
+  }
+  return { seen, stop };
 }
 
 async function partitions(node: TestBroker, name: string): Promise<PartitionRecord[]> {
