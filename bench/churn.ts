@@ -77,6 +77,9 @@ async function run(recorder: Recorder): Promise<void> {
       const use = meter.stop();
       const seconds = (performance.now() - started) / 1000;
       const coreSeconds = (label: string): number => ((use.byLabel[label] ?? 0) / 100) * use.seconds;
+      const nodeMain = coreSeconds('broker main thread');
+      const nodeOther = coreSeconds('broker other threads');
+      const bench = coreSeconds('load generator (bench process)');
       const metrics = await request('GET', `${url}/metrics`);
       const row = {
         rssMb: sampleOf(metrics.text, 'broker_process_resident_memory_bytes') / 1e6,
@@ -85,20 +88,20 @@ async function run(recorder: Recorder): Promise<void> {
         heapTotalMb: sampleOf(metrics.text, 'broker_nodejs_heap_size_total_bytes') / 1e6,
         metricsBytes: Buffer.byteLength(metrics.text),
         seconds,
-        nodeCoreSeconds: coreSeconds('broker main thread') + coreSeconds('broker other threads'),
-        benchCoreSeconds: coreSeconds('load generator (bench process)'),
+        nodeCoreSeconds: nodeMain + nodeOther,
+        benchCoreSeconds: bench,
       };
       rows.push(row);
-      recorder.log(`round ${r + 1}/${rounds} (${size} iterations): ${seconds.toFixed(2)} s, RSS ${row.rssMb.toFixed(1)} MB, heap used ${row.heapMb.toFixed(1)} MB (old space ${row.oldSpaceMb.toFixed(1)}, capacity ${row.heapTotalMb.toFixed(1)}), /metrics ${row.metricsBytes} bytes, CPU node main ${coreSeconds('broker main thread').toFixed(2)} + other threads ${coreSeconds('broker other threads').toFixed(2)} core-s, bench ${coreSeconds('load generator (bench process)').toFixed(2)} core-s`);
+      recorder.log(`round ${r + 1}/${rounds} (${size} iterations): ${seconds.toFixed(2)} s, RSS ${row.rssMb.toFixed(1)} MB, heap used ${row.heapMb.toFixed(1)} MB (old space ${row.oldSpaceMb.toFixed(1)}, capacity ${row.heapTotalMb.toFixed(1)}), /metrics ${row.metricsBytes} bytes, CPU node main ${nodeMain.toFixed(2)} + other threads ${nodeOther.toFixed(2)} core-s, bench ${bench.toFixed(2)} core-s`);
       recorder.add(`round ${r + 1}: seconds`, round(seconds, 2), 's');
       recorder.add(`round ${r + 1}: RSS`, round(row.rssMb, 1), 'MB');
       recorder.add(`round ${r + 1}: heap used`, round(row.heapMb, 1), 'MB');
       recorder.add(`round ${r + 1}: old space used`, round(row.oldSpaceMb, 1), 'MB');
       recorder.add(`round ${r + 1}: heap capacity`, round(row.heapTotalMb, 1), 'MB');
       recorder.add(`round ${r + 1}: /metrics`, row.metricsBytes, 'bytes');
-      recorder.add(`round ${r + 1}: node CPU, main thread`, round(coreSeconds('broker main thread'), 2), 'core-s');
-      recorder.add(`round ${r + 1}: node CPU, other threads (validation workers, GC helpers)`, round(coreSeconds('broker other threads'), 2), 'core-s');
-      recorder.add(`round ${r + 1}: bench process CPU`, round(coreSeconds('load generator (bench process)'), 2), 'core-s');
+      recorder.add(`round ${r + 1}: node CPU, main thread`, round(nodeMain, 2), 'core-s');
+      recorder.add(`round ${r + 1}: node CPU, other threads (validation workers, GC helpers)`, round(nodeOther, 2), 'core-s');
+      recorder.add(`round ${r + 1}: bench process CPU`, round(bench, 2), 'core-s');
     }
     const first = rows[0];
     const last = rows[rows.length - 1];

@@ -90,8 +90,10 @@ export interface StandaloneTask {
   readonly effectiveSchema: string;
 }
 
-/** A worker's answer to a {@link StandaloneTask}: the code of a CommonJS module exporting the validate function, or why not. */
-/** Standalone validator code, or why not; `transient` when no worker answered in time (worth another try later). */
+/**
+ * A worker's answer to a {@link StandaloneTask}: the code of a CommonJS module exporting the validate
+ * function, or why not; `transient` when no worker answered in time (worth another try later).
+ */
 export type StandaloneResult = { readonly ok: true; readonly code: string } | { readonly ok: false; readonly reason: string; readonly transient?: true };
 
 export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask | WarmTask | StandaloneTask;

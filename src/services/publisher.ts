@@ -160,6 +160,8 @@ export class Publisher {
     let bytes = 0;
     for (const { name } of newestFirst) {
       if (stopped()) break;
+      // Read here for its schema's size, and again by `prepare` (which other callers use alone): one more
+      // Redis read per event type, at start only.
       const eventType = await this.cache.read(name).catch(() => undefined);
       const length = eventType && eventType.publishSpec.category !== 'undefined' ? eventType.publishSpec.effectiveSchema.length : 0;
       if (length > 0 && bytes + compiledValidatorBytes(length) > limit.maxBytes) break;

@@ -10,21 +10,19 @@
  * @param deadlineAt `performance.now()` milliseconds; undefined = wait for `work` without a deadline
  * @throws what `work` throws before the deadline, or what `onTimeout` throws
  */
-export function settleBy<T>(work: Promise<T>, deadlineAt: number | undefined, onTimeout: () => T): Promise<T> {
+export async function settleBy<T>(work: Promise<T>, deadlineAt: number | undefined, onTimeout: () => T): Promise<T> {
   if (deadlineAt === undefined) return work;
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, Math.max(0, deadlineAt - performance.now()));
-  }).then(onTimeout);
-  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+  const [value] = await settleEachBy([work], deadlineAt, onTimeout);
+  return value as T;
 }
 
 /**
  * {@link settleBy} for several works sharing one deadline, with one timer for all of them (a batch's
  * partition scripts: one timer per batch, not per partition). Each resolves on its own: with its work's
  * value, or with `onTimeout()` once `deadlineAt` passed.
- * @param works promises that never reject (each partition's outcome is a value)
+ * @param works the works (a batch's partition writes never reject: each outcome is a value)
  * @param deadlineAt `performance.now()` milliseconds; undefined = wait for every work without a deadline
+ * @throws what a work throws before the deadline, or what `onTimeout` throws
  */
 export async function settleEachBy<T>(works: readonly Promise<T>[], deadlineAt: number | undefined, onTimeout: () => T): Promise<T[]> {
   if (deadlineAt === undefined) return Promise.all(works);

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { envNameOf, leafKeyPaths, loadConfig, projectRoot } from '../../src/config/load-config.js';
+import { DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, DEFAULT_WORKER_VALIDATOR_BOUNDS } from '../../workers/validator-cache.js';
 
 describe('configuration', () => {
   const defaults = JSON.parse(readFileSync(path.join(projectRoot, 'config', 'default.json'), 'utf8')) as Record<string, unknown>;
@@ -14,6 +15,12 @@ describe('configuration', () => {
         typeof v === 'object' && v !== null && !Array.isArray(v) && !freeForm.has([...prefix, k].join('.')) ? leaves(v as Record<string, unknown>, [...prefix, k]) : [[...prefix, k]],
       );
     expect(leaves(defaults).map((p) => p.join('.')).sort()).toEqual(leafKeyPaths().map((p) => p.join('.')).sort());
+  });
+
+  it('the validator cache bounds used where no config is at hand equal config/default.json', () => {
+    const caches = defaults.caches as Record<string, number>;
+    expect(DEFAULT_WORKER_VALIDATOR_BOUNDS).toEqual({ maxEntries: caches.workerValidatorEntries, maxBytes: caches.workerValidatorBytes });
+    expect(DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS).toEqual({ maxEntries: caches.mainThreadValidatorEntries, maxBytes: caches.mainThreadValidatorBytes });
   });
 
   it('loads the defaults and lets BROKER_* variables override, coerced to the key type', () => {
