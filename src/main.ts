@@ -77,7 +77,7 @@ main().catch((err: unknown) => {
 /**
  * Sets V8's old-generation growing factor for this process (`node.heapGrowingPercent`, issue 15 §1.3):
  * with V8's own choice the main thread's heap grew to ~4× its live size between major collections under
- * churn (capacity 91 → 134 MB over a live floor of ~20 MB). V8 reads the flag at every collection, so
+ * churn (capacity 89 → 130–132 MB over a flat live floor; bench/README.md "Heap growing factor"). V8 reads the flag at every collection, so
  * setting it here, before the node allocates in earnest, covers the main thread and the worker threads
  * started after. A `--heap-growing-percent` the operator gave (NODE_OPTIONS or the command line) wins.
  * @param percent 0 leaves V8's own choice
