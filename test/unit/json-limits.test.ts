@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import { BrokerError } from '../../src/errors/catalog.js';
-import { findPrototypeKey, MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/domain/json-limits.js';
+import { findPrototypeKey, MAX_JSON_DEPTH, nestingBeyond, PARSE_PIECE_BYTES, parseEventBatch, parseUntrustedJson } from '../../src/domain/json-limits.js';
 import { parseJson } from '../../src/http/body-reader.js';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import { processBatch } from '../../workers/publish-batch.js';
@@ -155,6 +155,89 @@ describe('parseJson (control-plane request bodies)', () => {
     expect((thrown as BrokerError).status).toBe(400);
     expect((thrown as BrokerError).code).toBe('BAD_REQUEST');
     expectPrototypeUntouched();
+  });
+});
+
+describe('parseEventBatch in pieces (bodies over PARSE_PIECE_BYTES)', () => {
+  /** A deterministic generator (mulberry32), so every run checks the same bodies. */
+  function seeded(seed: number): () => number {
+    let a = seed;
+    return () => {
+      a = (a + 0x6d2b79f5) | 0;
+      let t = Math.imul(a ^ (a >>> 15), 1 | a);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+  const spaces = [' ', '\t', '\n', '\r\n', '  '];
+  const texts = ['plain', 'Grüße', '日本語のテキスト', 'emoji 🎉', 'quote \\" and brace } { ] [', 'back\\\\slash'];
+
+  /** A batch body of `count` events with random whitespace around its separators; one event may be large. */
+  function body(random: () => number, count: number, large: boolean): string {
+    const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)] as T;
+    const ws = () => (random() < 0.5 ? '' : pick(spaces));
+    const events = Array.from({ length: count }, (_, i) => {
+      const note = large && i === Math.floor(count / 2) ? 'x'.repeat(PARSE_PIECE_BYTES * 2) : pick(texts).repeat(1 + Math.floor(random() * 40));
+      return `{${ws()}"metadata":${ws()}{"eid":"${randomUUID()}","occurred_at":"2026-01-01T00:00:00Z"},"n":${Math.floor(random() * 1e6)},"note":"${note}","list":[1,${ws()}{"a":null}]}`;
+    });
+    return `${ws()}[${ws()}${events.map((e) => e + ws()).join(`,${ws()}`)}]${ws()}`;
+  }
+
+  it('gives exactly what JSON.parse of the whole body gives, parsing it in several pieces', () => {
+    const random = seeded(17);
+    for (let round = 0; round < 20; round++) {
+      const text = body(random, 200 + Math.floor(random() * 400), round % 4 === 0);
+      expect(Buffer.byteLength(text)).toBeGreaterThan(PARSE_PIECE_BYTES * 2);
+      const parse = vi.spyOn(JSON, 'parse');
+      let result: ReturnType<typeof parseEventBatch>;
+      try {
+        result = parseEventBatch(bytes(text));
+        expect(parse.mock.calls.length).toBeGreaterThan(2);
+      } finally {
+        parse.mockRestore();
+      }
+      expect(result.ok).toBe(true);
+      if (result.ok) expect(result.value).toEqual(JSON.parse(text));
+    }
+  });
+
+  it.each([
+    ['a missing comma between events', (events: string[], k: number) => `[${events.slice(0, k).join(',')} ${events.slice(k).join(',')}]`],
+    ['two commas between events', (events: string[], k: number) => `[${events.slice(0, k).join(',')},,${events.slice(k).join(',')}]`],
+    ['a broken event', (events: string[], k: number) => `[${events.slice(0, k).join(',')},{"metadata":{]},${events.slice(k).join(',')}]`],
+    ['text after the closing bracket', (events: string[]) => `[${events.join(',')}] x`],
+    ['no closing bracket', (events: string[]) => `[${events.join(',')}`],
+  ])('answers %s, wherever it lies, with the detail JSON.parse gives for the whole body', (_what, build) => {
+    const events = Array.from({ length: 200 }, (_, i) => `{"metadata":{"eid":"${randomUUID()}"},"i":${i},"pad":"${'p'.repeat(300)}"}`);
+    // Every position between two events, so some of them fall between two pieces.
+    for (let k = 1; k < events.length; k++) {
+      const text = build(events, k);
+      let expected = '';
+      try {
+        JSON.parse(text);
+      } catch (err) {
+        expected = (err as Error).message;
+      }
+      expect(expected).not.toBe('');
+      expect(parseEventBatch(bytes(text))).toEqual({ ok: false, reason: `the body is not valid JSON: ${expected}` });
+    }
+  });
+
+  it('parses a body that is not a plain array of objects, and one with a BOM, as a whole', () => {
+    const events = Array.from({ length: 200 }, (_, i) => `{"i":${i},"pad":"${'p'.repeat(300)}"}`);
+    const mixed = `[${events.slice(0, 100).join(',')},42,"text",[1],${events.slice(100).join(',')}]`;
+    const parsedMixed = parseEventBatch(bytes(mixed));
+    expect(parsedMixed.ok && parsedMixed.value).toEqual(JSON.parse(mixed));
+    const withBom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), bytes(`[${events.join(',')}]`)]);
+    const parsedBom = parseEventBatch(withBom);
+    expect(parsedBom.ok && parsedBom.value).toEqual(JSON.parse(`[${events.join(',')}]`));
+  });
+
+  it('refuses invalid UTF-8 anywhere in a large body', () => {
+    const text = `[${Array.from({ length: 200 }, (_, i) => `{"i":${i},"pad":"${'p'.repeat(300)}"}`).join(',')}]`;
+    const broken = bytes(text);
+    broken[broken.byteLength - 100] = 0xff;
+    expect(parseEventBatch(broken)).toEqual({ ok: false, reason: 'the body is not valid UTF-8' });
   });
 });
 
