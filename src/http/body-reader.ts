@@ -10,6 +10,7 @@ import type HyperExpress from 'hyper-express';
 import { brokerError, type BrokerError } from '../errors/catalog.js';
 import { parseUntrustedJson } from '../domain/json-limits.js';
 import { inflateZstdBody } from './compression.js';
+import { receiveDeclaredBody } from './engine-workarounds.js';
 
 const gunzip = promisify(zlib.gunzip);
 
@@ -107,7 +108,7 @@ export function parseJson(body: Buffer): unknown {
  * @throws BrokerError 413; 400 when the client leaves before its chunked body is complete
  */
 function receiveBody(req: HyperExpress.Request, bodyLimit: BodyLimit): Promise<Buffer> {
-  if (req.headers['transfer-encoding'] !== 'chunked') return req.buffer();
+  if (req.headers['transfer-encoding'] !== 'chunked') return receiveDeclaredBody(req);
   const limit = bodyLimit.sent;
   return new Promise((resolve, reject) => {
     let chunks: Buffer[] = [];
