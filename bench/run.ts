@@ -51,6 +51,11 @@ interface Machine {
   readonly memory_gib: number;
   readonly node: string;
   readonly redis: string;
+  /**
+   * Microseconds for the kernel to give this process one fresh 4 KB page (first write to newly mapped
+   * memory; {@link freshPageMicroseconds}), measured as the run starts. Absent from runs before 2026-11-26.
+   */
+  readonly fresh_page_us?: number;
 }
 
 /** One line of `bench/results.jsonl`. */
@@ -90,7 +95,28 @@ function machineOf(): Machine {
     memory_gib: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
     node: process.version,
     redis: /v=(\S+)/.exec(output('redis-server', ['--version']))?.[1] ?? 'unknown',
+    fresh_page_us: Math.round(freshPageMicroseconds() * 100) / 100,
   };
+}
+
+/** Bytes of fresh memory {@link freshPageMicroseconds} touches. */
+const FRESH_PAGE_PROBE_BYTES = 256 * 1024 * 1024;
+const PAGE_BYTES = 4096;
+
+/**
+ * Microseconds per 4 KB page to write once into {@link FRESH_PAGE_PROBE_BYTES} of newly mapped memory (a
+ * buffer that large is its own mapping, so every page faults once). Whatever stores data pays this per
+ * page as its memory grows: Redis for every stored event. On the bench machine (a Firecracker VM) it
+ * was 12-23 µs on 2026-11-26 (16 GB touched in 91 s; 256 MB probes 12 µs per page an hour later, where a
+ * bare-metal machine takes well under 1 µs), which put Redis's `XADD` of a 180 KB entry at 550 µs
+ * (330 MB/s) and cut the Redis-alone baselines to a quarter of the figures of the full run 4 hours
+ * before; recorded with every run so that figures of different runs can be told apart.
+ */
+function freshPageMicroseconds(): number {
+  const started = performance.now();
+  const buffer = Buffer.allocUnsafeSlow(FRESH_PAGE_PROBE_BYTES);
+  for (let at = 0; at < FRESH_PAGE_PROBE_BYTES; at += PAGE_BYTES) buffer[at] = 1;
+  return ((performance.now() - started) * 1000) / (FRESH_PAGE_PROBE_BYTES / PAGE_BYTES);
 }
 
 function formatValue(value: number): string {
@@ -110,6 +136,11 @@ function printTable(lines: readonly ResultLine[]): void {
   for (const row of rows) process.stdout.write(`${line(row)}\n`);
 }
 
+/** ` · fresh page N µs` when the run measured it. */
+function freshPage(machine: Machine): string {
+  return machine.fresh_page_us === undefined ? '' : ` · fresh page ${machine.fresh_page_us} µs`;
+}
+
 /** The README block for one run's lines. */
 function markdownTable(lines: readonly ResultLine[]): string {
   const first = lines[0];
@@ -117,7 +148,7 @@ function markdownTable(lines: readonly ResultLine[]): string {
   const m = first.machine;
   const escape = (s: string) => s.replaceAll('|', '\\|');
   const out = [
-    `Run ${first.date} · commit \`${first.commit}\` · ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB · Node ${m.node} · Redis ${m.redis}`,
+    `Run ${first.date} · commit \`${first.commit}\` · ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB · Node ${m.node} · Redis ${m.redis}${freshPage(m)}`,
     '',
     `Command: \`${first.command}\``,
     '',
@@ -177,7 +208,7 @@ async function main(): Promise<number> {
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([key, value]) => `${key}='${value ?? ''}'`);
   const command = [...overrides, 'node', path.relative(repoRoot, process.argv[1] ?? 'dist/bench/run.js'), ...names].join(' ');
-  process.stdout.write(`bench: ${selected.map((s) => s.name).join(', ')} · commit ${commit} · ${machine.cpu} (${machine.cores} cores) · Node ${machine.node} · Redis ${machine.redis}\n`);
+  process.stdout.write(`bench: ${selected.map((s) => s.name).join(', ')} · commit ${commit} · ${machine.cpu} (${machine.cores} cores) · Node ${machine.node} · Redis ${machine.redis}${freshPage(machine)}\n`);
   process.stdout.write('broker, Redis and the load generator share this machine\'s cores.\n');
 
   const figures: Figure[] = [];
