@@ -27,7 +27,7 @@
  */
 import { Redis } from 'ioredis';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
-import { recordCpu, round, runBounded, stackMeter, startStack, type Recorder, type Scenario } from './harness.js';
+import { median, recordCpu, round, runBounded, stackMeter, startStack, type Recorder, type Scenario } from './harness.js';
 import { overloadRetries, quickMode, request, requestRetrying } from './stream-client.js';
 
 const QUICK = quickMode();
@@ -76,11 +76,6 @@ async function counted<T>(client: Redis, countingOverhead: number, task: () => P
     if (delta > 0 && name !== 'info') byCommand.set(name, delta);
   }
   return { ms, commands: after - before - countingOverhead, byCommand, value };
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
 
 async function timedGet(url: string): Promise<{ ms: number; bytes: number; text: string }> {

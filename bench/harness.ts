@@ -336,6 +336,12 @@ export function recordCpu(recorder: Recorder, prefix: string, use: CpuUse): void
   for (const [label, value] of Object.entries(use.byLabel)) recorder.add(`${prefix}CPU ${label}`, round(value, 0), '% of a core');
 }
 
+/** The median of `values` (the upper one of an even count); NaN when there are none. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
 /** Rounds to `digits` decimals. */
 export function round(value: number, digits: number): number {
   const factor = 10 ** digits;

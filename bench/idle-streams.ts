@@ -28,7 +28,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { businessEventType, SMALL_BUSINESS_SCHEMA } from './events.js';
-import { CpuMeter, pidOf, round, runBounded, sleep, startStack, type Recorder, type Scenario, type Stack } from './harness.js';
+import { CpuMeter, median, pidOf, round, runBounded, sleep, startStack, type Recorder, type Scenario, type Stack } from './harness.js';
 import { openStream, quickMode, requestRetrying, type OpenStream } from './stream-client.js';
 
 const QUICK = quickMode();
@@ -58,11 +58,6 @@ const CPU_BASELINE_POINT = 10;
 function rssKb(pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return match ? Number(match[1]) : Number.NaN;
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
 
 type Kind = 'subscription' | 'low-level';

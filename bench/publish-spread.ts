@@ -31,7 +31,7 @@ import { Redis } from 'ioredis';
 import { repoRoot, startRedis } from '../scripts/local-processes.js';
 import { resolveIncludes } from '../src/storage/scripts.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
-import { CpuMeter, loadRequest, pidOf, post, reportFailures, round, runBounded, runLoad, startStack, type CpuUse, type LoadRequest, type Recorder, type Scenario, type Stack } from './harness.js';
+import { CpuMeter, loadRequest, median, pidOf, post, reportFailures, round, runBounded, runLoad, startStack, type CpuUse, type LoadRequest, type Recorder, type Scenario, type Stack } from './harness.js';
 import { quickMode, requestRetrying } from './stream-client.js';
 
 const QUICK = quickMode();
@@ -110,8 +110,7 @@ async function scriptReference(recorder: Recorder, texts: readonly string[]): Pr
   }
   const perBatch = new Map<number, number>();
   for (const [partitions, values] of samples) {
-    const sorted = [...values].sort((a, b) => a - b);
-    const us = sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+    const us = median(values);
     perBatch.set(partitions, us);
     recorder.add(`redis alone, ${partitions} publishBatch scripts per ${PARTITION_BATCH}-event batch: CPU per batch`, round(us, 0), 'core-µs');
   }
