@@ -306,18 +306,21 @@ export type ParsedEventBatch = { ok: true; value: unknown; layout: EventBatchLay
 /**
  * {@link parseUntrustedJson} for event batches (the publish worker): the same checks, answers and order
  * (depth, strict UTF-8, JSON), with the depth check done by {@link scanEventBatch}, whose layout lets the
- * worker store each event's own text. A body of events is decoded and parsed in pieces of at most
- * {@link PARSE_PIECE_BYTES} ({@link parseInPieces}); any other body, and every malformed one, as a whole
- * with the fatal decoder, so its 400 detail is the one `JSON.parse` gives for the whole text.
+ * worker store each event's own text. A body of events longer than {@link PARSE_PIECE_BYTES} is decoded
+ * and parsed in pieces of at most that ({@link parseInPieces}); a shorter body, any other body and every
+ * malformed one as a whole with the fatal decoder (one UTF-8 pass), so its 400 detail is the one
+ * `JSON.parse` gives for the whole text.
  * @returns never throws
  */
 export function parseEventBatch(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH): ParsedEventBatch {
   const scan = scanEventBatch(bytes, maxDepth);
   if (scan.tooDeepAt >= 0) return { ok: false, reason: `the body nests arrays and objects deeper than ${maxDepth} levels (at byte ${scan.tooDeepAt})` };
-  // The same verdict as the fatal decoder (WHATWG UTF-8: no overlong forms, surrogates or truncated sequences).
-  if (!isUtf8(bytes)) return { ok: false, reason: 'the body is not valid UTF-8' };
-  const pieces = parseInPieces(bytes, scan.layout);
-  if (pieces !== undefined) return { ok: true, value: pieces, layout: scan.layout };
+  if (bytes.byteLength > PARSE_PIECE_BYTES && scan.layout.count > 0) {
+    // The same verdict as the fatal decoder (WHATWG UTF-8: no overlong forms, surrogates or truncated sequences).
+    if (!isUtf8(bytes)) return { ok: false, reason: 'the body is not valid UTF-8' };
+    const pieces = parseInPieces(bytes, scan.layout);
+    if (pieces !== undefined) return { ok: true, value: pieces, layout: scan.layout };
+  }
   let text: string;
   try {
     text = utf8.decode(bytes);
@@ -348,34 +351,30 @@ export const PARSE_PIECE_BYTES = 32 * 1024;
  *
  * @param bytes the body, already known to be valid UTF-8 (a piece boundary is an ASCII brace, so no
  *   character is split)
- * @param layout the body's {@link scanEventBatch} layout
+ * @param layout the body's {@link scanEventBatch} layout, with at least one event
  * @returns the parsed events, or undefined when the body is not a plain array of objects or a piece does
  *   not parse (the caller then parses the whole body, which gives the error, or the value)
  */
 function parseInPieces(bytes: Uint8Array, layout: EventBatchLayout): unknown[] | undefined {
   const { count, starts, ends } = layout;
   const length = bytes.byteLength;
-  if (count === 0 || length <= PARSE_PIECE_BYTES) return undefined;
   const buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, length);
   if (!separatorBetween(buffer, 0, starts[0] ?? 0, OPEN_ARRAY) || !separatorBetween(buffer, ends[count - 1] ?? 0, length, CLOSE_ARRAY)) return undefined;
   const events: unknown[] = [];
   let first = 0;
-  while (first < count) {
-    const start = starts[first] ?? 0;
-    let last = first;
-    while (last + 1 < count && (ends[last + 1] ?? 0) - start <= PARSE_PIECE_BYTES) {
-      if (!separatorBetween(buffer, ends[last] ?? 0, starts[last + 1] ?? 0, COMMA)) return undefined;
-      last++;
-    }
-    if (last + 1 < count && !separatorBetween(buffer, ends[last] ?? 0, starts[last + 1] ?? 0, COMMA)) return undefined;
+  for (let i = 0; i < count; i++) {
+    const next = i + 1;
+    if (next < count && !separatorBetween(buffer, ends[i] ?? 0, starts[next] ?? 0, COMMA)) return undefined;
+    // The piece of events first..i ends here when the next event would take it past the bound.
+    if (next < count && (ends[next] ?? 0) - (starts[first] ?? 0) <= PARSE_PIECE_BYTES) continue;
     let piece: unknown;
     try {
-      piece = JSON.parse(`[${buffer.toString('utf8', start, ends[last] ?? 0)}]`);
+      piece = JSON.parse(`[${buffer.toString('utf8', starts[first] ?? 0, ends[i] ?? 0)}]`);
     } catch {
       return undefined;
     }
     for (const event of piece as unknown[]) events.push(event);
-    first = last + 1;
+    first = next;
   }
   return events;
 }
