@@ -1,7 +1,10 @@
+import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import { projectRoot } from '../config/load-config.js';
 import type { RedisClient } from './redis-connection.js';
+import { DIRECT_ARGUMENT_MIN_BYTES, DirectArgumentsCommand } from './direct-arguments.js';
 
 /**
  * Names of the Lua scripts in `src/storage/lua`: file `<name>-<numberOfKeys>.lua`, or `<name>-n.lua`
@@ -54,13 +57,20 @@ export type ScriptArg = string | number | Buffer;
  * The one script loader (STYLE.md habit 2): registers every `lua/*.lua` file, its `--#include` lines
  * resolved ({@link resolveIncludes}), with ioredis `defineCommand` (EVALSHA with a transparent EVAL
  * fallback) and runs them by name. Expected failures come back as the negative codes of
- * `script-failures.ts`.
+ * `script-failures.ts`. On a standalone client without auto-pipelining, a call with a Buffer argument of
+ * at least `DIRECT_ARGUMENT_MIN_BYTES` (a partition's events) is sent as a {@link DirectArgumentsCommand},
+ * which hands that argument to the socket without ioredis's copy (issue 17 §1.4).
  */
 export class Scripts {
   /** Declared key count; -1 = variable (`-n.lua`). */
   private readonly numberOfKeys = new Map<string, number>();
+  /** Each script's resolved text and its SHA-1 (hex), for calls sent as {@link DirectArgumentsCommand}. */
+  private readonly sources = new Map<string, { readonly lua: string; readonly sha: string }>();
+  /** The client writes each command to its socket when sent: direct arguments are safe on it. */
+  private readonly direct: Redis | undefined;
 
   constructor(private readonly redis: RedisClient) {
+    this.direct = redis instanceof Redis && redis.options.enableAutoPipelining !== true ? redis : undefined;
     const dir = path.join(projectRoot, 'src', 'storage', 'lua');
     const variadic: string[] = [];
     for (const file of readdirSync(dir)) {
@@ -71,6 +81,7 @@ export class Scripts {
       // Without numberOfKeys, ioredis takes the key count as the command's first argument.
       redis.defineCommand(name, keys === 'n' ? { lua } : { numberOfKeys: Number(keys), lua });
       this.numberOfKeys.set(name, keys === 'n' ? -1 : Number(keys));
+      this.sources.set(name, { lua, sha: createHash('sha1').update(lua).digest('hex') });
       if (keys === 'n') variadic.push(name);
     }
     // Auto-pipelining picks a cluster node by a command's first string argument; a variadic script's
@@ -87,8 +98,26 @@ export class Scripts {
     const expected = this.numberOfKeys.get(name);
     if (expected === undefined) throw new Error(`script ${name} is not loaded`);
     if (expected !== -1 && expected !== keys.length) throw new Error(`script ${name} takes ${String(expected)} keys, got ${keys.length}`);
+    if (this.direct !== undefined && args.some((arg) => Buffer.isBuffer(arg) && arg.length >= DIRECT_ARGUMENT_MIN_BYTES)) return this.runDirect(this.direct, name, keys, args);
     const command = (this.redis as unknown as Record<string, (...a: ScriptArg[]) => Promise<unknown>>)[name];
     if (!command) throw new Error(`script ${name} is not loaded`);
     return expected === -1 ? command.call(this.redis, keys.length, ...keys, ...args) : command.call(this.redis, ...keys, ...args);
+  }
+
+  /**
+   * `EVALSHA` as a {@link DirectArgumentsCommand}, and `EVAL` of the script's text when Redis does not
+   * hold it (`NOSCRIPT`: a restarted or flushed Redis), as ioredis's own script commands do.
+   */
+  private async runDirect(redis: Redis, name: string, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
+    const source = this.sources.get(name);
+    if (source === undefined) throw new Error(`script ${name} is not loaded`);
+    const send = (command: 'evalsha' | 'eval', script: string): Promise<unknown> =>
+      redis.sendCommand(new DirectArgumentsCommand(command, [script, keys.length, ...keys, ...args], { replyEncoding: 'utf8' })) as Promise<unknown>;
+    try {
+      return await send('evalsha', source.sha);
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+      return send('eval', source.lua);
+    }
   }
 }
