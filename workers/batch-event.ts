@@ -16,3 +16,9 @@ export function metadataOf(event: BatchEvent): BatchEvent | undefined {
   const metadata = event.metadata;
   return isEvent(metadata) ? metadata : undefined;
 }
+
+/** The event's `metadata.eid` as sent, or '' when it has none (an answer's items carry it). */
+export function eidOf(event: BatchEvent): string {
+  const eid = metadataOf(event)?.eid;
+  return typeof eid === 'string' ? eid : '';
+}

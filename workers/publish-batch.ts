@@ -12,7 +12,7 @@ import { eventOwner } from '../src/domain/event-owner.js';
 import { parseEventBatch, type EventBatchLayout } from '../src/domain/json-limits.js';
 import { rejectedItems } from '../src/domain/batch-items.js';
 import type { PublishStep } from '../src/domain/batch-item-response.js';
-import { isEvent, metadataOf, type BatchEvent } from './batch-event.js';
+import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
 import type { PublishResult, PublishTask, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
 import { StoredTexts } from './stored-texts.js';
 import type { ValidatorCache } from './validator-cache.js';
@@ -43,11 +43,6 @@ function choosePartition(event: BatchEvent, spec: PublishTaskSpec): number | str
     case 'user_defined':
       return userDefinedPartition(event, spec.partitionCount);
   }
-}
-
-function eidOf(event: BatchEvent): string {
-  const eid = metadataOf(event)?.eid;
-  return typeof eid === 'string' ? eid : '';
 }
 
 /** The 422 answer (see {@link rejectedItems}). */
@@ -101,11 +96,9 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   const stored = new StoredTexts(task, spec, layoutOf(body.layout, batch.length));
   // Compacted event types (issue 6): each event's compaction key, which validation made a non-empty string.
   const compactionKeys: string[][] | undefined = spec.compacted === true ? Array.from({ length: spec.partitionCount }, () => []) : undefined;
-  const eids: string[] = new Array<string>(batch.length);
   for (let i = 0; i < batch.length; i++) {
     const event = batch[i] as BatchEvent;
     const partition = itemPartitions[i] as number;
-    eids[i] = eidOf(event);
     // Decided on the event as sent, before enrichment adds its fields.
     stored.plan(i, event, partition);
     if (spec.enrich) enrich(event, spec, partition, task);
@@ -123,7 +116,7 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   const partitions = stored.payloads(itemPartitions, compactionKeys);
   let bytes = 0;
   for (const payload of partitions) bytes += payload.data.byteLength - (payload.count - 1);
-  return schemaCost ? { kind: 'accepted', eids, itemPartitions, partitions, bytes, schemaCost } : { kind: 'accepted', eids, itemPartitions, partitions, bytes };
+  return schemaCost ? { kind: 'accepted', itemPartitions, partitions, bytes, schemaCost } : { kind: 'accepted', itemPartitions, partitions, bytes };
 }
 
 /** The scan's layout when it found exactly the parsed events (it always does for valid JSON), else undefined. */

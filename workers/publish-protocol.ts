@@ -136,9 +136,10 @@ export type PublishResult =
       readonly kind: 'accepted';
       /** The cost of the event type's schema as this worker measured it (absent for category `undefined`, or over the budget). */
       readonly schemaCost?: SchemaCost;
-      /** `metadata.eid` per input event ('' when absent), in input order. */
-      readonly eids: string[];
-      /** Partition index per input event, in input order. */
+      /**
+       * Partition index per input event, in input order (its length is the batch's event count). The
+       * events' eids are not sent: a 207 answer reads them back from the payloads (`eidsOfPayloads`, stored-texts.ts).
+       */
       readonly itemPartitions: Uint32Array;
       readonly partitions: PartitionPayload[];
       /** Total bytes of the serialized events. */

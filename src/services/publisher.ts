@@ -12,6 +12,7 @@ import type { BatchItemResponse } from '../domain/batch-item-response.js';
 import type { PublishSpec } from '../domain/publish-spec.js';
 import type { PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
 import { processBatch } from '../../workers/publish-batch.js';
+import { eidsOfPayloads } from '../../workers/stored-texts.js';
 import { compiledValidatorBytes, DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
@@ -305,7 +306,7 @@ export class Publisher {
     if (!inline && result.kind !== 'malformed' && result.schemaCost !== undefined) void this.feedMainThread(spec, result.schemaCost);
     if (result.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: result.detail });
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
-    const events = result.eids.length;
+    const events = result.itemPartitions.length;
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
 
     const appends = result.partitions.map((p): PartitionAppend => ({ partition: String(p.partition), count: p.count, data: p.data, ...(p.compactionKeys ? { compactionKeys: p.compactionKeys } : {}) }));
@@ -319,7 +320,7 @@ export class Publisher {
       if (!w.ok) failed.set((result.partitions[i] as { partition: number }).partition, w.reason);
     });
     if (failed.size === 0) return { status: 200, events, bytes: result.bytes };
-    const items = result.eids.map((eid, i): BatchItemResponse => {
+    const items = eidsOfPayloads(result.partitions, result.itemPartitions).map((eid, i): BatchItemResponse => {
       const reason = failed.get(result.itemPartitions[i] as number);
       return reason === undefined
         ? { eid, publishing_status: 'submitted', step: 'none', detail: '' }

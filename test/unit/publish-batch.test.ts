@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { buildPublishSpec } from '../../src/services/event-type-cache.js';
 import type { EventType } from '../../src/domain/event-type.js';
 import { processBatch } from '../../workers/publish-batch.js';
+import { eidsOfPayloads } from '../../workers/stored-texts.js';
 import { compiledValidatorBytes, ValidatorCache } from '../../workers/validator-cache.js';
 import type { PublishTask, PublishTaskSpec } from '../../workers/publish-protocol.js';
 import { eventTypeRecord } from '../support/fixtures.js';
@@ -31,7 +32,9 @@ describe('processBatch (the worker hot path)', () => {
     const batch = Array.from({ length: 30 }, (_, i) => event(`k${i % 5}`));
     const result = processBatch(task(batch), cache);
     if (result.kind !== 'accepted') throw new Error(JSON.stringify(result));
-    expect(result.eids).toEqual(batch.map((e) => e.metadata.eid));
+    expect(result.itemPartitions.length).toBe(30);
+    // A 207 answer reads the eids back from the stored texts, in input order.
+    expect(eidsOfPayloads(result.partitions, result.itemPartitions)).toEqual(batch.map((e) => e.metadata.eid));
     const perPartition = result.partitions.map((p) => Buffer.from(p.data).toString().split('\n').map((t) => JSON.parse(t) as { id: string; metadata: Record<string, string> }));
     expect(perPartition.flat().length).toBe(30);
     for (const [i, p] of result.partitions.entries()) {
@@ -46,6 +49,25 @@ describe('processBatch (the worker hot path)', () => {
     const partitionsOfKey = new Map<string, Set<number>>();
     result.itemPartitions.forEach((p, i) => partitionsOfKey.set(batch[i]?.id ?? '', (partitionsOfKey.get(batch[i]?.id ?? '') ?? new Set()).add(p)));
     expect([...partitionsOfKey.values()].every((set) => set.size === 1)).toBe(true);
+  });
+
+  it('reads the eids back from the stored texts whatever their source: spliced, serialized, none sent (category undefined)', () => {
+    // Serialized: a newline between tokens, a duplicate key, a producer's own metadata.partition.
+    const texts = [
+      JSON.stringify(event('a')),
+      `{"metadata":\n{"eid":"${randomUUID()}","occurred_at":"${now}"},"id":"b"}`,
+      `{"id":"c","id":"c2","metadata":{"eid":"${randomUUID()}","occurred_at":"${now}"}}`,
+      JSON.stringify({ metadata: { eid: randomUUID(), occurred_at: now, partition: '1' }, id: 'd' }),
+    ];
+    const eids = texts.map((t) => (JSON.parse(t) as { metadata: { eid: string } }).metadata.eid);
+    const result = processBatch(task(`[${texts.join(',')}]`), cache);
+    if (result.kind !== 'accepted') throw new Error(JSON.stringify(result));
+    expect(eidsOfPayloads(result.partitions, result.itemPartitions)).toEqual(eids);
+
+    const plain = [{ id: 1 }, { id: 2, metadata: { eid: 'not validated here' } }, { id: 3, metadata: 'no object' }];
+    const undefinedCategory = processBatch(task(plain, eventType({ category: 'undefined', enrichment_strategies: [] })), cache);
+    if (undefinedCategory.kind !== 'accepted') throw new Error(JSON.stringify(undefinedCategory));
+    expect(eidsOfPayloads(undefinedCategory.partitions, undefinedCategory.itemPartitions)).toEqual(['', 'not validated here', '']);
   });
 
   it('reports every invalid event as failed; the rest aborted at validating before the first failure, at none after it', () => {
