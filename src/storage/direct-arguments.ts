@@ -3,8 +3,9 @@ import { Command } from 'ioredis';
 
 /**
  * Buffer arguments of at least this many bytes are handed to the socket as they are by
- * {@link DirectArgumentsCommand}. Below it ioredis's copy comes out of Node's shared buffer pool (4 KB:
- * `Buffer.poolSize >>> 1`) and costs less than a socket write of its own.
+ * {@link DirectArgumentsCommand}. A command whose Buffer arguments are all shorter is serialized by
+ * ioredis: a copy that small (from Node's shared buffer pool below 4 KB in all, `Buffer.poolSize >>> 1`)
+ * costs less than socket writes of its own.
  */
 export const DIRECT_ARGUMENT_MIN_BYTES = 4 * 1024;
 
@@ -12,17 +13,17 @@ export const DIRECT_ARGUMENT_MIN_BYTES = 4 * 1024;
  * A Redis command whose large Buffer arguments go to the socket as they are, not copied (issue 17 §1.4).
  * ioredis serializes a command with any Buffer argument into one new buffer (`Command.toWritable`): for
  * a `publishBatch` call that is a copy of the partition's whole payload on the main thread (527 KB per
- * 1000-event batch), each in a fresh allocation outside the V8 heap, whose external-memory accounting
- * started a main-thread mark-compact about every 100 ms under 1000-event batches (85 in 11 s,
- * `--trace-gc`; bench/README.md "Large script arguments").
+ * 1000-event batch), each in a fresh allocation outside the V8 heap. Measured under 1000-event batches
+ * (bench/README.md "Large script arguments"): the node's CPU per event fell 5–15 % (a fifth with
+ * 100-event batches), its main thread's mark-compacts 85 → 63 in 11 s.
  *
  * When an argument is that large, {@link toWritable} writes the RESP text before each Buffer argument,
  * then the argument itself, to the socket, and returns the text after the last one, which ioredis writes
- * next: the same bytes in the same order. It does so only on a corked socket (`coalesceWrites` in redis-connection.ts corks it for the
- * event-loop turn), so the pieces leave in one `writev`; on any other target it serializes as ioredis
- * does. Send it only with `sendCommand` on a client that writes each command to its socket when sent (a
- * standalone client without auto-pipelining): a pipeline would queue the returned text while the pieces
- * were already written.
+ * next: the same bytes in the same order. It does so only on a corked socket (`coalesceWrites` in
+ * redis-connection.ts corks it for the event-loop turn), so the pieces leave in one `writev`; on any other
+ * target it serializes as ioredis does. Send it only with `sendCommand` on a client that writes each
+ * command to its socket when sent (a standalone client without auto-pipelining): a pipeline would queue
+ * the returned text while the pieces were already written.
  */
 export class DirectArgumentsCommand extends Command {
   /**
