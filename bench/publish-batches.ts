@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { freePort, startRedis } from '../scripts/local-processes.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
+import { requestRetrying } from './stream-client.js';
 import {
   CpuMeter,
   MB,
@@ -189,8 +190,7 @@ async function run(recorder: Recorder): Promise<void> {
       const requests = (bodies[i] ?? []).map((r) => ({ ...r, path: `/event-types/${eventType}/events` }));
       const label = `batch ${point.batch}`;
       const { result, cpu } = await measure(recorder, `broker, ${label}, ${point.connections} connections`, stack.broker.url, requests, point.connections, meter);
-      const deleted = await fetch(`${stack.broker.url}/event-types/${eventType}`, { method: 'DELETE' });
-      if (deleted.status !== 200 && deleted.status !== 204) throw new Error(`DELETE /event-types/${eventType} answered ${deleted.status}`);
+      await requestRetrying('DELETE', `${stack.broker.url}/event-types/${eventType}`, undefined, [200, 204]);
       brokerEventsPerSecond.push(result.eventsPerSecond);
       recorder.add(`${label}: events/s`, Math.round(result.eventsPerSecond), 'events/s', point.batch === 1000 ? { op: '>=', value: TARGET_EVENTS_PER_SECOND } : undefined);
       recorder.add(`${label}: requests/s`, Math.round(result.requestsPerSecond), 'requests/s');

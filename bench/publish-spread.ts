@@ -22,9 +22,10 @@
  * model events/s (the same on a quiet machine; on a shared one the neighbours' load moves throughput
  * far more than CPU per batch, so the target is on the latter).
  * Each point's event types (partition points: one; event-type points: their own N) are deleted once it
- * is measured, so every point writes to an equally empty Redis: Redis's CPU per event grows with the data it holds (2026-11-26: 16 partitions measured
- * right after the 1-partition point, on the same Redis, 3.74 µs per event against 1.92 on a fresh one and
- * 2.00 with the point before deleted), and the points used to run beside the earlier ones' gigabytes.
+ * is measured, so every point writes to an equally empty Redis. The points used to write beside the
+ * earlier ones' gigabytes, and on this VM new memory costs more the more the guest has touched
+ * (2026-11-26: 16 partitions right after the 1-partition point cost Redis 3.74 µs per event, 1.92 on a
+ * fresh Redis, 2.00 with the point before deleted; bench/README.md publish-spread).
  * For event types Δ = 0 (one script per batch at every N): the model is flat, B(N) ≤ 1.1 × B(1).
  * Every event type has its own schema text (a distinct `description`), as real event types do, so
  * each has its own validator (caches.workerValidatorEntries per worker thread, default 256).
