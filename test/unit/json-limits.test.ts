@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
+import { seeded } from '../support/seeded.js';
 import { BrokerError } from '../../src/errors/catalog.js';
 import { findPrototypeKey, MAX_JSON_DEPTH, nestingBeyond, PARSE_PIECE_BYTES, parseEventBatch, parseUntrustedJson } from '../../src/domain/json-limits.js';
 import { parseJson } from '../../src/http/body-reader.js';
@@ -159,16 +160,6 @@ describe('parseJson (control-plane request bodies)', () => {
 });
 
 describe('parseEventBatch in pieces (bodies over PARSE_PIECE_BYTES)', () => {
-  /** A deterministic generator (mulberry32), so every run checks the same bodies. */
-  function seeded(seed: number): () => number {
-    let a = seed;
-    return () => {
-      a = (a + 0x6d2b79f5) | 0;
-      let t = Math.imul(a ^ (a >>> 15), 1 | a);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-  }
   const spaces = [' ', '\t', '\n', '\r\n', '  '];
   const texts = ['plain', 'Grüße', '日本語のテキスト', 'emoji 🎉', 'quote \\" and brace } { ] [', 'back\\\\slash'];
 

@@ -35,12 +35,7 @@ interface Dashboard {
 async function registered(): Promise<{ names: Set<string>; labels: Map<string, Set<string>> }> {
   const metrics = new BrokerMetrics();
   const names = sampleNames(parseExposition(await metrics.scrape()));
-  const families = new Map(
-    metrics.registry.getMetricsAsArray().map((metric) => {
-      const { name, labelNames } = metric as unknown as { name: string; labelNames?: string[] };
-      return [name, labelNames ?? []] as const;
-    }),
-  );
+  const families = metrics.families();
   const labels = new Map<string, Set<string>>();
   for (const name of names) labels.set(name, new Set(families.get(families.has(name) ? name : name.replace(/_(bucket|sum|count)$/, '')) ?? []));
   return { names, labels };

@@ -1,0 +1,78 @@
+/**
+ * Prometheus text format 0.0.4 for the metric families a node writes itself rather than through
+ * prom-client: those with a series per event type or per subscription and partition, which reach
+ * hundreds of thousands of samples at 10,000 event types (issue 17 §4.3). prom-client builds an object per
+ * sample and formats every label set again at each scrape (about 1 µs and several allocations per
+ * sample); here each series' label text is formatted once, when the series is made, and a scrape only
+ * joins it with the values. The text is the same as prom-client's for the same values (escaping, number
+ * formatting, label order, `le` first on buckets): test/unit/exposition.test.ts compares the two.
+ */
+
+/** A label value escaped as the text format wants it (backslash, double quote and line feed), as prom-client does. */
+export function escapeLabelValue(value: string): string {
+  if (!/[\\\n"]/.test(value)) return value;
+  return value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+}
+
+/** `name="value",…` for label names and values (values escaped), without braces. */
+export function labelText(names: readonly string[], values: readonly string[]): string {
+  return names.map((name, i) => `${name}="${escapeLabelValue(values[i] ?? '')}"`).join(',');
+}
+
+/** A sample value as prom-client writes it: `+Inf`, `-Inf`, `Nan`, otherwise JavaScript's own number text. */
+export function sampleValue(value: number): string {
+  if (Number.isNaN(value)) return 'Nan';
+  if (value === Infinity) return '+Inf';
+  if (value === -Infinity) return '-Inf';
+  return `${value}`;
+}
+
+/** `# HELP` and `# TYPE` lines of a family (help text escaped: backslash and line feed), each ending in `\n`. */
+export function familyHeader(name: string, help: string, type: 'counter' | 'gauge' | 'histogram'): string {
+  return `# HELP ${name} ${help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}\n# TYPE ${name} ${type}\n`;
+}
+
+/**
+ * The values of one histogram series (prom-client's semantics): a value falls into the first bucket whose
+ * upper bound it does not exceed (above the last bound only `+Inf` counts it); `sum` and `count` take
+ * every value.
+ */
+export class HistogramValues {
+  /** Observations per bucket, not cumulative (index = the bound's index). */
+  private readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+
+  /** @param bounds the buckets' upper bounds, ascending */
+  constructor(private readonly bounds: readonly number[]) {
+    this.counts = new Float64Array(bounds.length);
+  }
+
+  /** Counts one value (same unit as the bounds). A value that is not a finite number is not counted (it would turn the sum into NaN for good). */
+  observe(value: number): void {
+    if (!Number.isFinite(value)) return;
+    this.sum += value;
+    this.count += 1;
+    for (let i = 0; i < this.bounds.length; i++) {
+      if (value <= (this.bounds[i] as number)) {
+        this.counts[i] = (this.counts[i] ?? 0) + 1;
+        return;
+      }
+    }
+  }
+
+  /**
+   * Appends the series' lines to `out`: the cumulative buckets (`le` first, then `labels`), `+Inf`,
+   * `_sum` and `_count`.
+   * @param name the family name
+   * @param labels the series' label text ({@link labelText}); not empty
+   */
+  write(out: string[], name: string, labels: string): void {
+    let cumulative = 0;
+    for (let i = 0; i < this.bounds.length; i++) {
+      cumulative += this.counts[i] ?? 0;
+      out.push(`${name}_bucket{le="${this.bounds[i] as number}",${labels}} ${cumulative}\n`);
+    }
+    out.push(`${name}_bucket{le="+Inf",${labels}} ${this.count}\n${name}_sum{${labels}} ${sampleValue(this.sum)}\n${name}_count{${labels}} ${this.count}\n`);
+  }
+}
