@@ -31,7 +31,7 @@ export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, a
   http.route('GET', '/event-types', async (ctx) => {
     const query = inputOf(ListEventTypesQuery, ctx.input.query, 'query');
     const writer = query.writer === undefined ? undefined : attributeOf(query.writer);
-    return { status: 200, body: await registry.list({ owningApplication: query.owning_application, writer }) };
+    return { status: 200, body: await registry.listJson({ owningApplication: query.owning_application, writer }), contentType: 'application/json' };
   });
 
   http.route('POST', '/event-types', async (ctx) => {
