@@ -250,28 +250,28 @@ export class EventTypeRegistry {
   }
 
   /**
-   * Every event type as the JSON text `GET /event-types` answers (an array of the records, sorted by
+   * Every event type as the JSON `GET /event-types` answers (UTF-8: an array of the records, sorted by
    * name), optionally only those of one owning application and those whose `writers` list names `writer`
    * explicitly (spec "Event type registry": `GET /event-types?writer=`). The records go out as stored
    * (`JSON.stringify` of each, the same text serializing the parsed record gives); only a filter parses
-   * them, to test them. At 10,000 event types (16 MB) parsing and serializing every record again made
-   * most of the listing's time garbage collection (issue 17 §4.3).
+   * them, to test them. At 10,000 event types (16 MB) decoding, parsing and serializing every record
+   * again cost a quarter of the listing's time, most of it garbage collection (issue 17 §4.3).
    * @throws BrokerError 503
    */
-  async listJson(filter: { owningApplication?: string; writer?: AuthorizationAttribute }): Promise<string> {
+  async listJson(filter: { owningApplication?: string; writer?: AuthorizationAttribute }): Promise<Buffer> {
     const { owningApplication, writer } = filter;
-    const texts = await this.store.listTexts();
+    const stored = await this.store.listStored();
     const kept =
       owningApplication === undefined && writer === undefined
-        ? texts
-        : texts.filter((text) => {
-            const et = JSON.parse(text) as EventType;
+        ? stored
+        : stored.filter((bytes) => {
+            const et = JSON.parse(bytes.toString('utf8')) as EventType;
             return (
               (owningApplication === undefined || et.owning_application === owningApplication) &&
               (writer === undefined || (et.authorization?.writers ?? []).some((a) => a.data_type === writer.data_type && a.value === writer.value))
             );
           });
-    return `[${kept.join(',')}]`;
+    return jsonArrayOf(kept);
   }
 
   /** Schema versions newest first. @throws BrokerError 404 */
@@ -378,4 +378,19 @@ function toRecord(input: EventTypeInput, schema: EventTypeSchema, createdAt: str
     created_at: createdAt,
     updated_at: updatedAt,
   };
+}
+
+/** `[a,b,…]` of JSON texts given as UTF-8 bytes, in one buffer. */
+function jsonArrayOf(items: readonly Buffer[]): Buffer {
+  let length = 2 + Math.max(0, items.length - 1);
+  for (const item of items) length += item.byteLength;
+  const out = Buffer.allocUnsafe(length);
+  let at = 0;
+  out[at++] = 0x5b;
+  items.forEach((item, i) => {
+    if (i > 0) out[at++] = 0x2c;
+    at += item.copy(out, at);
+  });
+  out[at] = 0x5d;
+  return out;
 }

@@ -84,21 +84,22 @@ export class EventTypeStore {
 
   /** Every event type record, sorted by name. @throws BrokerError 503 */
   async list(): Promise<EventType[]> {
-    return (await this.listTexts()).map((text) => JSON.parse(text) as EventType);
+    return (await this.listStored()).map((stored) => JSON.parse(stored.toString('utf8')) as EventType);
   }
 
   /**
-   * Every event type record as stored (its JSON text, `JSON.stringify` of the record), sorted by name: a
-   * listing can answer them without parsing and serializing each again. @throws BrokerError 503
+   * Every event type record as stored (the UTF-8 bytes of `JSON.stringify` of the record), sorted by
+   * name: a listing can answer them without decoding, parsing and serializing each again.
+   * @throws BrokerError 503
    */
-  async listTexts(): Promise<string[]> {
+  async listStored(): Promise<Buffer[]> {
     const names = (await this.redis.smembers(this.keys.eventTypeNames).catch(storageError)).sort();
     if (names.length === 0) return [];
     // All in the `{registry}` slot, so one pipeline is one node even in a cluster.
     const pipeline = this.redis.pipeline();
-    for (const name of names) pipeline.hget(this.keys.eventType(name), 'record');
+    for (const name of names) pipeline.hgetBuffer(this.keys.eventType(name), 'record');
     const results = (await pipeline.exec().catch(storageError)) ?? [];
-    return results.flatMap(([err, value]) => (err === null && typeof value === 'string' ? [value] : []));
+    return results.flatMap(([err, value]) => (err === null && Buffer.isBuffer(value) ? [value] : []));
   }
 
   /**
