@@ -14,7 +14,7 @@ export function escapeLabelValue(value: string): string {
   return value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
 }
 
-/** `name="value",…` for label names and values (values escaped), without braces. */
+/** `name="value",…` for label names and values (values escaped), without braces; `values[i]` goes with `names[i]`. */
 export function labelText(names: readonly string[], values: readonly string[]): string {
   return names.map((name, i) => `${name}="${escapeLabelValue(values[i] ?? '')}"`).join(',');
 }
@@ -27,9 +27,20 @@ export function sampleValue(value: number): string {
   return `${value}`;
 }
 
-/** `# HELP` and `# TYPE` lines of a family (help text escaped: backslash and line feed), each ending in `\n`. */
-export function familyHeader(name: string, help: string, type: 'counter' | 'gauge' | 'histogram'): string {
-  return `# HELP ${name} ${help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}\n# TYPE ${name} ${type}\n`;
+/** A metric family as the text format declares it. */
+export interface FamilyDeclaration {
+  readonly name: string;
+  readonly help: string;
+  readonly type: 'counter' | 'gauge' | 'histogram';
+}
+
+/**
+ * A family's text before its samples: a blank line that separates it from the family before (as
+ * prom-client separates its families), then its `# HELP` (help text escaped: backslash and line feed) and
+ * `# TYPE` lines, each ending in `\n`.
+ */
+export function familyHeader({ name, help, type }: FamilyDeclaration): string {
+  return `\n# HELP ${name} ${help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}\n# TYPE ${name} ${type}\n`;
 }
 
 /**

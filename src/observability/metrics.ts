@@ -1,15 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-
-/** A counter bound to one label set (prom-client's `counter.labels(...)`), kept by its caller. */
-interface CounterChild {
-  inc(value?: number): void;
-}
-
-/** A histogram bound to one label set (prom-client's `histogram.labels(...)`), kept by its caller. */
-interface HistogramChild {
-  observe(value: number): void;
-}
-import { familyHeader, HistogramValues, labelText, sampleValue } from './exposition.js';
+import { familyHeader, HistogramValues, labelText, sampleValue, type FamilyDeclaration } from './exposition.js';
 import type { Logger } from './logger.js';
 import type {
   CommitResult,
@@ -25,6 +15,16 @@ import type {
   WorkerPoolLoad,
 } from './meters.js';
 
+/** A counter bound to one label set (prom-client's `counter.labels(...)`), kept by its caller. */
+interface CounterChild {
+  inc(value?: number): void;
+}
+
+/** A histogram bound to one label set (prom-client's `histogram.labels(...)`), kept by its caller. */
+interface HistogramChild {
+  observe(value: number): void;
+}
+
 /** Prefix of every metric of the broker (DESIGN.md §8; STYLE.md "Naming"). */
 export const METRIC_PREFIX = 'broker_';
 
@@ -36,10 +36,7 @@ export const BATCH_SIZE_BUCKETS_EVENTS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 10
 const SUBSCRIPTION_PARTITION_LABELS = ['subscription_id', 'consumer_group', 'event_type', 'partition'] as const;
 
 /** A metric family the node writes itself ({@link BrokerMetrics}, exposition.ts) instead of through prom-client. */
-interface OwnFamily {
-  readonly name: string;
-  readonly help: string;
-  readonly type: 'counter' | 'gauge' | 'histogram';
+interface OwnFamily extends FamilyDeclaration {
   readonly labelNames: readonly string[];
 }
 
@@ -297,17 +294,17 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
 
   /** Appends the publish families (one series per event type and result) to the scrape's text. */
   private writePublishFamilies(out: string[]): void {
-    out.push('\n', familyHeader(PUBLISH_BATCHES.name, PUBLISH_BATCHES.help, PUBLISH_BATCHES.type));
+    out.push(familyHeader(PUBLISH_BATCHES));
     for (const m of this.publishSeries.values()) for (const [result, n] of m.batches) out.push(`${PUBLISH_BATCHES.name}{${m.labels},result="${result}"} ${n}\n`);
-    out.push('\n', familyHeader(PUBLISH_EVENTS.name, PUBLISH_EVENTS.help, PUBLISH_EVENTS.type));
+    out.push(familyHeader(PUBLISH_EVENTS));
     for (const m of this.publishSeries.values()) {
       for (const r of EVENT_RESULTS) if (m.events[r] > 0) out.push(`${PUBLISH_EVENTS.name}{${m.labels},result="${r}"} ${m.events[r]}\n`);
     }
-    out.push('\n', familyHeader(PUBLISH_BYTES.name, PUBLISH_BYTES.help, PUBLISH_BYTES.type));
+    out.push(familyHeader(PUBLISH_BYTES));
     for (const m of this.publishSeries.values()) if (m.bytes > 0) out.push(`${PUBLISH_BYTES.name}{${m.labels}} ${m.bytes}\n`);
-    out.push('\n', familyHeader(PUBLISH_DURATION.name, PUBLISH_DURATION.help, PUBLISH_DURATION.type));
+    out.push(familyHeader(PUBLISH_DURATION));
     for (const m of this.publishSeries.values()) if (m.duration.count > 0) m.duration.write(out, PUBLISH_DURATION.name, m.labels);
-    out.push('\n', familyHeader(PUBLISH_BATCH_SIZE.name, PUBLISH_BATCH_SIZE.help, PUBLISH_BATCH_SIZE.type));
+    out.push(familyHeader(PUBLISH_BATCH_SIZE));
     for (const m of this.publishSeries.values()) if (m.size.count > 0) m.size.write(out, PUBLISH_BATCH_SIZE.name, m.labels);
   }
 
@@ -373,9 +370,9 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
 function writeLagFamilies(out: string[], snapshot: LagSnapshot | undefined): void {
   const subscriptions = snapshot?.subscriptions ?? [];
   const labels = subscriptions.map((s) => labelText(SUBSCRIPTION_PARTITION_LABELS, [s.subscriptionId, s.consumerGroup, s.eventType, s.partition]));
-  out.push('\n', familyHeader(LAG_EVENTS.name, LAG_EVENTS.help, LAG_EVENTS.type));
+  out.push(familyHeader(LAG_EVENTS));
   subscriptions.forEach((s, i) => out.push(`${LAG_EVENTS.name}{${labels[i] as string}} ${sampleValue(s.unconsumedEvents)}\n`));
-  out.push('\n', familyHeader(LAG_EVENTS_SUM.name, LAG_EVENTS_SUM.help, LAG_EVENTS_SUM.type));
+  out.push(familyHeader(LAG_EVENTS_SUM));
   const sums = new Map<string, { labels: string; sum: number }>();
   for (const s of subscriptions) {
     const key = `${s.subscriptionId}\n${s.eventType}`;
@@ -384,12 +381,12 @@ function writeLagFamilies(out: string[], snapshot: LagSnapshot | undefined): voi
     else sum.sum += s.unconsumedEvents;
   }
   for (const { labels: text, sum } of sums.values()) out.push(`${LAG_EVENTS_SUM.name}{${text}} ${sampleValue(sum)}\n`);
-  out.push('\n', familyHeader(LAG_SECONDS.name, LAG_SECONDS.help, LAG_SECONDS.type));
+  out.push(familyHeader(LAG_SECONDS));
   subscriptions.forEach((s, i) => {
     if (s.lagSeconds !== undefined) out.push(`${LAG_SECONDS.name}{${labels[i] as string}} ${sampleValue(s.lagSeconds)}\n`);
   });
-  out.push('\n', familyHeader(COMMITTED_OFFSET.name, COMMITTED_OFFSET.help, COMMITTED_OFFSET.type));
+  out.push(familyHeader(COMMITTED_OFFSET));
   subscriptions.forEach((s, i) => out.push(`${COMMITTED_OFFSET.name}{${labels[i] as string}} ${sampleValue(s.committed)}\n`));
-  out.push('\n', familyHeader(NEWEST_OFFSET.name, NEWEST_OFFSET.help, NEWEST_OFFSET.type));
+  out.push(familyHeader(NEWEST_OFFSET));
   for (const p of snapshot?.partitions ?? []) out.push(`${NEWEST_OFFSET.name}{${labelText(NEWEST_OFFSET.labelNames, [p.eventType, p.partition])}} ${sampleValue(p.newest)}\n`);
 }
