@@ -5,6 +5,7 @@
  * (src/domain/publish-spec.ts, src/domain/batch-item-response.ts): the main thread's services and the
  * domain use them without reaching into workers/.
  */
+import type { JsonValue } from '../src/domain/json-schema-walk.js';
 import type { BatchItemResponse } from '../src/domain/batch-item-response.js';
 import type { PublishSpec } from '../src/domain/publish-spec.js';
 import type { SchemaCostLimits } from '../src/domain/schema-cost.js';
@@ -92,9 +93,10 @@ export interface StandaloneTask {
 
 /**
  * A worker's answer to a {@link StandaloneTask}: the code of a CommonJS module exporting the validate
- * function, or why not; `transient` when no worker answered in time (worth another try later).
+ * function and the schema's priming instance (src/domain/priming-instance.ts; the main thread runs the
+ * validator over it once), or why not; `transient` when no worker answered in time (worth another try later).
  */
-export type StandaloneResult = { readonly ok: true; readonly code: string } | { readonly ok: false; readonly reason: string; readonly transient?: true };
+export type StandaloneResult = { readonly ok: true; readonly code: string; readonly primingInstance: JsonValue } | { readonly ok: false; readonly reason: string; readonly transient?: true };
 
 export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask | WarmTask | StandaloneTask;
 

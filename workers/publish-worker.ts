@@ -8,6 +8,7 @@ import { Piscina } from 'piscina';
 import { guardSchema } from '../src/domain/schema-guard.js';
 import { primeValidator, standaloneValidatorCode } from '../src/domain/schema-compiler.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
+import { primingInstance } from '../src/domain/priming-instance.js';
 import { processBatch } from './publish-batch.js';
 import type { CompileResult, ForgetResult, GuardResult, PublishResult, SchemaNeeded, StandaloneResult, WarmResult, WorkerTask } from './publish-protocol.js';
 import { DEFAULT_WORKER_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from './validator-cache.js';
@@ -23,12 +24,13 @@ export default function run(task: WorkerTask): PublishResult | SchemaNeeded | Gu
   }
   if (task.kind === 'warm') {
     const { validate, cost } = validators.get(task);
-    primeValidator(validate);
+    primeValidator(validate, primingInstance(JSON.parse(task.effectiveSchema) as JsonObject));
     return cost ? { threadId, validators: validators.size, cost } : { threadId, validators: validators.size };
   }
   if (task.kind === 'standalone') {
     try {
-      return { ok: true, code: standaloneValidatorCode(JSON.parse(task.effectiveSchema) as JsonObject) };
+      const schema = JSON.parse(task.effectiveSchema) as JsonObject;
+      return { ok: true, code: standaloneValidatorCode(schema), primingInstance: primingInstance(schema) };
     } catch (err) {
       return { ok: false, reason: (err as Error).message };
     }

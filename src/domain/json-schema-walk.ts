@@ -47,6 +47,30 @@ export function walkSchema(schema: JsonValue, visit: (node: JsonObject, pointer:
   }
 }
 
+/**
+ * The subschema a local `$ref` (`#` or `#/...`, percent- and `~`-escaped JSON pointer) points at in
+ * `root`, or why it does not resolve (the text of the problem, naming the `$ref`). Used by the schema
+ * cost analysis and by the priming instance of a new validator.
+ */
+export function resolveLocalRef(root: JsonObject, ref: string): { readonly ok: true; readonly schema: JsonObject } | { readonly ok: false; readonly problem: string } {
+  let target: JsonValue = root;
+  const pointer = ref === '#' ? '' : ref.startsWith('#/') ? ref.slice(2) : undefined;
+  if (pointer === undefined) return { ok: false, problem: `$ref ${JSON.stringify(ref)} is not a local reference` };
+  if (pointer !== '') {
+    for (const raw of pointer.split('/')) {
+      let segment: string;
+      try {
+        segment = decodeURIComponent(raw).replaceAll('~1', '/').replaceAll('~0', '~');
+      } catch {
+        return { ok: false, problem: `$ref ${JSON.stringify(ref)} is not a valid JSON pointer` };
+      }
+      target = Array.isArray(target) ? (target[Number(segment)] ?? null) : isJsonObject(target) && Object.hasOwn(target, segment) ? (target[segment] ?? null) : null;
+    }
+  }
+  if (!isJsonObject(target)) return { ok: false, problem: `$ref ${JSON.stringify(ref)} does not point at a subschema of this document` };
+  return { ok: true, schema: target };
+}
+
 function escapePointer(segment: string): string {
   return segment.replaceAll('~', '~0').replaceAll('/', '~1');
 }

@@ -1,5 +1,5 @@
 import RE2 from 're2';
-import { isJsonObject, SCHEMA_ARRAY_KEYWORDS, walkSchema, type JsonObject, type JsonValue } from './json-schema-walk.js';
+import { isJsonObject, resolveLocalRef, SCHEMA_ARRAY_KEYWORDS, walkSchema, type JsonObject, type JsonValue } from './json-schema-walk.js';
 
 /**
  * The validation cost budget of an event type schema (issue 13 §1; README "Schema cost budget"). A
@@ -218,24 +218,11 @@ class CostAnalysis {
     return children;
   }
 
-  /** The subschema a local `$ref` (`#` or `#/...`, percent- and `~`-escaped) points at. @throws CostRefusal */
+  /** The subschema a local `$ref` points at. @throws CostRefusal when it does not resolve */
   private resolve(ref: string): JsonObject {
-    let target: JsonValue = this.root;
-    const pointer = ref === '#' ? '' : ref.startsWith('#/') ? ref.slice(2) : undefined;
-    if (pointer === undefined) throw new CostRefusal(`$ref ${JSON.stringify(ref)} is not a local reference`);
-    if (pointer !== '') {
-      for (const raw of pointer.split('/')) {
-        let segment: string;
-        try {
-          segment = decodeURIComponent(raw).replaceAll('~1', '/').replaceAll('~0', '~');
-        } catch {
-          throw new CostRefusal(`$ref ${JSON.stringify(ref)} is not a valid JSON pointer`);
-        }
-        target = Array.isArray(target) ? (target[Number(segment)] ?? null) : isJsonObject(target) && Object.hasOwn(target, segment) ? (target[segment] ?? null) : null;
-      }
-    }
-    if (!isJsonObject(target)) throw new CostRefusal(`$ref ${JSON.stringify(ref)} does not point at a subschema of this document`);
-    return target;
+    const resolved = resolveLocalRef(this.root, ref);
+    if (!resolved.ok) throw new CostRefusal(resolved.problem);
+    return resolved.schema;
   }
 
   /** The positions one level down: each property name the schemas mention, any other name, array items. */

@@ -228,7 +228,7 @@ export class Publisher {
       }
       // A key retired meanwhile (the event type changed or was deleted) is not kept.
       if (!this.feeding.has(key)) return;
-      this.validators.set(key, { validate: primeValidator(instantiateValidator(made.code)), cost }, made.code.length);
+      this.validators.set(key, { validate: primeValidator(instantiateValidator(made.code), made.primingInstance), cost }, made.code.length);
     } catch (err) {
       this.workersOnly.set(key, true);
       this.logger.warn({ err: (err as Error).message, eventType: spec.name }, 'no main-thread validator for a cheap schema; its small batches go to the workers');

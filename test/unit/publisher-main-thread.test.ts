@@ -56,7 +56,7 @@ function publisherWith(answers: StandaloneResult[]) {
 
 describe('main-thread validators for small batches', () => {
   it('asks a busy pool again after the retry delay, not on every batch', async () => {
-    const { publisher, asked, publishSmall, advance } = publisherWith([{ ok: false, reason: 'no code within 1000 ms', transient: true }, { ok: true, code }]);
+    const { publisher, asked, publishSmall, advance } = publisherWith([{ ok: false, reason: 'no code within 1000 ms', transient: true }, { ok: true, code, primingInstance: {} }]);
     await publishSmall();
     await vi.waitFor(() => expect(asked).toHaveLength(1));
     await publishSmall();
@@ -71,7 +71,7 @@ describe('main-thread validators for small batches', () => {
   });
 
   it('never asks again for a schema whose code could not be made', async () => {
-    const { publisher, asked, publishSmall, advance } = publisherWith([{ ok: false, reason: 'the schema cannot be compiled' }, { ok: true, code }]);
+    const { publisher, asked, publishSmall, advance } = publisherWith([{ ok: false, reason: 'the schema cannot be compiled' }, { ok: true, code, primingInstance: {} }]);
     await publishSmall();
     await vi.waitFor(() => expect(asked).toHaveLength(1));
     advance(10 * STANDALONE_RETRY_AFTER_MS);
