@@ -7,7 +7,7 @@
  *   npm run bench                                   # build, then every scenario
  *   node dist/bench/run.js [publish-batches] [github] [single-event] [auth] [memory] [consume] [end-to-end] [commits] [scale-out] [compaction] [compression] [churn] [fan-out]
  *                        [publish-spread] [catalog-scale] [rebalance] [idle-streams]   # cost curves (issue 17 §4)
- *                        [cold-publish]   # first batch to new event types (issue 17 §2)
+ *                        [cold-publish] [demo]   # first batch to new event types, `npm run demo` on a fresh node (issue 17 §2)
  *   BENCH_QUICK=1 node dist/bench/run.js consume    # consumption scenarios: small sizes, to prove they work
  *
  * A missed target never fails the run: it is printed as MISSED. The exit code is 1 only when a
@@ -37,8 +37,9 @@ import { catalogScale } from './catalog-scale.js';
 import { rebalance } from './rebalance.js';
 import { idleStreams } from './idle-streams.js';
 import { coldPublish } from './cold-publish.js';
+import { demoScenario } from './demo.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const README_FILE = path.join(repoRoot, 'bench', 'README.md');
 const START_MARKER = '<!-- results:start -->';
