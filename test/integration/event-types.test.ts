@@ -3,6 +3,7 @@ import { call, startTestBroker, type Answer, type TestBroker } from '../support/
 
 const NOT_US = '[{"data_type":"user","value":"someone-else"}]';
 import { businessEventType, orderEvent, schemaText } from '../support/fixtures.js';
+import { parseExposition, valueOf } from '../support/prometheus-text.js';
 
 let broker: TestBroker;
 let other: TestBroker;
@@ -38,6 +39,14 @@ describe('event type registry', () => {
     expect(duplicate.status).toBe(409);
     expect(duplicate.headers.get('content-type')).toBe('application/problem+json');
     expect(duplicate.json).toMatchObject({ title: 'Conflict', status: 409 });
+    // A taken name is refused before the schema is checked: no worker task (guard, compilation) runs for
+    // it, and a schema that would be refused still gets 409.
+    const tasksDone = async (): Promise<number> => valueOf(parseExposition((await call(broker.url, 'GET', '/metrics')).text), 'broker_worker_pool_tasks_completed_total') ?? NaN;
+    const tasksBefore = await tasksDone();
+    expect((await call(broker.url, 'POST', '/event-types', businessEventType('registry.created'))).status).toBe(409);
+    const refusedSchema = businessEventType('registry.created', { schema: { type: 'json_schema', schema: '{"type": "no such type"}' } });
+    expect((await call(broker.url, 'POST', '/event-types', refusedSchema)).status).toBe(409);
+    expect(await tasksDone()).toBe(tasksBefore);
 
     const read = await call(other.url, 'GET', '/event-types/registry.created');
     expect(read.status).toBe(200);
