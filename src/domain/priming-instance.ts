@@ -112,8 +112,8 @@ class PrimingWriter {
   private applied(schemas: readonly JsonObject[]): JsonObject[] {
     const parts = new Set<JsonObject>();
     const pending = [...schemas];
-    for (let next = pending.shift(); next !== undefined && parts.size < this.limits.maxValues; next = pending.shift()) {
-      const node = this.followRefs(next);
+    for (let i = 0; i < pending.length && parts.size < this.limits.maxValues; i++) {
+      const node = this.followRefs(pending[i] as JsonObject);
       if (node === undefined || parts.has(node)) continue;
       parts.add(node);
       if (Array.isArray(node.allOf)) pending.push(...node.allOf.filter(isJsonObject));
