@@ -143,8 +143,7 @@ export class ValidatorCache {
   /**
    * The registry's check that a new effective schema is usable (issue 13 §1.3): its validation cost is
    * within the budget (checked first: it bounds what compiling and validating can cost), then it
-   * compiles (in an instance of its own, without ajv's code optimization, dropped afterwards). Nothing
-   * is cached.
+   * compiles (in an instance of its own, dropped afterwards). Nothing is cached.
    * @returns the cost, or the reason (a 422 detail)
    */
   check(effectiveSchema: string, limits: SchemaCostLimits): CompileResult {
@@ -153,7 +152,7 @@ export class ValidatorCache {
       const analysis = analyseSchemaCost(schema, limits);
       if (!analysis.ok) return { ok: false, reason: analysis.reason };
       const started = performance.now();
-      compileSchema(createSchemaCompiler({ metaSchemaCheck: false, optimize: false }), schema);
+      compileSchema(createSchemaCompiler({ metaSchemaCheck: false }), schema);
       const compileMs = performance.now() - started;
       return { ok: true, cost: { applicationsPerValue: analysis.applicationsPerValue, compileMs } };
     } catch (err) {

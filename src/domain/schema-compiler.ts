@@ -37,12 +37,8 @@ const requireForGeneratedCode = createRequire(import.meta.url);
  * @param options.metaSchemaCheck whether `compile` first validates the schema against the draft-04
  *   meta-schema (default true; false for schemas the registry's guard already checked, which saves
  *   compiling the meta-schema in every fresh instance)
- * @param options.optimize whether ajv optimizes the generated code (default true). False only where the
- *   validator is thrown away (the registry's check that a schema compiles): the same schemas fail, in
- *   about half the time (the 58 GitHub webhook schemas: 1.1–1.3 s instead of 2.2–2.3 s), but the code
- *   validates 6–15 % slower, so validators that are used keep it.
  */
-export function createSchemaCompiler(options: { readonly metaSchemaCheck?: boolean; readonly standalone?: boolean; readonly optimize?: boolean } = {}): SchemaCompiler {
+export function createSchemaCompiler(options: { readonly metaSchemaCheck?: boolean; readonly standalone?: boolean } = {}): SchemaCompiler {
   const ajv = new Ajv04({
     validateSchema: options.metaSchemaCheck ?? true,
     allErrors: false,
@@ -53,7 +49,6 @@ export function createSchemaCompiler(options: { readonly metaSchemaCheck?: boole
     // names every object inherits are refused at registration instead (schema-guard.ts).
     code: {
       regExp: re2Engine,
-      ...(options.optimize === false ? { optimize: false } : {}),
       // Standalone code (see `standaloneValidatorCode`) needs the source kept and the formats reachable by `require`.
       ...(options.standalone === true ? { source: true, formats: _`require("ajv-formats/dist/formats").fastFormats` } : {}),
     },
