@@ -118,9 +118,9 @@ export class EventTypeCache {
   }
 
   /**
-   * The event type as stored now, with its publish spec, read from Redis and not cached: for a starting
-   * node preparing the validators of event types it may never serve (`Publisher.prepareExisting`), and
-   * for checking that a prepared schema is still current. @returns undefined when it does not exist
+   * The event type as stored now, with its publish spec, read from Redis and not cached: preparing a
+   * change's validators (`Publisher.prepare`) must not make a node cache event types it does not serve
+   * (a cached copy is served until the next notice arrives). @returns undefined when it does not exist
    */
   async read(name: string): Promise<CachedEventType | undefined> {
     const stored = await this.store.get(name);

@@ -95,8 +95,8 @@ export class Publisher {
   private readonly preparedKeys = new LRUCache<string, string>({ max: WARMED_KEYS_KEPT });
   /** Schema keys whose standalone code is being made for the main thread (dropped when the key retires). */
   private readonly feeding = new Set<string>();
-  /** Event types being prepared, whether a change came in meanwhile (prepare again once done) and whether to keep the event type cached. */
-  private readonly preparing = new Map<string, { again: boolean; keep: boolean; readonly done: Promise<void> }>();
+  /** Event types being prepared, and whether a change came in meanwhile (prepare again once done). */
+  private readonly preparing = new Map<string, { again: boolean; readonly done: Promise<void> }>();
   /** Batches between receipt and answer, awaited on shutdown even when their client went away. */
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly cache: EventTypeCache;
@@ -122,25 +122,18 @@ export class Publisher {
    * registry awaits it before answering) and when a change notice names one. A change arriving while it
    * runs makes it run once more. Never throws (failures are logged; the publish path compiles on demand
    * in a worker then).
-   * @param options.keep whether the event type read here stays in the node's event type cache, so that
-   *   its first batch neither reads Redis nor builds its publish spec again (default true: a created or
-   *   changed event type is about to be published to; measured on the 58 GitHub webhook event types,
-   *   their first batches spent 50 ms of main thread there); false for the event types a starting node
-   *   prepares, which it may never serve
    */
-  prepare(name: string, options: { readonly keep?: boolean } = {}): Promise<void> {
-    const keep = options.keep ?? true;
+  prepare(name: string): Promise<void> {
     const running = this.preparing.get(name);
     if (running) {
       running.again = true;
-      running.keep ||= keep;
       return running.done;
     }
-    const state: { again: boolean; keep: boolean; done: Promise<void> } = { again: false, keep, done: Promise.resolve() };
+    const state: { again: boolean; done: Promise<void> } = { again: false, done: Promise.resolve() };
     state.done = (async () => {
       do {
         state.again = false;
-        await this.prepareOnce(name, state.keep).catch((err: unknown) => {
+        await this.prepareOnce(name).catch((err: unknown) => {
           this.logger.warn({ err: (err as Error).message, eventType: name }, 'could not prepare the validator of an event type; its first batch compiles it');
         });
       } while (state.again);
@@ -174,14 +167,14 @@ export class Publisher {
       const length = eventType && eventType.publishSpec.category !== 'undefined' ? eventType.publishSpec.effectiveSchema.length : 0;
       if (length > 0 && bytes + compiledValidatorBytes(length) > limit.maxBytes) break;
       bytes += length > 0 ? compiledValidatorBytes(length) : 0;
-      await this.prepare(name, { keep: false });
+      await this.prepare(name);
       prepared++;
     }
     return prepared;
   }
 
-  private async prepareOnce(name: string, keep: boolean): Promise<void> {
-    const eventType = keep ? await this.cache.get(name) : await this.cache.read(name);
+  private async prepareOnce(name: string): Promise<void> {
+    const eventType = await this.cache.read(name);
     // This node may never have cached the event type, so the cache retires nothing for it: what was
     // prepared for the name goes when it is deleted or its schema changes (issue 15 §1).
     const previous = this.preparedKeys.get(name);
