@@ -90,7 +90,12 @@ async function scriptReference(recorder: Recorder, texts: readonly string[]): Pr
     const pass = async (partitions: number): Promise<CpuUse> => {
       const groups = Array.from({ length: partitions }, (_, p) => texts.filter((_t, i) => i % partitions === p));
       const datas = groups.map((g) => g.join('\n'));
-      const call = (p: number): Promise<unknown> => client.evalsha(sha, 4, `ref:${p}:meta`, `ref:${p}:log`, `ref:${p}:time`, `ref:${p}:notices`, groups[p]?.length ?? 0, datas[p] ?? '');
+      const call = async (p: number): Promise<void> => {
+        const first = await client.evalsha(sha, 4, `ref:${p}:meta`, `ref:${p}:log`, `ref:${p}:time`, `ref:${p}:notices`, groups[p]?.length ?? 0, datas[p] ?? '');
+        if (typeof first !== 'number' || first < 0) throw new Error(`publishBatch answered ${String(first)}, not a first offset`);
+      };
+      // Opened as the registry opens an event type's partitions (an append to one never opened is refused).
+      await Promise.all(groups.map((_, p) => client.hset(`ref:${p}:meta`, 'next', 0, 'oldest', 0)));
       meter.start();
       await runBounded(REFERENCE_BATCHES, REFERENCE_IN_FLIGHT, async () => {
         await Promise.all(Array.from({ length: partitions }, (_, p) => call(p)));

@@ -58,6 +58,8 @@ async function storageOnly(cluster: RedisClusterProcesses): Promise<void> {
     return { partition: String(p), count: mine.length, data: Buffer.from(mine.join('\n')) };
   });
   try {
+    // An append to a partition never opened is refused (PARTITION_MISSING), as the registry opens them.
+    await Promise.all(writes.map((w) => store.open('rcs', 1, w.partition, 0)));
     for (let round = 1; round <= ROUNDS; round++) {
       for (const minReplicas of [0, 1]) {
         const times: number[] = [];

@@ -222,7 +222,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     delete: (id) => subscriptionRegistry.delete(id),
   }, audit);
   // Repartitioning (issue 6): grows the partition count; nodes follow through the event type cache.
-  const repartitioning = new Repartitioning(eventTypeStore, cache, subscriptionState, (name) => subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER }), {
+  const repartitioning = new Repartitioning(eventTypeStore, cache, subscriptionState, logs, (name) => subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER }), {
     maxPartitionCount: config.eventTypes.maxPartitionCount,
     maxSubscriptionPartitions: config.subscriptions.maxPartitions,
   });

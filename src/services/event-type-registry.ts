@@ -1,6 +1,6 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import { buildEffectiveSchema } from '../domain/effective-schema.js';
-import type { AuthorizationAttribute, CompatibilityMode, EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
+import { partitionIds, type AuthorizationAttribute, type CompatibilityMode, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
 import { parseEventTypeInput } from '../domain/event-type-input.js';
 import { checkBody } from '../domain/rule-problems.js';
 import { CompatibilityCheckInputSchema, SchemaAdditionCheck, SchemaFetchInputSchema } from '../domain/schema-version-input.js';
@@ -119,6 +119,10 @@ export class EventTypeRegistry {
     const topology: EventTypeTopology = { partitionCount: partitionCountOf(input, this.config), timeline: 1 };
     const first: StoredTimeline = { id: randomUUID(), order: 1, storageId: await this.defaultStorage(), createdAt: now, switchedAt: now, firstOffsets: [] };
     if (!(await this.store.create(record, topology, [first]))) throw scriptError('createEventType', 'ALREADY_EXISTS', { name: input.name });
+    // Opened partitions are what appends check (PARTITION_MISSING): a node still holding an earlier event
+    // type of this name after its deletion must not write into keys no event type owns. A publish that
+    // comes before this opens the partition itself (`Publisher`).
+    await this.logs.openPartitions(record.name, first, partitionIds(topology));
     await this.cache.announce(record.name);
     await this.prepare(record.name);
     return record;

@@ -71,7 +71,8 @@ export interface PublishContext {
  * Nothing is written unless every event passed validation, size and partitioning.
  * While the event type switches timelines (issue 6 §3.2) the old timeline's partitions refuse appends;
  * the batch waits for the new timeline (at most `publish.timelineSwitchWaitMs`) and writes there, or
- * is refused with 503 when nothing of it was written.
+ * is refused with 503 when nothing of it was written. A node still holding a deleted event type's copy
+ * finds its partitions gone (PARTITION_MISSING) and answers 404, writing nothing.
  */
 export class Publisher {
   /**
@@ -332,12 +333,14 @@ export class Publisher {
   /**
    * Appends to the active timeline; partitions refused because a timeline switch closed them are
    * written again on the next timeline once this node sees it (polling the registry every 20 ms, at
-   * most `publish.timelineSwitchWaitMs`). Every Redis step waits within `budget`: a partition not
-   * acknowledged in time is failed `timed out`. Never throws.
+   * most `publish.timelineSwitchWaitMs`); partitions refused as never opened go to {@link writeMissing}.
+   * Every Redis step waits within `budget`: a partition not acknowledged in time is failed `timed out`.
+   * @throws BrokerError 404 when the event type was deleted (only then)
    */
   private async write(eventType: CachedEventType, appends: readonly PartitionAppend[], budget: RedisWaitBudget): Promise<PartitionWrite[]> {
     const name = eventType.record.name;
     const writes = await budget.within((deadlineAt) => this.logs.append(name, eventType.timelines, appends, deadlineAt));
+    if (writes.some((w) => !w.ok && w.missing === true)) await this.writeMissing(name, appends, writes, budget);
     if (!writes.some((w) => !w.ok && w.closed === true)) return writes;
     const deadline = Date.now() + this.config.timelineSwitchWaitMs;
     let closedOrder = eventType.timelines.active.order;
@@ -358,6 +361,35 @@ export class Publisher {
       closedOrder = current.timelines.active.order;
     }
     return writes;
+  }
+
+  /**
+   * Partitions that refused the append as never opened (PARTITION_MISSING): the event type is read from
+   * Redis again. Gone — it was deleted and this node still held its copy — the batch is answered 404
+   * (appending would have created keys no event type owns; whatever of it was written went with the
+   * deletion). Still there — an event type created before partitions were opened, or a publish that came
+   * before its creation opened them — the partitions are opened on the active timeline and written again.
+   * Replaces the entries of `writes` it wrote (in place); a Redis failure leaves them failed.
+   * @throws BrokerError 404 when the event type no longer exists
+   */
+  private async writeMissing(name: string, appends: readonly PartitionAppend[], writes: PartitionWrite[], budget: RedisWaitBudget): Promise<void> {
+    const current = await budget.wait(
+      this.cache.reload(name).then((eventType) => eventType ?? null, () => undefined),
+      () => undefined,
+    );
+    if (current === null) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
+    if (current === undefined) return;
+    const missing = writes.flatMap((w, i) => (!w.ok && w.missing === true ? [i] : []));
+    const retry = missing.map((i) => appends[i] as PartitionAppend);
+    const opened = await budget.wait(
+      this.logs.openPartitions(name, current.timelines.active, retry.map((a) => a.partition)).then(() => true, () => false),
+      () => false,
+    );
+    if (!opened) return;
+    const again = await budget.within((deadlineAt) => this.logs.append(name, current.timelines, retry, deadlineAt));
+    missing.forEach((i, j) => {
+      writes[i] = again[j] as PartitionWrite;
+    });
   }
 }
 

@@ -4,6 +4,7 @@ import type { Subscription } from '../domain/subscription.js';
 import { brokerError, invalidInput } from '../errors/catalog.js';
 import { scriptError } from '../storage/script-failures.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
+import type { PartitionLogs } from '../storage/partition-logs.js';
 import { offsetField, type SubscriptionStateStore } from '../storage/subscription-state-store.js';
 import type { EventTypeCache } from './event-type-cache.js';
 
@@ -29,7 +30,8 @@ export interface RepartitionResult {
  * Order, so that no event published to a new partition can be skipped by a subscription:
  * 1. every initialized subscription of the event type gets offset -1 (before the first event) for the
  *    new partitions (`extendOffsets`; subscriptions never streamed keep their lazy `read_from`);
- * 2. the topology is grown atomically in Redis (grow-only check in Lua);
+ * 2. the topology is grown atomically in Redis (grow-only check in Lua), and the new partitions are
+ *    opened on the active timeline (an append to a partition never opened is refused: PARTITION_MISSING);
  * 3. the change is announced on the metadata channel: every node drops its cached event type, so
  *    publishing, low-level streams and subscription stats use the new count at once, and every node
  *    ends the subscription streams that were opened with the old count (`SubscriptionStreams`); their
@@ -45,6 +47,7 @@ export class Repartitioning {
     private readonly eventTypes: Pick<EventTypeStore, 'get' | 'growPartitions'>,
     private readonly cache: Pick<EventTypeCache, 'announce'>,
     private readonly state: Pick<SubscriptionStateStore, 'extendOffsets'>,
+    private readonly logs: Pick<PartitionLogs, 'openPartitions'>,
     private readonly subscriptionsOf: (name: string) => Promise<readonly Subscription[]>,
     private readonly limits: RepartitioningLimits,
   ) {}
@@ -75,6 +78,7 @@ export class Repartitioning {
     const grown = await this.eventTypes.growPartitions(name, count);
     if (grown.outcome === 'NOT_FOUND') throw scriptError('growPartitions', 'NOT_FOUND', { name });
     if (grown.outcome === 'PARTITION_COUNT_SMALLER') throw scriptError('growPartitions', 'PARTITION_COUNT_SMALLER', { reason: growthProblem(grown.previous, count, this.limits.maxPartitionCount) ?? `partition_count can only grow: the event type has ${grown.previous} partitions` });
+    await this.logs.openPartitions(name, stored.timelines.active, addedPartitions(grown.previous, count));
     await this.cache.announce(name);
     // Subscriptions created or first streamed meanwhile (the new count is visible everywhere now).
     await this.extendSubscriptions(name, addedPartitions(grown.previous, count), await this.subscriptionsOf(name));

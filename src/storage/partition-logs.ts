@@ -102,6 +102,17 @@ export class PartitionLogs {
   }
 
   /**
+   * Opens `partitions` of timeline `t` in its storage, each to continue at its first offset on `t`
+   * (`PartitionStore.open`; idempotent): an append to a partition never opened answers PARTITION_MISSING.
+   * Called when a timeline is created with its event type and when the partition count grows.
+   * @throws BrokerError 503
+   */
+  async openPartitions(name: string, t: StoredTimeline, partitions: readonly string[]): Promise<void> {
+    const handle = await this.storageOf(t);
+    await Promise.all(partitions.map((p) => handle.partitions.open(name, t.order, p, firstOffset(t, Number(p)))));
+  }
+
+  /**
    * Deletes every key of partitions `0 .. partitionCount - 1` of one timeline in its storage (event
    * type deletion, timeline clean-up). @throws BrokerError 503
    */

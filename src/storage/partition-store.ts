@@ -29,19 +29,22 @@ export function appendCall(keys: Keys, name: string, timeline: number, write: Pa
 }
 
 /**
- * Outcome of writing one partition's share of a batch. `closed`: nothing was written because the
- * partition's timeline was closed by a timeline switch (the publisher retries on the new timeline).
+ * Outcome of writing one partition's share of a batch. Nothing was written when it failed; `closed`:
+ * the partition's timeline was closed by a timeline switch (the publisher retries on the new timeline);
+ * `missing`: the partition was never opened — its event type was deleted (the publisher answers 404).
  */
-export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string; readonly closed?: true };
+export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string; readonly closed?: true; readonly missing?: true };
 
 /** A write not acknowledged within its deadline: sent, so it may still land (README "Redis stalls and graceful stops"). */
 export function timedOut(): PartitionWrite {
   return { ok: false, reason: 'timed out' };
 }
 
-/** The {@link PartitionWrite} of an append script's reply: the first offset, or its TIMELINE_CLOSED. */
+/** The {@link PartitionWrite} of an append script's reply: the first offset, its TIMELINE_CLOSED or its PARTITION_MISSING. */
 export function appendWrite(reply: unknown): PartitionWrite {
-  if (failureOf(reply, ['TIMELINE_CLOSED'])) return { ok: false, reason: 'the event type is switching timelines', closed: true };
+  const failure = failureOf(reply, ['TIMELINE_CLOSED', 'PARTITION_MISSING']);
+  if (failure === 'TIMELINE_CLOSED') return { ok: false, reason: 'the event type is switching timelines', closed: true };
+  if (failure === 'PARTITION_MISSING') return { ok: false, reason: 'the partition does not exist (the event type was deleted)', missing: true };
   return { ok: true, firstOffset: Number(reply) };
 }
 

@@ -25,6 +25,8 @@ export const SCRIPT_FAILURES = {
   PARTITION_COUNT_SMALLER: -8,
   /** Another holder has the lock. */
   LOCK_HELD: -9,
+  /** The partition was never opened: its event type was deleted (or predates opening partitions at creation). */
+  PARTITION_MISSING: -10,
 } as const;
 
 /** The name of an expected script failure. */
@@ -76,9 +78,12 @@ export const scriptFailureErrors = {
   heartbeat: { SESSION_GONE: null },
   /** The other holder compacts or trims. */
   holdLock: { LOCK_HELD: null },
-  /** The publisher retries on the new timeline (TIMELINE_SWITCHING while the switch lasts). */
-  publishBatch: { TIMELINE_CLOSED: null },
-  publishCompacted: { TIMELINE_CLOSED: null },
+  /**
+   * TIMELINE_CLOSED: the publisher retries on the new timeline (TIMELINE_SWITCHING while the switch lasts).
+   * PARTITION_MISSING: the publisher reads the event type again (EVENT_TYPE_NOT_FOUND when it is gone).
+   */
+  publishBatch: { TIMELINE_CLOSED: null, PARTITION_MISSING: null },
+  publishCompacted: { TIMELINE_CLOSED: null, PARTITION_MISSING: null },
 } as const satisfies { readonly [S in ScriptName]?: { readonly [F in ScriptFailure]?: ErrorCode | null } };
 
 type FailingScript = keyof typeof scriptFailureErrors;

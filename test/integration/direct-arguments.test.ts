@@ -43,6 +43,7 @@ describe.skipIf(clusterRun())('script calls with large arguments on a standalone
     const sizes = [400, 1, 1000, 60]; // 1 event: below DIRECT_ARGUMENT_MIN_BYTES, ioredis's own serialization
     const rounds = 3;
     const sent: Buffer[][] = sizes.map(() => []);
+    await Promise.all(sizes.map((_, partition) => store.open('orders', 0, String(partition), 0)));
     for (let round = 0; round < rounds; round++) {
       const appends: PartitionAppend[] = sizes.map((count, partition) => {
         const data = payload(partition, round, count);
@@ -69,6 +70,7 @@ describe.skipIf(clusterRun())('script calls with large arguments on a standalone
 
   it('sends the script text when Redis does not hold the script (NOSCRIPT: a restarted or flushed Redis)', async () => {
     await redis.script('FLUSH');
+    await store.open('flushed', 0, '0', 0);
     const data = payload(0, 9, 500);
     const [write] = await store.append('flushed', 0, [{ partition: '0', count: 500, data }]);
     expect(write).toEqual({ ok: true, firstOffset: 0 });

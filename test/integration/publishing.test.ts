@@ -249,6 +249,47 @@ describe('publishing', () => {
     expect((await storedEvents('pub.partial', '0')).length).toBe(1);
     expect((await storedEvents('pub.partial', '2')).length).toBe(1);
   });
+
+  it('answers 404 and writes nothing when the event type was deleted while this node still holds its copy', async () => {
+    const name = 'pub.stale';
+    await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
+    const partitions = ['0', '1', '2', '3'];
+    // Its partitions are opened with it: empty ones have their counters already.
+    for (const p of partitions) expect(await redis.hgetall(broker.keys.partitionMeta(name, 1, p))).toEqual({ next: '0', oldest: '0' });
+    expect((await call(broker.url, 'POST', `/event-types/${name}/events`, [orderEvent('S0')])).status).toBe(200);
+    // Deleted as the registry deletes it, but without its change notice: the node keeps its cached copy, as a
+    // node does until the notice of a deletion made through another node reaches it.
+    await redis.srem(broker.keys.eventTypeNames, name);
+    await redis.del(broker.keys.eventType(name));
+    await redis.del(broker.keys.eventTypeSchemas(name));
+    for (const p of partitions) {
+      await redis.del(broker.keys.partitionLog(name, 1, p));
+      await redis.del(broker.keys.partitionMeta(name, 1, p));
+      await redis.del(broker.keys.partitionTimeIndex(name, 1, p));
+    }
+    const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 8 }, (_, i) => orderEvent(`S${i + 1}`)));
+    expect(answer.status, answer.text).toBe(404);
+    expect(answer.json).toMatchObject({ status: 404, detail: `EventType "${name}" does not exist.` });
+    // No partition key was created again: the events did not go to keys no event type owns.
+    for (const p of partitions) {
+      expect(await redis.exists(broker.keys.partitionLog(name, 1, p))).toBe(0);
+      expect(await redis.exists(broker.keys.partitionMeta(name, 1, p))).toBe(0);
+      expect(await redis.exists(broker.keys.partitionTimeIndex(name, 1, p))).toBe(0);
+    }
+  });
+
+  it('opens a partition of an existing event type that was never opened (created before partitions were opened) and writes to it', async () => {
+    const name = 'pub.unopened';
+    await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
+    for (const p of ['0', '1', '2', '3']) await redis.del(broker.keys.partitionMeta(name, 1, p));
+    const batch = Array.from({ length: 40 }, (_, i) => orderEvent(`U${i}`));
+    const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, batch);
+    expect(answer.status, answer.text).toBe(200);
+    const stored = (await Promise.all(['0', '1', '2', '3'].map((p) => storedEvents(name, p)))).flat();
+    expect(stored.map((e) => (e.metadata as { eid: string }).eid).sort()).toEqual(batch.map((e) => (e.metadata as { eid: string }).eid).sort());
+    const counts = await Promise.all(['0', '1', '2', '3'].map((p) => redis.hget(broker.keys.partitionMeta(name, 1, p), 'next')));
+    expect(counts.reduce((sum, next) => sum + Number(next ?? 0), 0)).toBe(40);
+  });
 });
 
 describe('partitions and cursors', () => {

@@ -34,7 +34,9 @@ describe('script failures', () => {
   it('are mapped, script by script, exactly as the scripts answer them', () => {
     for (const file of scripts) {
       const name = file.replace(/-(\d+|n)\.lua$/, '');
-      const used = failureNames.filter((f) => new RegExp(`\\b${f}\\b`).test(code(readFileSync(path.join(LUA, file), 'utf8'))));
+      // What the script answers, its includes too (but not the list of every failure).
+      const resolved = resolveIncludes(readFileSync(path.join(LUA, file), 'utf8'), INCLUDES, file, new Set(['failures']));
+      const used = failureNames.filter((f) => new RegExp(`\\b${f}\\b`).test(code(resolved)));
       const mapped = Object.keys((scriptFailureErrors as Record<string, object>)[name] ?? {});
       expect(mapped.sort(), file).toEqual(used.sort());
       if (used.length > 0) expect(readFileSync(path.join(LUA, file), 'utf8'), file).toMatch(/^--#include failures$/m);
@@ -69,17 +71,17 @@ describe('script includes', () => {
     for (const file of scripts) {
       const resolved = resolveIncludes(readFileSync(path.join(LUA, file), 'utf8'), INCLUDES, file);
       expect(resolved, file).not.toMatch(/^--#include/m);
-      for (const fn of ['now_ms', 'index_time', 'timeline_closed']) expect(resolved.split(`local function ${fn}(`).length, `${file} ${fn}`).toBeLessThanOrEqual(2);
+      for (const fn of ['now_ms', 'index_time', 'append_refusal']) expect(resolved.split(`local function ${fn}(`).length, `${file} ${fn}`).toBeLessThanOrEqual(2);
     }
   });
 
-  it('replace what several scripts repeated: Redis time in ms, the time index, the closed-timeline check', () => {
+  it('replace what several scripts repeated: Redis time in ms, the time index, the append refusal (closed timeline, partition never opened)', () => {
     const bodies = scripts.map((file) => withoutComments(readFileSync(path.join(LUA, file), 'utf8')));
     expect(bodies.filter((b) => b.includes("redis.call('TIME')"))).toEqual([]);
     expect(bodies.filter((b) => b.includes("'closed'"))).toEqual([]);
     expect(bodies.filter((b) => b.includes('now_ms()')).length).toBeGreaterThanOrEqual(3);
     expect(bodies.filter((b) => b.includes('index_time(')).length).toBe(2);
-    expect(bodies.filter((b) => b.includes('timeline_closed(')).length).toBe(2);
+    expect(bodies.filter((b) => b.includes('append_refusal(')).length).toBe(2);
   });
 
   it('insert a snippet once, nested includes too, and refuse an unknown name', () => {

@@ -10,15 +10,17 @@
   ARGV[1] event count      (integer >= 1)
   ARGV[2] events           (bytes: the JSON texts joined by "\n")
 
-  A partition whose timeline was closed (field `closed` in its meta: a newer timeline took over,
-  issue 6 §3.2) refuses the append with TIMELINE_CLOSED; the publisher retries on the new one.
+  A partition whose timeline was closed (a newer timeline took over, issue 6 §3.2) refuses the append
+  with TIMELINE_CLOSED, one never opened (its event type was deleted) with PARTITION_MISSING: include
+  `append-refusal`.
 
-  Returns the offset of the first event of the entry (integer >= 0), or TIMELINE_CLOSED (include `failures`).
+  Returns the offset of the first event of the entry (integer >= 0), or TIMELINE_CLOSED or PARTITION_MISSING (include `failures`).
 ]]
 --#include failures
---#include timeline-closed
+--#include append-refusal
 --#include time-index
-if timeline_closed(KEYS[1]) then return TIMELINE_CLOSED end
+local refusal = append_refusal(KEYS[1])
+if refusal then return refusal end
 local count = tonumber(ARGV[1])
 local next_offset = redis.call('HINCRBY', KEYS[1], 'next', count)
 local first = next_offset - count

@@ -14,15 +14,17 @@
   ARGV[2] events             (bytes: the JSON texts joined by "\n"; JSON text never holds a raw newline)
   ARGV[3 .. 2 + count]       compaction key of each event, in the same order
 
-  A partition whose timeline was closed (field `closed` in its meta: a newer timeline took over,
-  issue 6 §3.2) refuses the append with TIMELINE_CLOSED; the publisher retries on the new one.
+  A partition whose timeline was closed (a newer timeline took over, issue 6 §3.2) refuses the append
+  with TIMELINE_CLOSED, one never opened (its event type was deleted) with PARTITION_MISSING: include
+  `append-refusal`.
 
-  Returns the offset of the first event (integer >= 0), or TIMELINE_CLOSED (include `failures`).
+  Returns the offset of the first event (integer >= 0), or TIMELINE_CLOSED or PARTITION_MISSING (include `failures`).
 ]]
 --#include failures
---#include timeline-closed
+--#include append-refusal
 --#include time-index
-if timeline_closed(KEYS[1]) then return TIMELINE_CLOSED end
+local refusal = append_refusal(KEYS[1])
+if refusal then return refusal end
 local count = tonumber(ARGV[1])
 if #ARGV ~= count + 2 then return redis.error_reply('ERR publishCompacted: ' .. count .. ' events need ' .. count .. ' compaction keys') end
 local data = ARGV[2]
