@@ -6,7 +6,7 @@
 import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { guardSchema } from '../src/domain/schema-guard.js';
-import { primeValidator, standaloneValidatorCode } from '../src/domain/schema-compiler.js';
+import { standaloneValidatorCode } from '../src/domain/schema-compiler.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
 import { primingInstance } from '../src/domain/priming-instance.js';
 import { processBatch } from './publish-batch.js';
@@ -23,8 +23,8 @@ export default function run(task: WorkerTask): PublishResult | SchemaNeeded | Gu
     return { threadId, validators: validators.size };
   }
   if (task.kind === 'warm') {
-    const { validate, cost } = validators.get(task);
-    primeValidator(validate, primingInstance(JSON.parse(task.effectiveSchema) as JsonObject));
+    // Compiled and primed here unless this thread holds it already (then it was primed when compiled).
+    const { cost } = validators.get(task);
     return cost ? { threadId, validators: validators.size, cost } : { threadId, validators: validators.size };
   }
   if (task.kind === 'standalone') {

@@ -5,8 +5,9 @@
  */
 import type { ValidateFunction } from 'ajv';
 import { LRUCache } from 'lru-cache';
-import { compileSchema, createSchemaCompiler } from '../src/domain/schema-compiler.js';
+import { compileSchema, createSchemaCompiler, primeValidator } from '../src/domain/schema-compiler.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
+import { primingInstance } from '../src/domain/priming-instance.js';
 import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema-cost.js';
 import type { CompileResult, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
 
@@ -107,7 +108,8 @@ export class ValidatorCache {
   }
 
   /**
-   * The validator of a spec's effective schema, compiled on first use, with its cost (the static
+   * The validator of a spec's effective schema, compiled on first use and then run over the schema's
+   * priming instance (`primeValidator`, src/domain/priming-instance.ts), with its cost (the static
    * analysis of src/domain/schema-cost.ts against the main thread's budget, and the compilation time).
    * @throws Error when the schema does not compile, or is not held and the spec lacks its text
    */
@@ -119,6 +121,7 @@ export class ValidatorCache {
     const started = performance.now();
     const validate = compileSchema(createSchemaCompiler({ metaSchemaCheck: false }), schema);
     const compileMs = performance.now() - started;
+    primeValidator(validate, primingInstance(schema));
     const analysis = this.measureCost ? analyseSchemaCost(schema, INLINE_COST_LIMITS) : undefined;
     const compiled = { validate, cost: analysis?.ok === true ? { applicationsPerValue: analysis.applicationsPerValue, compileMs } : undefined };
     this.validators.set(spec.schemaKey, { compiled, bytes: compiledValidatorBytes(spec.effectiveSchema.length) });
