@@ -22,6 +22,8 @@ import { BrokerClient } from '../src/cli/http-client.js';
 /** Attempts per event when the broker answers 207 (the failed items are sent again). */
 export const MAX_ATTEMPTS = 3;
 const REQUEST_TIMEOUT_MS = 60_000;
+/** A node that takes the connection but does not answer `GET /health` within this is reported as not answering. */
+const HEALTH_TIMEOUT_MS = 5_000;
 const MB = 1024 * 1024;
 
 /** Command line options. */
@@ -178,7 +180,7 @@ class Client {
 
   async healthy(): Promise<boolean> {
     try {
-      const answer = await this.http.request('GET', '/health');
+      const answer = await this.http.request('GET', '/health', { timeoutMs: HEALTH_TIMEOUT_MS });
       return answer.status >= 200 && answer.status < 300;
     } catch {
       return false;

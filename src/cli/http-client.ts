@@ -39,6 +39,8 @@ export interface RequestOptions {
   readonly headers?: Record<string, string>;
   /** `commits`: the commit sockets (the broker closes a connection after a 204, which must not hit other requests). */
   readonly use?: 'commits' | 'other';
+  /** Milliseconds without an answer before this request fails (default: the client's `timeoutMs`). */
+  readonly timeoutMs?: number;
 }
 
 /** An open stream answer. */
@@ -185,7 +187,8 @@ export class BrokerClient {
         res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
         res.on('error', reject);
       });
-      req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`no answer within ${this.timeoutMs / 1000} s`)));
+      const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+      req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
       req.on('error', (err: NodeJS.ErrnoException) => reject(req.reusedSocket && err.code === 'ECONNRESET' ? new ClosedConnection(err.message) : err));
       req.end(options.body);
     });
