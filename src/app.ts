@@ -132,7 +132,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     config: config.eventTypes,
     logs,
     defaultStorage: async () => (await storages.list()).defaultId,
-    prepare: (name) => publisher.prepare(name),
+    prepare: (name) => publisher.prepare(name, true),
   });
   // No cold path (issue 17 §2.1): a node that learns of a created or changed event type by its change
   // notice compiles its validator in the workers then, not on its first batch.

@@ -96,8 +96,8 @@ export class Publisher {
   private readonly preparedKeys = new LRUCache<string, string>({ max: WARMED_KEYS_KEPT });
   /** Schema keys whose standalone code is being made for the main thread (dropped when the key retires). */
   private readonly feeding = new Set<string>();
-  /** Event types being prepared, and whether a change came in meanwhile (prepare again once done). */
-  private readonly preparing = new Map<string, { again: boolean; readonly done: Promise<void> }>();
+  /** Event types being prepared, whether a change came in meanwhile (prepare again once done), and whether this node serves them (`prepare`). */
+  private readonly preparing = new Map<string, { again: boolean; serves: boolean; readonly done: Promise<void> }>();
   /** Batches between receipt and answer, awaited on shutdown even when their client went away. */
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly cache: EventTypeCache;
@@ -123,18 +123,23 @@ export class Publisher {
    * registry awaits it before answering) and when a change notice names one. A change arriving while it
    * runs makes it run once more. Never throws (failures are logged; the publish path compiles on demand
    * in a worker then).
+   * @param serves this node made the change (the registry awaits this before answering): it keeps the
+   *   event type in its cache, as its first batch would (the read is generation-checked, so a change
+   *   notice arriving meanwhile wins). A node that only heard the notice reads without caching: it would
+   *   serve that copy of an event type it never served until the next notice arrived.
    */
-  prepare(name: string): Promise<void> {
+  prepare(name: string, serves = false): Promise<void> {
     const running = this.preparing.get(name);
     if (running) {
       running.again = true;
+      running.serves ||= serves;
       return running.done;
     }
-    const state: { again: boolean; done: Promise<void> } = { again: false, done: Promise.resolve() };
+    const state: { again: boolean; serves: boolean; done: Promise<void> } = { again: false, serves, done: Promise.resolve() };
     state.done = (async () => {
       do {
         state.again = false;
-        await this.prepareOnce(name).catch((err: unknown) => {
+        await this.prepareOnce(name, state.serves).catch((err: unknown) => {
           this.logger.warn({ err: (err as Error).message, eventType: name }, 'could not prepare the validator of an event type; its first batch compiles it');
         });
       } while (state.again);
@@ -174,8 +179,8 @@ export class Publisher {
     return prepared;
   }
 
-  private async prepareOnce(name: string): Promise<void> {
-    const eventType = await this.cache.read(name);
+  private async prepareOnce(name: string, serves: boolean): Promise<void> {
+    const eventType = serves ? await this.cache.get(name) : await this.cache.read(name);
     // This node may never have cached the event type, so the cache retires nothing for it: what was
     // prepared for the name goes when it is deleted or its schema changes (issue 15 §1).
     const previous = this.preparedKeys.get(name);

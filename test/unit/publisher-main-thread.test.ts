@@ -22,8 +22,17 @@ const record = eventTypeRecord();
 const cached = { record, topology: { partitionCount: 1, timeline: 1 }, publishSpec: buildPublishSpec({ record, topology: { partitionCount: 1, timeline: 1 } }) };
 const code = standaloneValidatorCode(JSON.parse(cached.publishSpec.effectiveSchema) as JsonObject);
 
-/** A publisher whose worker pool answers the standalone-code requests with `answers`, in turn. */
-function publisherWith(answers: StandaloneResult[]) {
+/** A stand-in for the event type cache's two reads the publisher uses: `get` keeps what it read, `read` does not. */
+interface CacheReads {
+  get(): Promise<typeof cached>;
+  read(): Promise<typeof cached>;
+}
+
+/**
+ * A publisher whose worker pool answers the standalone-code requests with `answers`, in turn.
+ * @param cache the event type cache stand-in (default: both reads answer the one event type)
+ */
+function publisherWith(answers: StandaloneResult[], cache: CacheReads = { get: () => Promise.resolve(cached), read: () => Promise.resolve(cached) }) {
   // Not 0: lru-cache takes an entry stamped at time 0 for one without an expiry.
   let clockMs = 1000;
   const asked: string[] = [];
@@ -36,8 +45,9 @@ function publisherWith(answers: StandaloneResult[]) {
       asked.push(effectiveSchema);
       return Promise.resolve(answers.shift() ?? { ok: false, reason: 'no answer left' });
     },
+    // Compiled in the workers; no cost reported (not cheap): nothing goes to the main thread.
+    warm: () => Promise.resolve(undefined),
   };
-  const cache = { get: () => Promise.resolve(cached), read: () => Promise.resolve(cached) };
   const config = { inlineMaxBytes: 4096, maxEventBytes: 1_000_000, workerTaskTimeoutMs: 1000, minReplicas: 0, replicaTimeoutMs: 0 } as BrokerConfig['publish'];
   const publisher = new Publisher({
     cache: cache as unknown as EventTypeCache,
@@ -79,5 +89,41 @@ describe('main-thread validators for small batches', () => {
     await publishSmall();
     expect(asked).toHaveLength(1);
     expect(publisher.cacheSizes.validators).toBe(0);
+  });
+});
+
+describe('preparing an event type (issue 17 §2.1)', () => {
+  /** A cache stand-in that records which read each prepare used. */
+  function recordingCache(): { cache: CacheReads; reads: string[] } {
+    const reads: string[] = [];
+    return {
+      reads,
+      cache: {
+        get: () => (reads.push('get'), Promise.resolve(cached)),
+        read: () => (reads.push('read'), Promise.resolve(cached)),
+      },
+    };
+  }
+
+  it('reads the event type without caching it on a node that heard of the change', async () => {
+    const { cache, reads } = recordingCache();
+    const { publisher } = publisherWith([], cache);
+    await publisher.prepare(record.name);
+    expect(reads.length).toBeGreaterThan(0);
+    expect(reads).not.toContain('get');
+  });
+
+  it('keeps it in the cache on the node that made the change, also when it joins a prepare already running', async () => {
+    const alone = recordingCache();
+    await publisherWith([], alone.cache).publisher.prepare(record.name, true);
+    expect(alone.reads[0]).toBe('get');
+
+    const joined = recordingCache();
+    const { publisher } = publisherWith([], joined.cache);
+    // The node's own change notice starts a prepare; the registry's (serving) one joins it.
+    const heard = publisher.prepare(record.name);
+    await publisher.prepare(record.name, true);
+    await heard;
+    expect(joined.reads).toContain('get');
   });
 });
