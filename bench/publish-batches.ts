@@ -9,6 +9,7 @@
  *     of DESIGN.md §3, against (b)).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { freePort, startRedis } from '../scripts/local-processes.js';
@@ -26,6 +27,7 @@ import {
   runBounded,
   runLoad,
   startStack,
+  type CpuUse,
   type LoadRequest,
   type LoadResult,
   type Recorder,
@@ -59,6 +61,25 @@ const RATIO_TARGETS: ReadonlyMap<number, number> = new Map([
   [1000, 0.5],
   [100, 0.35],
 ]);
+
+/** The processes whose CPU a published event costs on this machine: the node, Redis and the load generator. */
+const PUBLISH_CPU_LABELS = ['broker main thread', 'broker other threads', 'redis-server', 'load generator (bench process)'] as const;
+
+/**
+ * What the machine allows at the CPU per event a point measured (issue 17 §5: a miss explained by the
+ * machine's limit, in the same run): the CPU of the node, Redis and the load generator per event (µs of
+ * one core), and the events/s all the machine's cores would carry at that cost. The load generator
+ * counts: it shares the cores with the broker as it does with the parse-only baseline.
+ * @param use the CPU of the measured window (`stackMeter`), in % of one core
+ * @param eventsPerSecond the events/s of the same window
+ * @returns undefined when nothing was measured
+ */
+export function publishCeiling(use: CpuUse, eventsPerSecond: number, cores: number): { cpuPerEventUs: number; eventsPerSecond: number } | undefined {
+  const percent = PUBLISH_CPU_LABELS.reduce((sum, label) => sum + (use.byLabel[label] ?? 0), 0);
+  if (percent <= 0 || eventsPerSecond <= 0) return undefined;
+  const cpuPerEventUs = ((percent / 100) * 1e6) / eventsPerSecond;
+  return { cpuPerEventUs, eventsPerSecond: (cores * 1e6) / cpuPerEventUs };
+}
 
 function bodiesFor(batch: number, count: number, random: () => number): LoadRequest[] {
   return Array.from({ length: count }, () => loadRequest(PATH, Array.from({ length: batch }, () => orderEvent(random))));
@@ -178,6 +199,8 @@ async function run(recorder: Recorder): Promise<void> {
 
   // The broker.
   const brokerEventsPerSecond: number[] = [];
+  const ceilings: (number | undefined)[] = [];
+  const cores = availableParallelism();
   const stack = await startStack();
   try {
     const meter = stackMeter(stack);
@@ -199,6 +222,12 @@ async function run(recorder: Recorder): Promise<void> {
       recorder.add(`${label}: latency p99`, round(result.latencyMs.p99, 2), 'ms');
       recorder.add(`${label}: non-2xx answers`, result.non2xx + result.errors, 'answers', { op: '<=', value: 0 });
       recordCpu(recorder, `${label}: `, cpu);
+      const ceiling = publishCeiling(cpu, result.eventsPerSecond, cores);
+      ceilings.push(ceiling?.eventsPerSecond);
+      if (ceiling !== undefined) {
+        recorder.add(`${label}: CPU per event (broker, Redis, load generator)`, round(ceiling.cpuPerEventUs, 2), 'µs');
+        recorder.add(`${label}: events/s ${cores} cores carry at that CPU per event`, Math.round(ceiling.eventsPerSecond), 'events/s');
+      }
     }
   } finally {
     await stack.stop(recorder);
@@ -220,6 +249,9 @@ async function run(recorder: Recorder): Promise<void> {
       if (broker !== undefined && result.eventsPerSecond > 0) {
         const target = RATIO_TARGETS.get(point.batch);
         recorder.add(`${label}: broker / parse-only baseline (events/s)`, round(broker / result.eventsPerSecond, 2), '×', target === undefined ? undefined : { op: '>=', value: target });
+        // The most that ratio can be on this machine at the broker's CPU per event.
+        const ceiling = ceilings[i];
+        if (ceiling !== undefined) recorder.add(`${label}: machine's ceiling at that CPU per event / parse-only baseline`, round(ceiling / result.eventsPerSecond, 2), '×');
       }
       recordCpu(recorder, `parse-only baseline, ${label}: `, cpu);
     }
