@@ -72,7 +72,8 @@ export interface PublishContext {
  * While the event type switches timelines (issue 6 §3.2) the old timeline's partitions refuse appends;
  * the batch waits for the new timeline (at most `publish.timelineSwitchWaitMs`) and writes there, or
  * is refused with 503 when nothing of it was written. A node still holding a deleted event type's copy
- * finds its partitions gone (PARTITION_MISSING) and answers 404, writing nothing.
+ * finds its partitions gone (PARTITION_MISSING) and answers 404: nothing of the batch stays (what was
+ * appended before the deletion dropped a partition went with it).
  */
 export class Publisher {
   /**
