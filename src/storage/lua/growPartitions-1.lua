@@ -1,7 +1,8 @@
 --[[
   Grows an event type's partition count (repartitioning; spec "Event type registry",
   `POST /event-types/{name}/partition-count`). The count only grows. Existing partitions keep their
-  events and offsets; a new partition has no keys until its first append (an empty range).
+  events and offsets; a new partition starts empty, opened by the caller on the active timeline after this
+  (`PartitionLogs.openPartitions`: appends refuse a partition never opened).
 
   KEYS[1] event type (hash) record (JSON), topology (JSON {partitionCount, timeline}), revision
 
