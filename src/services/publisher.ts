@@ -346,7 +346,7 @@ export class Publisher {
   private async write(eventType: CachedEventType, appends: readonly PartitionAppend[], budget: RedisWaitBudget): Promise<PartitionWrite[]> {
     const name = eventType.record.name;
     const writes = await budget.within((deadlineAt) => this.logs.append(name, eventType.timelines, appends, deadlineAt));
-    if (writes.some((w) => !w.ok && w.missing === true)) await this.writeMissing(name, appends, writes, budget);
+    if (writes.some((w) => !w.ok && w.missing === true)) await this.writeMissing(eventType, appends, writes, budget);
     if (!writes.some((w) => !w.ok && w.closed === true)) return writes;
     const deadline = Date.now() + this.config.timelineSwitchWaitMs;
     let closedOrder = eventType.timelines.active.order;
@@ -373,18 +373,23 @@ export class Publisher {
    * Partitions that refused the append as never opened (PARTITION_MISSING): the event type is read from
    * Redis again. Gone — it was deleted and this node still held its copy — the batch is answered 404
    * (appending would have created keys no event type owns; whatever of it was written went with the
-   * deletion). Still there — an event type created before partitions were opened, or a publish that came
+   * deletion). Created again under the same name since (another first timeline id), the batch was
+   * validated and partitioned for the deleted one: 404 as well, so the producer sends it again to the
+   * new one (what it appended to partitions the new one has stays there: the window is the notice's
+   * latency). Still the same event type — created before partitions were opened, or a publish that came
    * before its creation opened them — the partitions are opened on the active timeline and written again.
    * Replaces the entries of `writes` it wrote (in place); a Redis failure leaves them failed.
-   * @throws BrokerError 404 when the event type no longer exists
+   * @param eventType the copy the batch was processed with
+   * @throws BrokerError 404 when that event type no longer exists
    */
-  private async writeMissing(name: string, appends: readonly PartitionAppend[], writes: PartitionWrite[], budget: RedisWaitBudget): Promise<void> {
+  private async writeMissing(eventType: CachedEventType, appends: readonly PartitionAppend[], writes: PartitionWrite[], budget: RedisWaitBudget): Promise<void> {
+    const name = eventType.record.name;
     const current = await budget.wait(
-      this.cache.reload(name).then((eventType) => eventType ?? null, () => undefined),
+      this.cache.reload(name).then((reloaded) => reloaded ?? null, () => undefined),
       () => undefined,
     );
-    if (current === null) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
-    if (current === undefined) return;
+    if (current === undefined) return; // Redis did not answer: the partitions stay failed
+    if (current === null || current.timelines.all[0]?.id !== eventType.timelines.all[0]?.id) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
     const missing = writes.flatMap((w, i) => (!w.ok && w.missing === true ? [i] : []));
     const retry = missing.map((i) => appends[i] as PartitionAppend);
     const opened = await budget.wait(

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatOffset } from '../../src/domain/offsets.js';
@@ -275,6 +276,31 @@ describe('publishing', () => {
       expect(await redis.exists(broker.keys.partitionLog(name, 1, p))).toBe(0);
       expect(await redis.exists(broker.keys.partitionMeta(name, 1, p))).toBe(0);
       expect(await redis.exists(broker.keys.partitionTimeIndex(name, 1, p))).toBe(0);
+    }
+  });
+
+  it('answers 404 when the event type was deleted and created again while this node still holds the deleted one; creates none of its partitions', async () => {
+    const name = 'pub.reborn';
+    await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
+    expect((await call(broker.url, 'POST', `/event-types/${name}/events`, [orderEvent('R0')])).status).toBe(200);
+    // Deleted and created again with one partition, behind the node's back (no change notice): a new first
+    // timeline id, partition 0 opened, partitions 1-3 gone.
+    const stored = await redis.hgetall(broker.keys.eventType(name));
+    const [first] = JSON.parse(stored.timelines ?? '[]') as Record<string, unknown>[];
+    const topology = JSON.parse(stored.topology ?? '{}') as Record<string, unknown>;
+    for (const p of ['0', '1', '2', '3']) {
+      await redis.del(broker.keys.partitionLog(name, 1, p));
+      await redis.del(broker.keys.partitionMeta(name, 1, p));
+      await redis.del(broker.keys.partitionTimeIndex(name, 1, p));
+    }
+    await redis.hset(broker.keys.eventType(name), 'timelines', JSON.stringify([{ ...first, id: randomUUID() }]), 'topology', JSON.stringify({ ...topology, partitionCount: 1 }));
+    await redis.hset(broker.keys.partitionMeta(name, 1, '0'), 'next', 0, 'oldest', 0);
+    const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 40 }, (_, i) => orderEvent(`R${i + 1}`)));
+    expect(answer.status, answer.text).toBe(404);
+    // The batch was partitioned over the deleted one's four partitions: the new one got none of 1-3.
+    for (const p of ['1', '2', '3']) {
+      expect(await redis.exists(broker.keys.partitionMeta(name, 1, p))).toBe(0);
+      expect(await redis.exists(broker.keys.partitionLog(name, 1, p))).toBe(0);
     }
   });
 
