@@ -78,10 +78,11 @@ export class Repartitioning {
     const grown = await this.eventTypes.growPartitions(name, count);
     if (grown.outcome === 'NOT_FOUND') throw scriptError('growPartitions', 'NOT_FOUND', { name });
     if (grown.outcome === 'PARTITION_COUNT_SMALLER') throw scriptError('growPartitions', 'PARTITION_COUNT_SMALLER', { reason: growthProblem(grown.previous, count, this.limits.maxPartitionCount) ?? `partition_count can only grow: the event type has ${grown.previous} partitions` });
-    await this.logs.openPartitions(name, stored.timelines.active, addedPartitions(grown.previous, count));
+    const grownBy = addedPartitions(grown.previous, count);
+    await this.logs.openPartitions(name, stored.timelines.active, grownBy);
     await this.cache.announce(name);
     // Subscriptions created or first streamed meanwhile (the new count is visible everywhere now).
-    await this.extendSubscriptions(name, addedPartitions(grown.previous, count), await this.subscriptionsOf(name));
+    await this.extendSubscriptions(name, grownBy, await this.subscriptionsOf(name));
     return { previous: grown.previous, count };
   }
 

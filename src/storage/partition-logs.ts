@@ -104,7 +104,10 @@ export class PartitionLogs {
   /**
    * Opens `partitions` of timeline `t` in its storage, each to continue at its first offset on `t`
    * (`PartitionStore.open`; idempotent): an append to a partition never opened answers PARTITION_MISSING.
-   * Called when a timeline is created with its event type and when the partition count grows.
+   * Called when a timeline is created with its event type (spec "Event type registry") and when the
+   * partition count grows (spec "States and transitions": Repartition), and by a publish that finds an
+   * existing event type's partition never opened.
+   * @param partitions partition ids (decimal strings, `0 .. partitionCount - 1`)
    * @throws BrokerError 503
    */
   async openPartitions(name: string, t: StoredTimeline, partitions: readonly string[]): Promise<void> {

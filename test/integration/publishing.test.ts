@@ -29,6 +29,16 @@ async function storedEvents(name: string, partition: string): Promise<Record<str
   });
 }
 
+/** The keys of a partition of timeline 1 that an append writes: log, meta and time index. */
+function partitionKeys(name: string, partition: string): string[] {
+  return [broker.keys.partitionLog(name, 1, partition), broker.keys.partitionMeta(name, 1, partition), broker.keys.partitionTimeIndex(name, 1, partition)];
+}
+
+/** Drops partitions as the registry's deletion does (one key at a time: on a cluster they are in other slots than each other). */
+async function dropPartitions(name: string, partitions: readonly string[]): Promise<void> {
+  for (const p of partitions) for (const key of partitionKeys(name, p)) await redis.del(key);
+}
+
 async function newest(name: string): Promise<string[]> {
   const partitions = (await call(broker.url, 'GET', `/event-types/${name}/partitions`)).json as { newest_available_offset: string }[];
   return partitions.map((p) => p.newest_available_offset);
@@ -263,20 +273,12 @@ describe('publishing', () => {
     await redis.srem(broker.keys.eventTypeNames, name);
     await redis.del(broker.keys.eventType(name));
     await redis.del(broker.keys.eventTypeSchemas(name));
-    for (const p of partitions) {
-      await redis.del(broker.keys.partitionLog(name, 1, p));
-      await redis.del(broker.keys.partitionMeta(name, 1, p));
-      await redis.del(broker.keys.partitionTimeIndex(name, 1, p));
-    }
+    await dropPartitions(name, partitions);
     const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 8 }, (_, i) => orderEvent(`S${i + 1}`)));
     expect(answer.status, answer.text).toBe(404);
     expect(answer.json).toMatchObject({ status: 404, detail: `EventType "${name}" does not exist.` });
     // No partition key was created again: the events did not go to keys no event type owns.
-    for (const p of partitions) {
-      expect(await redis.exists(broker.keys.partitionLog(name, 1, p))).toBe(0);
-      expect(await redis.exists(broker.keys.partitionMeta(name, 1, p))).toBe(0);
-      expect(await redis.exists(broker.keys.partitionTimeIndex(name, 1, p))).toBe(0);
-    }
+    for (const p of partitions) for (const key of partitionKeys(name, p)) expect(await redis.exists(key), key).toBe(0);
   });
 
   it('answers 404 when the event type was deleted and created again while this node still holds the deleted one; creates none of its partitions', async () => {
@@ -288,20 +290,13 @@ describe('publishing', () => {
     const stored = await redis.hgetall(broker.keys.eventType(name));
     const [first] = JSON.parse(stored.timelines ?? '[]') as Record<string, unknown>[];
     const topology = JSON.parse(stored.topology ?? '{}') as Record<string, unknown>;
-    for (const p of ['0', '1', '2', '3']) {
-      await redis.del(broker.keys.partitionLog(name, 1, p));
-      await redis.del(broker.keys.partitionMeta(name, 1, p));
-      await redis.del(broker.keys.partitionTimeIndex(name, 1, p));
-    }
+    await dropPartitions(name, ['0', '1', '2', '3']);
     await redis.hset(broker.keys.eventType(name), 'timelines', JSON.stringify([{ ...first, id: randomUUID() }]), 'topology', JSON.stringify({ ...topology, partitionCount: 1 }));
     await redis.hset(broker.keys.partitionMeta(name, 1, '0'), 'next', 0, 'oldest', 0);
     const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 40 }, (_, i) => orderEvent(`R${i + 1}`)));
     expect(answer.status, answer.text).toBe(404);
     // The batch was partitioned over the deleted one's four partitions: the new one got none of 1-3.
-    for (const p of ['1', '2', '3']) {
-      expect(await redis.exists(broker.keys.partitionMeta(name, 1, p))).toBe(0);
-      expect(await redis.exists(broker.keys.partitionLog(name, 1, p))).toBe(0);
-    }
+    for (const p of ['1', '2', '3']) for (const key of partitionKeys(name, p)) expect(await redis.exists(key), key).toBe(0);
   });
 
   it('opens a partition of an existing event type that was never opened (created before partitions were opened) and writes to it', async () => {
