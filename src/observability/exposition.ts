@@ -8,6 +8,43 @@
  * formatting, label order, `le` first on buckets): test/unit/exposition.test.ts compares the two.
  */
 
+/** Where a scrape's text goes, a line or a few at a time: an {@link ExpositionBuffer} (or an array, in tests). */
+export interface ExpositionSink {
+  push(text: string): void;
+}
+
+/** Bytes of each chunk an {@link ExpositionBuffer} fills (a longer text gets a chunk of its own size). */
+const CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * A scrape's text encoded to UTF-8 as it is written, into 1 MB chunks (issue 17 §4.3). At 10,000 event
+ * types and subscriptions a scrape is ~400,000 lines and 37 MB: kept as strings until one join, every line
+ * lived until the end of the scrape, so the young-generation collections copied them and promoted them to
+ * old space, and garbage collection took a third of the scrape's main-thread time (CPU profile in
+ * bench/README.md catalog-scale). Encoded at once, each line is garbage as soon as it is written.
+ */
+export class ExpositionBuffer implements ExpositionSink {
+  private readonly full: Buffer[] = [];
+  private chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+  private used = 0;
+
+  /** Appends `text` (UTF-8). */
+  push(text: string): void {
+    // A UTF-16 code unit takes at most 3 bytes in UTF-8: room for that means the whole text fits.
+    if (this.used + text.length * 3 > this.chunk.length) {
+      this.full.push(this.chunk.subarray(0, this.used));
+      this.chunk = Buffer.allocUnsafeSlow(Math.max(CHUNK_BYTES, text.length * 3));
+      this.used = 0;
+    }
+    this.used += this.chunk.write(text, this.used, 'utf8');
+  }
+
+  /** @returns everything written, as one buffer */
+  toBuffer(): Buffer {
+    return Buffer.concat([...this.full, this.chunk.subarray(0, this.used)]);
+  }
+}
+
 /** A label value escaped as the text format wants it (backslash, double quote and line feed), as prom-client does. */
 export function escapeLabelValue(value: string): string {
   if (!/[\\\n"]/.test(value)) return value;
@@ -78,7 +115,7 @@ export class HistogramValues {
    * @param name the family name
    * @param labels the series' label text ({@link labelText}); not empty
    */
-  write(out: string[], name: string, labels: string): void {
+  write(out: ExpositionSink, name: string, labels: string): void {
     let cumulative = 0;
     for (let i = 0; i < this.bounds.length; i++) {
       cumulative += this.counts[i] ?? 0;

@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { familyHeader, HistogramValues, labelText, sampleValue, type FamilyDeclaration } from './exposition.js';
+import { ExpositionBuffer, familyHeader, HistogramValues, labelText, sampleValue, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
 import type { Logger } from './logger.js';
 import type {
   CommitResult,
@@ -119,7 +119,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   private cacheSizes: (() => Readonly<Record<string, number>>) | undefined;
 
   /** The scrape under way: concurrent scrapes share it (each reads the consumer lag from Redis). */
-  private scraping: Promise<string> | undefined;
+  private scraping: Promise<Buffer> | undefined;
 
   constructor() {
     const registers = [this.registry];
@@ -275,25 +275,28 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
    * Refreshes the gauges read at scrape time and writes every family (Prometheus text format 0.0.4):
    * the registry's, then the publish and consumer lag families. Concurrent calls share one scrape.
    * Never rejects for Redis: when the lag cannot be read, its families are written without samples.
+   * @returns the text, UTF-8 encoded (37 MB at 10,000 event types and subscriptions: it is encoded as it is
+   *   written, {@link ExpositionBuffer})
    */
-  scrape(): Promise<string> {
+  scrape(): Promise<Buffer> {
     this.scraping ??= this.collect().finally(() => (this.scraping = undefined));
     return this.scraping;
   }
 
-  private async collect(): Promise<string> {
+  private async collect(): Promise<Buffer> {
     this.readWorkerPool();
     this.cacheEntries.reset();
     for (const [cache, size] of Object.entries(this.cacheSizes?.() ?? {})) this.cacheEntries.labels(cache).set(size);
     const lag = await this.readLag();
-    const out = [await this.registry.metrics()];
+    const out = new ExpositionBuffer();
+    out.push(await this.registry.metrics());
     this.writePublishFamilies(out);
     writeLagFamilies(out, lag);
-    return out.join('');
+    return out.toBuffer();
   }
 
   /** Appends the publish families (one series per event type and result) to the scrape's text. */
-  private writePublishFamilies(out: string[]): void {
+  private writePublishFamilies(out: ExpositionSink): void {
     out.push(familyHeader(PUBLISH_BATCHES));
     for (const m of this.publishSeries.values()) for (const [result, n] of m.batches) out.push(`${PUBLISH_BATCHES.name}{${m.labels},result="${result}"} ${n}\n`);
     out.push(familyHeader(PUBLISH_EVENTS));
@@ -367,7 +370,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
  * kept between scrapes: a subscription or partition that is gone is simply not written). Without a
  * snapshot (the read failed) the families are written without samples.
  */
-function writeLagFamilies(out: string[], snapshot: LagSnapshot | undefined): void {
+function writeLagFamilies(out: ExpositionSink, snapshot: LagSnapshot | undefined): void {
   const subscriptions = snapshot?.subscriptions ?? [];
   const labels = subscriptions.map((s) => labelText(SUBSCRIPTION_PARTITION_LABELS, [s.subscriptionId, s.consumerGroup, s.eventType, s.partition]));
   out.push(familyHeader(LAG_EVENTS));

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { seeded } from '../support/seeded.js';
 import type { LagSnapshot, PublishBatchResult, PublishCounts } from '../../src/observability/meters.js';
 import { BATCH_SIZE_BUCKETS_EVENTS, BrokerMetrics, LATENCY_BUCKETS_SECONDS } from '../../src/observability/metrics.js';
-import { escapeLabelValue, HistogramValues } from '../../src/observability/exposition.js';
+import { escapeLabelValue, ExpositionBuffer, HistogramValues } from '../../src/observability/exposition.js';
 
 /**
  * The families BrokerMetrics writes itself (src/observability/exposition.ts; per event type and per
@@ -131,7 +131,7 @@ describe('the families BrokerMetrics writes itself', () => {
     reference.lag(snapshot);
 
     const compare = async (): Promise<void> => {
-      const ours = await metrics.scrape();
+      const ours = (await metrics.scrape()).toString();
       const theirs = await reference.registry.metrics();
       for (const family of FAMILIES) {
         expect(samplesOf(ours, family), family).toEqual(samplesOf(theirs, family));
@@ -140,20 +140,20 @@ describe('the families BrokerMetrics writes itself', () => {
       return undefined;
     };
     await compare();
-    expect(samplesOf(await metrics.scrape(), 'broker_publish_duration_seconds').length).toBeGreaterThan(eventTypes.length * 16);
+    expect(samplesOf((await metrics.scrape()).toString(), 'broker_publish_duration_seconds').length).toBeGreaterThan(eventTypes.length * 16);
 
     for (const gone of [eventTypes[0] as string, AWKWARD[1] as string]) {
       metrics.forgetEventType(gone);
       reference.forget(gone);
     }
     await compare();
-    const after = await metrics.scrape();
+    const after = (await metrics.scrape()).toString();
     expect(after.includes('broker_publish_duration_seconds_count{event_type="order.e0"}')).toBe(false);
     expect(after.includes('broker_publish_duration_seconds_count{event_type="order.e1"}')).toBe(true);
   });
 
   it('write a family that has no samples as its HELP and TYPE lines only, and every line ends with a line feed', async () => {
-    const text = await new BrokerMetrics().scrape();
+    const text = (await new BrokerMetrics().scrape()).toString();
     for (const family of FAMILIES) {
       expect(typeOf(text, family), family).toBeDefined();
       expect(samplesOf(text, family), family).toEqual([]);
@@ -168,6 +168,29 @@ describe('the families BrokerMetrics writes itself', () => {
     const out: string[] = [];
     values.write(out, 'h', 'a="b"');
     expect(out.join('')).toBe(['h_bucket{le="1",a="b"} 2', 'h_bucket{le="2",a="b"} 4', 'h_bucket{le="5",a="b"} 5', 'h_bucket{le="+Inf",a="b"} 7', 'h_sum{a="b"} 114.51', 'h_count{a="b"} 7', ''].join('\n'));
+  });
+
+  it('encode what is pushed to an ExpositionBuffer as UTF-8, in order, across chunk ends and with texts longer than a chunk', () => {
+    const random = seeded(7);
+    const pieces = ['é', '日本', '😀', 'a'.repeat(1000), 'x\n', 'broker_subscription_lag_events{event_type="naïve"} 3\n'];
+    const long = `${'ü'.repeat(700_000)}\n`;
+    // First a chunk (1 MB) filled to 3 bytes short of its end, then a text of 2 characters and 6 bytes.
+    const texts: string[] = ['a'.repeat(1024 * 1024 - 3), '日本'];
+    const out = new ExpositionBuffer();
+    for (const text of texts) out.push(text);
+    // ~7 MB: several 1 MB chunks, a 1.4 MB text that needs a chunk of its own (in the middle and last),
+    // multi-byte characters at every offset.
+    for (let i = 0; i < 30_000; i++) {
+      const text = i === 15_000 ? long : (pieces[Math.floor(random() * pieces.length)] as string);
+      texts.push(text);
+      out.push(text);
+    }
+    out.push(long);
+    texts.push(long);
+    const expected = Buffer.from(texts.join(''), 'utf8');
+    expect(expected.length).toBeGreaterThan(4 * 1024 * 1024);
+    expect(out.toBuffer().equals(expected)).toBe(true);
+    expect(new ExpositionBuffer().toBuffer().length).toBe(0);
   });
 
   it('escape label values as the text format wants', () => {

@@ -34,7 +34,7 @@ interface Dashboard {
 /** Registered sample names, and the label names of each metric family. */
 async function registered(): Promise<{ names: Set<string>; labels: Map<string, Set<string>> }> {
   const metrics = new BrokerMetrics();
-  const names = sampleNames(parseExposition(await metrics.scrape()));
+  const names = sampleNames(parseExposition((await metrics.scrape()).toString()));
   const families = metrics.families();
   const labels = new Map<string, Set<string>>();
   for (const name of names) labels.set(name, new Set(families.get(families.has(name) ? name : name.replace(/_(bucket|sum|count)$/, '')) ?? []));
