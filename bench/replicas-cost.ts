@@ -59,14 +59,15 @@ async function storageOnly(cluster: RedisClusterProcesses): Promise<void> {
   });
   try {
     // An append to a partition never opened is refused (PARTITION_MISSING), as the registry opens them.
-    await Promise.all(writes.map((w) => store.open('rcs', 1, w.partition, 0)));
+    const timeline = { order: 1, id: 'replicas-cost' };
+    await Promise.all(writes.map((w) => store.open('rcs', timeline, w.partition, 0)));
     for (let round = 1; round <= ROUNDS; round++) {
       for (const minReplicas of [0, 1]) {
         const times: number[] = [];
         const started = performance.now();
         for (let i = 0; i < BATCHES; i++) {
           const t = performance.now();
-          const results = minReplicas === 0 ? await store.append('rcs', 1, writes) : await replicated.append('rcs', 1, writes);
+          const results = minReplicas === 0 ? await store.append('rcs', timeline, writes) : await replicated.append('rcs', timeline, writes);
           times.push(performance.now() - t);
           const failed = results.find((r) => !r.ok);
           if (failed) throw new Error(`append failed: ${JSON.stringify(failed)}`);

@@ -88,7 +88,7 @@ export class Timelines {
     const now = new Date().toISOString();
     const next: StoredTimeline = { id: randomUUID(), order: active.order + 1, storageId, createdAt: now, switchedAt: now, firstOffsets: lastOffsets.map((last) => last + 1) };
     // 2. The new timeline's partitions continue the offsets.
-    await Promise.all(ids.map((p, i) => target.partitions.open(name, next.order, p, (lastOffsets[i] as number) + 1)));
+    await Promise.all(ids.map((p, i) => target.partitions.open(name, next, p, (lastOffsets[i] as number) + 1)));
     // 3. Switch in the registry, then tell every node.
     const closed: StoredTimeline = { ...active, lastOffsets };
     const timelines = [...stored.timelines.all.slice(0, -1), closed, next];

@@ -44,8 +44,8 @@ export class PartitionLogs {
     const storage = await settleBy<{ handle: StorageHandle } | { failed: string }>(opened, deadlineAt, () => ({ failed: 'timed out' }));
     if ('failed' in storage) return writes.map(() => ({ ok: false, reason: storage.failed }));
     const { handle } = storage;
-    if (handle.replicated !== undefined) return handle.replicated.append(name, active.order, writes, handle.keys, deadlineAt);
-    return handle.partitions.append(name, active.order, writes, deadlineAt);
+    if (handle.replicated !== undefined) return handle.replicated.append(name, active, writes, handle.keys, deadlineAt);
+    return handle.partitions.append(name, active, writes, deadlineAt);
   }
 
   /**
@@ -112,7 +112,7 @@ export class PartitionLogs {
    */
   async openPartitions(name: string, t: StoredTimeline, partitions: readonly string[]): Promise<void> {
     const handle = await this.storageOf(t);
-    await Promise.all(partitions.map((p) => handle.partitions.open(name, t.order, p, firstOffset(t, Number(p)))));
+    await Promise.all(partitions.map((p) => handle.partitions.open(name, t, p, firstOffset(t, Number(p)))));
   }
 
   /**

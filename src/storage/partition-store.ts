@@ -1,4 +1,5 @@
 import type { PartitionRange } from '../domain/offsets.js';
+import type { StoredTimeline } from '../domain/timeline.js';
 import type { Keys } from './keys.js';
 import { settleEachBy } from './deadline.js';
 import { storageError, type RedisClient } from './redis-connection.js';
@@ -18,14 +19,23 @@ export interface PartitionAppend {
 }
 
 /**
- * The script call that appends `write` (publishBatch, or publishCompacted when it carries compaction
- * keys): its keys in the script's header order and its arguments. Shared with the replicated appender.
+ * The timeline an append goes to: its `order` names the partition keys, its `id` (uuid) tells this
+ * event type's timeline from one of an event type deleted and created again under the same name, whose
+ * partitions have the same keys (spec "Timeline").
  */
-export function appendCall(keys: Keys, name: string, timeline: number, write: PartitionAppend): { script: 'publishBatch' | 'publishCompacted'; keys: string[]; args: ScriptArg[] } {
+export type TimelineRef = Pick<StoredTimeline, 'order' | 'id'>;
+
+/**
+ * The script call that appends `write` (publishBatch, or publishCompacted when it carries compaction
+ * keys): its keys in the script's header order and its arguments, the timeline's id among them (the
+ * script refuses a partition opened for another timeline id). Shared with the replicated appender.
+ */
+export function appendCall(keys: Keys, name: string, timeline: TimelineRef, write: PartitionAppend): { script: 'publishBatch' | 'publishCompacted'; keys: string[]; args: ScriptArg[] } {
   const data = Buffer.from(write.data.buffer, write.data.byteOffset, write.data.byteLength);
-  const base = [keys.partitionMeta(name, timeline, write.partition), keys.partitionLog(name, timeline, write.partition), keys.partitionTimeIndex(name, timeline, write.partition), keys.partitionNotices(name, timeline, write.partition)];
-  if (write.compactionKeys === undefined) return { script: 'publishBatch', keys: base, args: [write.count, data] };
-  return { script: 'publishCompacted', keys: [...base, keys.partitionCompactionIndex(name, timeline, write.partition)], args: [write.count, data, ...write.compactionKeys] };
+  const { order } = timeline;
+  const base = [keys.partitionMeta(name, order, write.partition), keys.partitionLog(name, order, write.partition), keys.partitionTimeIndex(name, order, write.partition), keys.partitionNotices(name, order, write.partition)];
+  if (write.compactionKeys === undefined) return { script: 'publishBatch', keys: base, args: [write.count, data, timeline.id] };
+  return { script: 'publishCompacted', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition)], args: [write.count, data, timeline.id, ...write.compactionKeys] };
 }
 
 /**
@@ -97,7 +107,7 @@ export class PartitionStore {
    * @param deadlineAt `performance.now()` ms by which each partition reports (issue 15 §5.1): a script
    *   not answered by then is reported `timed out` (it was sent, so it may still be written)
    */
-  async append(name: string, timeline: number, writes: readonly PartitionAppend[], deadlineAt?: number): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], deadlineAt?: number): Promise<PartitionWrite[]> {
     const written = writes.map(async (w): Promise<PartitionWrite> => {
       try {
         const call = appendCall(this.keys, name, timeline, w);
@@ -167,12 +177,14 @@ export class PartitionStore {
 
   /**
    * Prepares a partition of a new timeline to continue at internal offset `first` (its next event gets
-   * `first`; its range is empty until then). Idempotent: an existing partition is left as it is.
+   * `first`; its range is empty until then) and records the timeline's id in its meta hash (field
+   * `timeline`: appends for another id are refused). Idempotent: an existing partition is left as it
+   * is (a meta written before timeline ids were recorded gets the field).
    * @throws BrokerError 503 when Redis fails
    */
-  async open(name: string, timeline: number, partition: string, first: number): Promise<void> {
-    const meta = this.keys.partitionMeta(name, timeline, partition);
-    await this.redis.multi().hsetnx(meta, 'next', first).hsetnx(meta, 'oldest', first).exec().catch(storageError);
+  async open(name: string, timeline: TimelineRef, partition: string, first: number): Promise<void> {
+    const meta = this.keys.partitionMeta(name, timeline.order, partition);
+    await this.redis.multi().hsetnx(meta, 'next', first).hsetnx(meta, 'oldest', first).hsetnx(meta, 'timeline', timeline.id).exec().catch(storageError);
   }
 
   /**

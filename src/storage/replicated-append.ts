@@ -2,7 +2,7 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { keySlot } from './key-slot.js';
 import type { Keys } from './keys.js';
 import { settleBy } from './deadline.js';
-import { appendCall, appendWrite, timedOut, writeFailure, type PartitionAppend, type PartitionWrite } from './partition-store.js';
+import { appendCall, appendWrite, timedOut, writeFailure, type PartitionAppend, type PartitionWrite, type TimelineRef } from './partition-store.js';
 import { coalesceWrites, type RedisClient } from './redis-connection.js';
 import { Scripts } from './scripts.js';
 
@@ -34,7 +34,7 @@ export interface ReplicatedAppend {
    * @returns per write, in order: ok with its first offset, or failed with a reason (script error, too
    *   few replicas: `acknowledged by k of n replicas within t ms`, or `timed out`)
    */
-  append(name: string, timeline: number, writes: readonly PartitionAppend[], keys?: Keys, deadlineAt?: number): Promise<PartitionWrite[]>;
+  append(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], keys?: Keys, deadlineAt?: number): Promise<PartitionWrite[]>;
   /** Closes the reserved connections. */
   close(): void;
 }
@@ -121,11 +121,11 @@ export class ReplicatedAppender implements ReplicatedAppend {
   }
 
   /** See {@link ReplicatedAppend.append}: one `WAIT` covers the whole batch, so a shortfall fails every write. */
-  async append(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys = this.keys, deadlineAt?: number): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], keys: Keys = this.keys, deadlineAt?: number): Promise<PartitionWrite[]> {
     return settleBy(this.appendOnLane(name, timeline, writes, keys), deadlineAt, () => writes.map(timedOut));
   }
 
-  private async appendOnLane(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys): Promise<PartitionWrite[]> {
+  private async appendOnLane(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], keys: Keys): Promise<PartitionWrite[]> {
     const lane = this.lanes[this.next++ % this.lanes.length] as Lane;
     const { scripts, shortfall } = await writeAndWait(lane, writes.map((w) => appendCall(keys, name, timeline, w)), this.minReplicas, this.timeoutMs);
     return scripts.map((s): PartitionWrite => {
@@ -228,11 +228,11 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
   }
 
   /** See {@link ReplicatedAppend.append}: one `WAIT` per master written to; a shortfall fails that master's writes only. */
-  async append(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys = this.keys, deadlineAt?: number): Promise<PartitionWrite[]> {
+  async append(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], keys: Keys = this.keys, deadlineAt?: number): Promise<PartitionWrite[]> {
     return settleBy(this.appendRouted(name, timeline, writes, keys), deadlineAt, () => writes.map(timedOut));
   }
 
-  private async appendRouted(name: string, timeline: number, writes: readonly PartitionAppend[], keys: Keys): Promise<PartitionWrite[]> {
+  private async appendRouted(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], keys: Keys): Promise<PartitionWrite[]> {
     const calls = writes.map((w) => appendCall(keys, name, timeline, w));
     const slots = calls.map((call) => keySlot(call.keys[0] as string));
     const results: (PartitionWrite | undefined)[] = writes.map(() => undefined);

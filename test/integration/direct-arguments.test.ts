@@ -17,6 +17,9 @@ import { clusterRun, uniquePrefix } from '../support/broker.js';
  * take the `NOSCRIPT` → `EVAL` path. Standalone only (a cluster client auto-pipelines and keeps
  * ioredis's own serialization), so it runs in the `integration` project.
  */
+/** The timeline the appends go to (order 0 names the keys; the id is recorded when its partitions are opened). */
+const TIMELINE = { order: 0, id: 'direct-arguments' };
+
 describe.skipIf(clusterRun())('script calls with large arguments on a standalone connection', () => {
   let redisProcess: RedisProcess;
   let redis: Redis;
@@ -43,7 +46,7 @@ describe.skipIf(clusterRun())('script calls with large arguments on a standalone
     const sizes = [400, 1, 1000, 60]; // 1 event: below DIRECT_ARGUMENT_MIN_BYTES, ioredis's own serialization
     const rounds = 3;
     const sent: Buffer[][] = sizes.map(() => []);
-    await Promise.all(sizes.map((_, partition) => store.open('orders', 0, String(partition), 0)));
+    await Promise.all(sizes.map((_, partition) => store.open('orders', TIMELINE, String(partition), 0)));
     for (let round = 0; round < rounds; round++) {
       const appends: PartitionAppend[] = sizes.map((count, partition) => {
         const data = payload(partition, round, count);
@@ -51,13 +54,14 @@ describe.skipIf(clusterRun())('script calls with large arguments on a standalone
         return { partition: String(partition), count, data };
       });
       // Two batches in the same event-loop turn: their commands share the corked socket.
-      const [first, second] = await Promise.all([store.append('orders', 0, appends), store.append('orders', 0, appends.slice(0, 2))]);
+      const [first, second] = await Promise.all([store.append('orders', TIMELINE, appends), store.append('orders', TIMELINE, appends.slice(0, 2))]);
       expect([...(first ?? []), ...(second ?? [])].every((w) => w.ok)).toBe(true);
       (sent[0] as Buffer[]).push(appends[0]?.data as Buffer);
       (sent[1] as Buffer[]).push(appends[1]?.data as Buffer);
     }
-    // The payloads went out in pieces: the text after the last one is what the command returned.
-    expect(written.mock.results.filter((r) => r.value === '\r\n').length).toBeGreaterThanOrEqual(rounds * 2);
+    // The payloads went out in pieces: what follows the last one (its line end, then the timeline id) is what the command returned.
+    const rest = `\r\n$${TIMELINE.id.length}\r\n${TIMELINE.id}\r\n`;
+    expect(written.mock.results.filter((r) => r.value === rest).length).toBeGreaterThanOrEqual(rounds * 2);
     expect(sizes.some((count, p) => payload(p, 0, count).length < DIRECT_ARGUMENT_MIN_BYTES)).toBe(true);
     written.mockRestore();
 
@@ -70,9 +74,9 @@ describe.skipIf(clusterRun())('script calls with large arguments on a standalone
 
   it('sends the script text when Redis does not hold the script (NOSCRIPT: a restarted or flushed Redis)', async () => {
     await redis.script('FLUSH');
-    await store.open('flushed', 0, '0', 0);
+    await store.open('flushed', TIMELINE, '0', 0);
     const data = payload(0, 9, 500);
-    const [write] = await store.append('flushed', 0, [{ partition: '0', count: 500, data }]);
+    const [write] = await store.append('flushed', TIMELINE, [{ partition: '0', count: 500, data }]);
     expect(write).toEqual({ ok: true, firstOffset: 0 });
     const stats = await redis.info('commandstats');
     // The EVALSHA failed, the EVAL of the same call wrote the events.

@@ -56,8 +56,8 @@ const params = (overrides: Partial<StreamParameters> = {}): StreamParameters => 
 
 async function append(name: string, events: readonly object[]): Promise<void> {
   const texts = events.map((e) => JSON.stringify(e));
-  await store.open(name, 1, '0', 0); // as the registry opens a new event type's partitions (idempotent)
-  const [written] = await store.append(name, 1, [{ partition: '0', count: texts.length, data: Buffer.from(texts.join('\n')) }]);
+  await store.open(name, timelines.active, '0', 0); // as the registry opens a new event type's partitions (idempotent)
+  const [written] = await store.append(name, timelines.active, [{ partition: '0', count: texts.length, data: Buffer.from(texts.join('\n')) }]);
   expect(written?.ok).toBe(true);
 }
 

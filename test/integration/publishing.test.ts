@@ -265,8 +265,9 @@ describe('publishing', () => {
     const name = 'pub.stale';
     await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
     const partitions = ['0', '1', '2', '3'];
-    // Its partitions are opened with it: empty ones have their counters already.
-    for (const p of partitions) expect(await redis.hgetall(broker.keys.partitionMeta(name, 1, p))).toEqual({ next: '0', oldest: '0' });
+    // Its partitions are opened with it: empty ones have their counters already, and the id of the timeline they belong to.
+    const [timeline] = JSON.parse((await redis.hget(broker.keys.eventType(name), 'timelines')) ?? '[]') as { id: string }[];
+    for (const p of partitions) expect(await redis.hgetall(broker.keys.partitionMeta(name, 1, p))).toEqual({ next: '0', oldest: '0', timeline: timeline?.id });
     expect((await call(broker.url, 'POST', `/event-types/${name}/events`, [orderEvent('S0')])).status).toBe(200);
     // Deleted as the registry deletes it, but without its change notice: the node keeps its cached copy, as a
     // node does until the notice of a deletion made through another node reaches it.
@@ -297,6 +298,39 @@ describe('publishing', () => {
     expect(answer.status, answer.text).toBe(404);
     // The batch was partitioned over the deleted one's four partitions: the new one got none of 1-3.
     for (const p of ['1', '2', '3']) for (const key of partitionKeys(name, p)) expect(await redis.exists(key), key).toBe(0);
+  });
+
+  it('answers 404 when the event type was deleted and created again with the same partitions while this node still holds the deleted one; writes none of the batch', async () => {
+    const name = 'pub.twin';
+    await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
+    expect((await call(broker.url, 'POST', `/event-types/${name}/events`, [orderEvent('T0')])).status).toBe(200);
+    // Deleted and created again with the same four partitions, behind the node's back (no change notice):
+    // a new first timeline id, and its partitions opened as the registry opens them — the same keys.
+    const stored = await redis.hgetall(broker.keys.eventType(name));
+    const [first] = JSON.parse(stored.timelines ?? '[]') as Record<string, unknown>[];
+    const reborn = randomUUID();
+    await dropPartitions(name, ['0', '1', '2', '3']);
+    await redis.hset(broker.keys.eventType(name), 'timelines', JSON.stringify([{ ...first, id: reborn }]));
+    for (const p of ['0', '1', '2', '3']) await redis.hset(broker.keys.partitionMeta(name, 1, p), 'next', 0, 'oldest', 0, 'timeline', reborn);
+    const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 40 }, (_, i) => orderEvent(`T${i + 1}`)));
+    expect(answer.status, answer.text).toBe(404);
+    // The new event type's partitions got none of the deleted one's events.
+    for (const p of ['0', '1', '2', '3']) {
+      expect(await redis.hget(broker.keys.partitionMeta(name, 1, p), 'next'), p).toBe('0');
+      expect(await redis.exists(broker.keys.partitionLog(name, 1, p)), p).toBe(0);
+    }
+  });
+
+  it('writes to partitions opened before timeline ids were recorded (their meta has no timeline field)', async () => {
+    const name = 'pub.legacy-meta';
+    await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
+    for (const p of ['0', '1', '2', '3']) await redis.hdel(broker.keys.partitionMeta(name, 1, p), 'timeline');
+    const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 20 }, (_, i) => orderEvent(`L${i}`)));
+    expect(answer.status, answer.text).toBe(200);
+    const counts = await Promise.all(['0', '1', '2', '3'].map((p) => redis.hget(broker.keys.partitionMeta(name, 1, p), 'next')));
+    expect(counts.reduce((sum, next) => sum + Number(next ?? 0), 0)).toBe(20);
+    // Appended as they were, not refused and opened again (which would have recorded the timeline id).
+    for (const p of ['0', '1', '2', '3']) expect(await redis.hexists(broker.keys.partitionMeta(name, 1, p), 'timeline'), p).toBe(0);
   });
 
   it('opens a partition of an existing event type that was never opened (created before partitions were opened) and writes to it', async () => {

@@ -225,7 +225,8 @@ describe('growing the partition count', () => {
     const grown = await repartition(a, name, { partition_count: 4 });
     expect(grown.status, grown.text).toBe(204);
     // The new partitions are opened on the active timeline (an append to a partition never opened is refused).
-    for (const p of ['2', '3']) expect(await redis.hgetall(a.keys.partitionMeta(name, 1, p))).toEqual({ next: '0', oldest: '0' });
+    const [timeline] = JSON.parse((await redis.hget(a.keys.eventType(name), 'timelines')) ?? '[]') as { id: string }[];
+    for (const p of ['2', '3']) expect(await redis.hgetall(a.keys.partitionMeta(name, 1, p))).toEqual({ next: '0', oldest: '0', timeline: timeline?.id });
 
     const records = await partitions(b, name);
     expect(records.map((r) => r.partition)).toEqual(['0', '1', '2', '3']);

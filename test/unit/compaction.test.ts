@@ -62,10 +62,11 @@ describe('appendCall', () => {
   const keys = createKeys('p:');
   it('uses publishBatch without compaction keys and publishCompacted (with the index key in the partition slot) with them', () => {
     const data = Buffer.from('{"a":1}\n{"a":2}');
-    expect(appendCall(keys, 'et', 1, { partition: '2', count: 2, data })).toMatchObject({ script: 'publishBatch', args: [2, data] });
-    const compacted = appendCall(keys, 'et', 1, { partition: '2', count: 2, data, compactionKeys: ['x', 'y'] });
+    const timeline = { order: 1, id: 'a-timeline-id' };
+    expect(appendCall(keys, 'et', timeline, { partition: '2', count: 2, data })).toMatchObject({ script: 'publishBatch', args: [2, data, 'a-timeline-id'] });
+    const compacted = appendCall(keys, 'et', timeline, { partition: '2', count: 2, data, compactionKeys: ['x', 'y'] });
     expect(compacted.script).toBe('publishCompacted');
-    expect(compacted.args).toEqual([2, data, 'x', 'y']);
+    expect(compacted.args).toEqual([2, data, 'a-timeline-id', 'x', 'y']);
     expect(compacted.keys).toHaveLength(5);
     for (const key of compacted.keys) expect(key).toContain('{et:et:2}');
     expect(keys.partitionTombstones('et', 1, '2')).toContain('{et:et:2}');

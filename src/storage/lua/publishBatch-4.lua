@@ -9,17 +9,18 @@
 
   ARGV[1] event count      (integer >= 1)
   ARGV[2] events           (bytes: the JSON texts joined by "\n")
+  ARGV[3] timeline id      (uuid of the timeline the publisher appends to; absent from nodes that predate it)
 
   A partition whose timeline was closed (a newer timeline took over, issue 6 §3.2) refuses the append
-  with TIMELINE_CLOSED, one never opened (its event type was deleted) with PARTITION_MISSING: include
-  `append-refusal`.
+  with TIMELINE_CLOSED, one never opened (its event type was deleted) or opened for another timeline id
+  (the name was deleted and created again) with PARTITION_MISSING: include `append-refusal`.
 
   Returns the offset of the first event of the entry (integer >= 0), or TIMELINE_CLOSED or PARTITION_MISSING (include `failures`).
 ]]
 --#include failures
 --#include append-refusal
 --#include time-index
-local refusal = append_refusal(KEYS[1])
+local refusal = append_refusal(KEYS[1], ARGV[3])
 if refusal then return refusal end
 local count = tonumber(ARGV[1])
 local next_offset = redis.call('HINCRBY', KEYS[1], 'next', count)

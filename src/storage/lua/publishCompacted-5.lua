@@ -12,21 +12,22 @@
 
   ARGV[1] event count        (integer >= 1)
   ARGV[2] events             (bytes: the JSON texts joined by "\n"; JSON text never holds a raw newline)
-  ARGV[3 .. 2 + count]       compaction key of each event, in the same order
+  ARGV[3] timeline id        (uuid of the timeline the publisher appends to)
+  ARGV[4 .. 3 + count]       compaction key of each event, in the same order
 
   A partition whose timeline was closed (a newer timeline took over, issue 6 §3.2) refuses the append
-  with TIMELINE_CLOSED, one never opened (its event type was deleted) with PARTITION_MISSING: include
-  `append-refusal`.
+  with TIMELINE_CLOSED, one never opened (its event type was deleted) or opened for another timeline id
+  (the name was deleted and created again) with PARTITION_MISSING: include `append-refusal`.
 
   Returns the offset of the first event (integer >= 0), or TIMELINE_CLOSED or PARTITION_MISSING (include `failures`).
 ]]
 --#include failures
 --#include append-refusal
 --#include time-index
-local refusal = append_refusal(KEYS[1])
+local refusal = append_refusal(KEYS[1], ARGV[3])
 if refusal then return refusal end
 local count = tonumber(ARGV[1])
-if #ARGV ~= count + 2 then return redis.error_reply('ERR publishCompacted: ' .. count .. ' events need ' .. count .. ' compaction keys') end
+if #ARGV ~= count + 3 then return redis.error_reply('ERR publishCompacted: ' .. count .. ' events need a timeline id and ' .. count .. ' compaction keys') end
 local data = ARGV[2]
 local next_offset = redis.call('HINCRBY', KEYS[1], 'next', count)
 local first = next_offset - count
@@ -42,7 +43,7 @@ for i = 0, count - 1 do
     position = #data + 1
   end
   local offset = first + i
-  local key = ARGV[3 + i]
+  local key = ARGV[4 + i]
   redis.call('XADD', KEYS[2], (offset + 1) .. '-0', 'n', 1, 'd', text, 'k', key)
   redis.call('HSET', KEYS[5], key, offset)
 end
