@@ -282,18 +282,28 @@ describe('publishing', () => {
     for (const p of partitions) for (const key of partitionKeys(name, p)) expect(await redis.exists(key), key).toBe(0);
   });
 
-  it('answers 404 when the event type was deleted and created again while this node still holds the deleted one; creates none of its partitions', async () => {
-    const name = 'pub.reborn';
+  /**
+   * Creates `name` with four partitions and publishes one event through the node (which then caches it),
+   * then deletes it and creates it again with `partitionCount` partitions behind the node's back (no
+   * change notice): a new first timeline id, its partitions opened as the registry opens them (the same
+   * keys, the new id recorded). @returns the new timeline id
+   */
+  async function recreatedBehindTheNode(name: string, partitionCount: number): Promise<string> {
     await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
-    expect((await call(broker.url, 'POST', `/event-types/${name}/events`, [orderEvent('R0')])).status).toBe(200);
-    // Deleted and created again with one partition, behind the node's back (no change notice): a new first
-    // timeline id, partition 0 opened, partitions 1-3 gone.
+    expect((await call(broker.url, 'POST', `/event-types/${name}/events`, [orderEvent('first')])).status).toBe(200);
     const stored = await redis.hgetall(broker.keys.eventType(name));
     const [first] = JSON.parse(stored.timelines ?? '[]') as Record<string, unknown>[];
     const topology = JSON.parse(stored.topology ?? '{}') as Record<string, unknown>;
+    const reborn = randomUUID();
     await dropPartitions(name, ['0', '1', '2', '3']);
-    await redis.hset(broker.keys.eventType(name), 'timelines', JSON.stringify([{ ...first, id: randomUUID() }]), 'topology', JSON.stringify({ ...topology, partitionCount: 1 }));
-    await redis.hset(broker.keys.partitionMeta(name, 1, '0'), 'next', 0, 'oldest', 0);
+    await redis.hset(broker.keys.eventType(name), 'timelines', JSON.stringify([{ ...first, id: reborn }]), 'topology', JSON.stringify({ ...topology, partitionCount }));
+    for (let p = 0; p < partitionCount; p++) await redis.hset(broker.keys.partitionMeta(name, 1, String(p)), 'next', 0, 'oldest', 0, 'timeline', reborn);
+    return reborn;
+  }
+
+  it('answers 404 when the event type was deleted and created again while this node still holds the deleted one; creates none of its partitions', async () => {
+    const name = 'pub.reborn';
+    await recreatedBehindTheNode(name, 1);
     const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 40 }, (_, i) => orderEvent(`R${i + 1}`)));
     expect(answer.status, answer.text).toBe(404);
     // The batch was partitioned over the deleted one's four partitions: the new one got none of 1-3.
@@ -302,16 +312,7 @@ describe('publishing', () => {
 
   it('answers 404 when the event type was deleted and created again with the same partitions while this node still holds the deleted one; writes none of the batch', async () => {
     const name = 'pub.twin';
-    await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
-    expect((await call(broker.url, 'POST', `/event-types/${name}/events`, [orderEvent('T0')])).status).toBe(200);
-    // Deleted and created again with the same four partitions, behind the node's back (no change notice):
-    // a new first timeline id, and its partitions opened as the registry opens them — the same keys.
-    const stored = await redis.hgetall(broker.keys.eventType(name));
-    const [first] = JSON.parse(stored.timelines ?? '[]') as Record<string, unknown>[];
-    const reborn = randomUUID();
-    await dropPartitions(name, ['0', '1', '2', '3']);
-    await redis.hset(broker.keys.eventType(name), 'timelines', JSON.stringify([{ ...first, id: reborn }]));
-    for (const p of ['0', '1', '2', '3']) await redis.hset(broker.keys.partitionMeta(name, 1, p), 'next', 0, 'oldest', 0, 'timeline', reborn);
+    await recreatedBehindTheNode(name, 4);
     const answer = await call(broker.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 40 }, (_, i) => orderEvent(`T${i + 1}`)));
     expect(answer.status, answer.text).toBe(404);
     // The new event type's partitions got none of the deleted one's events.
