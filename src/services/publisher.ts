@@ -370,14 +370,14 @@ export class Publisher {
   }
 
   /**
-   * Partitions that refused the append as never opened (PARTITION_MISSING): the event type is read from
-   * Redis again. Gone — it was deleted and this node still held its copy — the batch is answered 404
-   * (appending would have created keys no event type owns; whatever of it was written went with the
-   * deletion). Created again under the same name since (another first timeline id), the batch was
-   * validated and partitioned for the deleted one: 404 as well, so the producer sends it again to the
-   * new one (what it appended to partitions the new one has stays there: the window is the notice's
-   * latency). Still the same event type — created before partitions were opened, or a publish that came
-   * before its creation opened them — the partitions are opened on the active timeline and written again.
+   * Partitions that refused the append as never opened or opened for another timeline id
+   * (PARTITION_MISSING): the event type is read from Redis again. Gone — it was deleted and this node
+   * still held its copy — the batch is answered 404 (appending would have created keys no event type
+   * owns; whatever of it was written went with the deletion). Created again under the same name since
+   * (another first timeline id; its partitions record that id and refuse the batch), the batch was
+   * validated and partitioned for the deleted one: 404 as well, so the producer sends it again to the new
+   * one. Still the same event type — created before partitions were opened, or a publish that came before
+   * its creation opened them — the partitions are opened on the active timeline and written again.
    * Replaces the entries of `writes` it wrote (in place); a Redis failure leaves them failed.
    * @param eventType the copy the batch was processed with
    * @throws BrokerError 404 when that event type no longer exists

@@ -103,6 +103,8 @@ export class PartitionStore {
    * On a Redis Cluster, auto-pipelining groups the calls per node (one pipeline per master, never one
    * across nodes); each partition's script runs atomically in its own slot and fails on its own (a dead
    * master fails only its partitions, after ioredis's retries; README "Redis Cluster").
+   * @param timeline the active timeline: its order names the keys, its id is checked against the one each
+   *   partition recorded when opened (another id: `missing`)
    * @param writes partition id → (event count, events joined by `\n`, compaction keys for compacted types)
    * @param deadlineAt `performance.now()` ms by which each partition reports (issue 15 §5.1): a script
    *   not answered by then is reported `timed out` (it was sent, so it may still be written)
