@@ -1,5 +1,5 @@
 /**
- * The `auth` section of the configuration schema (spec "Authentication"; DESIGN.md §7), with
+ * The `auth` section of the configuration schema (docs/security.md "Authentication"), with
  * {@link AuthConfig} derived from it. Part of `configSchema` in `config-schema.ts`; `description`
  * feeds the README's configuration table.
  */
@@ -39,7 +39,7 @@ const tokeninfoSchema = Type.Object(
   Closed,
 );
 
-/** JSON Schema of the `auth` section: authentication and authorization (spec "Authentication"; DESIGN.md §7). */
+/** JSON Schema of the `auth` section: authentication and authorization (docs/security.md). */
 export const authConfigSchema = Type.Object(
   {
     /** `off`: every request is the subject `unauthenticated`; `jwt`: verified bearer tokens; `tokeninfo`: remote introspection. */
@@ -66,7 +66,7 @@ export const authConfigSchema = Type.Object(
   Closed,
 );
 
-/** Authentication and authorization (spec "Authentication"; DESIGN.md §7): the `auth` section, derived from {@link authConfigSchema}. */
+/** Authentication and authorization (docs/security.md): the `auth` section, derived from {@link authConfigSchema}. */
 export type AuthConfig = DeepReadonly<Static<typeof authConfigSchema>> & {
   /**
    * Verified tokens kept (`caches.tokenEntries`; not a key of the section: `createApp` sets it from

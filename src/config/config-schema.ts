@@ -1,6 +1,7 @@
 /**
  * The configuration schema: every key the broker reads, its type, bounds and meaning, as TypeBox
- * schemas from which {@link BrokerConfig} is derived (issue 16 §1.2: no interface written twice).
+ * schemas from which {@link BrokerConfig} is derived, so the shape is written once and the type cannot drift from
+ * what ajv checks.
  * `config/default.json` holds the default of every key (a unit test keeps the two in step), and the
  * README's configuration table is checked against this schema (each key's `description`).
  *
@@ -20,10 +21,10 @@ const redisSchema = Type.Object(
     url: Type.String({ pattern: '^(|rediss?://.+|unix://.+)$', description: 'Redis to use; empty starts the embedded redis-server (unless `redis.clusterNodes` is set)' }),
     /** Redis Cluster seed nodes `host:port`; non-empty = cluster mode (then `url` must be empty). */
     clusterNodes: Type.Array(Type.String({ pattern: '^(\\[[0-9a-fA-F:.]+\\]|[^:\\s\\[\\]]+):[0-9]{1,5}$' }), {
-      description: 'Redis Cluster seed nodes (JSON array of `host:port`); non-empty = cluster mode, and `redis.url` must be empty (README "Redis Cluster")',
+      description: 'Redis Cluster seed nodes (JSON array of `host:port`); non-empty = cluster mode, and `redis.url` must be empty (docs/operations.md "Redis Cluster")',
     }),
     keyPrefix: Type.String({ pattern: '^[a-zA-Z0-9_:.-]*$', description: 'prefix of every key the broker writes' }),
-    commandTimeoutMs: positiveInt('a Redis command that takes longer fails: the request answers 503, or 207 for the partitions of a batch not acknowledged in time'),
+    commandTimeoutMs: positiveInt('a Redis command that takes longer (counted from when it was issued) fails: the request answers 503, or 207 for the partitions of a batch not acknowledged in time; also the whole Redis budget of one publish (docs/operations.md "Redis stalls and graceful stops")'),
     connectTimeoutMs: positiveInt('timeout of one connection attempt to Redis'),
   },
   Closed,
@@ -32,7 +33,7 @@ const redisSchema = Type.Object(
 const embeddedRedisSchema = Type.Object(
   {
     binary: Type.String({ minLength: 1, description: 'redis-server executable (looked up on PATH)' }),
-    dataDir: Type.String({ minLength: 1, description: 'data directory of the embedded Redis (AOF files, socket)' }),
+    dataDir: Type.String({ minLength: 1, description: 'data directory of the embedded Redis (AOF files, socket, and `redis.owner`, which names the one node of the checkout that runs it)' }),
     appendfsync: OneOf(['everysec', 'always', 'no'], { description: 'AOF fsync policy of the embedded Redis' }),
     startTimeoutMs: positiveInt('how long to wait for the embedded Redis to accept connections'),
   },
@@ -44,12 +45,12 @@ const httpSchema = Type.Object(
     /** Largest body of publishing and deleted-events requests, as sent (413 above). */
     maxBodyBytes: positiveInt('largest body of a publish (`POST /event-types/{name}/events`) or deleted-events request as sent (413 above)', 1024),
     maxInflatedBodyBytes: positiveInt('largest publish or deleted-events body after inflating gzip or zstd (413 above; a gzip or zstd bomb stops there)', 1024),
-    /** Largest body of every other request, as sent and after gunzip (413 above; issue 13 §2.2). */
+    /** Largest body of every other request, as sent and after gunzip (413 above): a small request must not be able to make the node hold a large inflated body (docs/security.md "Hostile input"). */
     maxControlBodyBytes: positiveInt(
-      'largest body of every other request (event types, subscriptions, cursors, settings, storages), as sent and after gunzip (413 above; the smaller of this and `http.maxBodyBytes` applies); must be at least `eventTypes.maxSchemaBytes`, since an event type body carries its schema',
+      'largest body of every other request (event types, subscriptions, cursors, settings, storages), as sent and after gunzip (413 above; the smaller of this and `http.maxBodyBytes` applies). 2 MiB fits an event type whose schema is at `eventTypes.maxSchemaBytes` (1 MiB) with its JSON string escaping, and is 25 times below the publish limit; it must be at least `eventTypes.maxSchemaBytes`, since an event type body carries its schema',
       1024,
     ),
-    /** Control-plane requests whose work grows with their size that run at once on this node (issue 13 §2.3). */
+    /** Control-plane requests whose work grows with their size that run at once on this node, so a burst of them cannot starve publishing and streaming (docs/security.md "Hostile input"). */
     controlConcurrency: Type.Integer({
       minimum: 1,
       maximum: 64,
@@ -57,7 +58,7 @@ const httpSchema = Type.Object(
     }),
     /** Such requests that may wait for a slot; one more is refused with 503 (OVERLOADED). */
     controlQueueLength: Type.Integer({ minimum: 0, maximum: 10000, description: 'such requests that may wait for a slot; beyond it they are refused with 503 (`OVERLOADED`, `Retry-After: 1`) with nothing done' }),
-    /** Browser origins (`scheme://host[:port]`) that get CORS headers and preflight answers; empty = no CORS at all (issue 13 §4). */
+    /** Browser origins (`scheme://host[:port]`) that get CORS headers and preflight answers; empty = no CORS at all (docs/security.md "Cross-site requests"). */
     corsAllowedOrigins: Type.Array(Type.String({ pattern: '^https?://[^/\\s]+$' }), {
       uniqueItems: true,
       description: 'browser origins (JSON array of `scheme://host[:port]`) whose requests get CORS headers and whose preflights are answered; empty = no CORS headers at all, so browsers cannot send cross-origin JSON (docs/security.md)',
@@ -83,7 +84,7 @@ const publishSchema = Type.Object(
     }),
     /** How long a batch waits for those replicas before its items are failed (207). */
     replicaTimeoutMs: positiveInt('how long a batch waits for `publish.minReplicas` replicas before its items are failed'),
-    /** How long a batch waits for a running timeline switch of its event type before it is refused (503; issue 6 §3.2). */
+    /** How long a batch waits for a running timeline switch of its event type before it is refused (503), so no batch is written to a timeline that is being closed (docs/concepts.md "Timelines"). */
     timelineSwitchWaitMs: positiveInt('how long a batch waits while its event type switches timelines (publishing is blocked on every node meanwhile) before it is refused with 503'),
   },
   Closed,
@@ -97,22 +98,22 @@ const eventTypesSchema = Type.Object(
     minRetentionTimeMs: positiveInt('smallest options.retention_time accepted'),
     maxRetentionTimeMs: positiveInt('largest options.retention_time accepted'),
     maxSchemaBytes: positiveInt('largest schema text accepted (422 above)', 256),
-    schemaCompileTimeoutMs: positiveInt('a schema whose checks (meta-schema, validation cost, compilation; each in a worker) take longer is refused (422)'),
-    /** Issue 17 §2.1: how long a starting node waits for the validators of existing event types before it listens. */
+    schemaCompileTimeoutMs: positiveInt('a schema whose checks (meta-schema, validation cost, compilation; each in a worker) take longer is refused (422); the service\'s own event types, registered at start-up, have 60 s; the same limit bounds compiling a new validator in every worker when an event type is created or changed'),
+    /** How long a starting node waits for the validators of existing event types before it listens, so its first batches do not each pay a compilation. */
     prepareAtStartMs: positiveInt('a starting node compiles the validators of the event types that exist (the most recently changed, as many as the worker validator cache holds: caches.workerValidatorEntries and caches.workerValidatorBytes) before it listens, for at most this long; the rest are compiled in the background while it serves', 0),
-    /** Schema cost budget (issue 13 §1; src/domain/schema-cost.ts): most subschema applications per value of an event. */
-    schemaMaxApplicationsPerValue: positiveInt('schema cost budget: a schema that could apply more subschemas ($ref, allOf, anyOf, oneOf, not, dependencies) to one value of an event is refused (422)'),
+    /** Schema cost budget (docs/security.md "Hostile input"; src/domain/schema-cost.ts): most subschema applications per value of an event. */
+    schemaMaxApplicationsPerValue: positiveInt('schema cost budget: a schema that could apply more subschemas (`$ref`, `allOf`, `anyOf`, `oneOf`, `not`, `dependencies`) to one value of an event is refused (422); see docs/publishing.md "Schema cost budget"'),
     /** Most values one `enum` of a schema may list. */
-    schemaMaxEnumValues: positiveInt('an enum listing more values is refused (422)'),
+    schemaMaxEnumValues: positiveInt('an `enum` listing more values is refused (422)'),
     /** Largest `maxItems` a `uniqueItems` array of non-scalar items must declare. */
-    schemaMaxUniqueItems: positiveInt('an array schema with uniqueItems over non-scalar items must declare maxItems at most this (422 otherwise)'),
+    schemaMaxUniqueItems: positiveInt('an array schema with `uniqueItems` over non-scalar items must declare `maxItems` at most this (422 otherwise)'),
   },
   Closed,
 );
 
 const retentionSchema = Type.Object({ checkIntervalMs: positiveInt('how often each partition is trimmed to its retention time') }, Closed);
 
-/** Log compaction of event types with cleanup_policy compact / compact_and_delete (issue 6). */
+/** Log compaction of event types with cleanup_policy compact / compact_and_delete (docs/concepts.md "Cleanup policies"). */
 const compactionSchema = Type.Object(
   {
     /** How often one node per event type runs a compaction round over its partitions. */
@@ -140,7 +141,7 @@ const consumptionSchema = Type.Object(
   Closed,
 );
 
-/** The node process's own runtime settings (issue 15 §1.3). */
+/** The node process's own runtime settings (V8 heap tuning, which trades memory for garbage-collection work). */
 const nodeSchema = Type.Object(
   {
     /**
@@ -148,12 +149,12 @@ const nodeSchema = Type.Object(
      * the process entry before anything is allocated in earnest; 0 leaves V8's own choice (up to 4× the
      * live heap between major collections when allocation is fast).
      */
-    heapGrowingPercent: positiveInt('how far V8 lets the heap grow past what the last major collection kept, in percent (V8\'s --heap-growing-percent; 0 = V8\'s own choice, up to 300 % when allocation is fast: more memory for the same work); applies to the worker threads too; a --heap-growing-percent in NODE_OPTIONS or on the command line wins', 0),
+    heapGrowingPercent: positiveInt('how far V8 lets the heap grow past what the last major collection kept, in percent (V8\'s `--heap-growing-percent`, set by the node at start; 0 = V8\'s own choice, up to 300 % when allocation is fast: more memory for the same work); applies to the worker threads too; a `--heap-growing-percent` in `NODE_OPTIONS` or on the command line wins. 100 holds a node\'s memory flat under churn at no measured throughput cost (docs/decisions/0011-heap-growing-factor.md)', 0),
   },
   Closed,
 );
 
-/** Bounds of the node's in-memory caches (issue 15 §1.2; lru-cache, least recently used dropped first). */
+/** Bounds of the node's in-memory caches, so memory stays bounded however many event types exist (lru-cache, least recently used dropped first; docs/architecture.md "Bounded state"). */
 const cachesSchema = Type.Object(
   {
     /** Event types kept by the event type cache. */
@@ -161,13 +162,13 @@ const cachesSchema = Type.Object(
     /** How long a cached event type is used without reading it again (change notices drop it at once anyway). */
     eventTypeTtlMs: positiveInt('how long a cached event type is used before it is read again (change notices drop it at once anyway)', 1000),
     /** Compiled validators kept per worker thread. */
-    workerValidatorEntries: positiveInt('compiled validators kept per worker thread (least recently used dropped first)'),
+    workerValidatorEntries: positiveInt('compiled validators kept per worker thread (least recently used dropped first; 256 thrashed with 1,000 event types published to in turn: each miss compiles again; docs/decisions/0015-validator-caches-by-estimated-heap.md)'),
     /** Their estimated heap together, per worker thread (bytes; `compiledValidatorBytes`). */
-    workerValidatorBytes: positiveInt('estimated heap of the validators kept per worker thread, together (bytes; each 32 KB + 10 bytes per character of its effective schema)'),
+    workerValidatorBytes: positiveInt('estimated heap of the validators kept per worker thread, together (bytes; each 32 KB + 10 bytes per character of its effective schema): about 1,400 validators of the benchmarks\' order schema (46.5 KB each), 140–480 of GitHub webhook schemas'),
     /** Compiled validators kept on the main thread (small batches). */
-    mainThreadValidatorEntries: positiveInt('compiled validators kept on the main thread for small batches'),
+    mainThreadValidatorEntries: positiveInt('validators kept on the main thread for small batches (made from code a worker generated; 64 thrashed with 100 event types published to in turn: each miss costs a worker a compile)'),
     /** Their estimated heap together, on the main thread (bytes; `instantiatedValidatorBytes`). */
-    mainThreadValidatorBytes: positiveInt('estimated heap of the validators kept on the main thread, together (bytes; each 2.3 bytes per character of its standalone code)'),
+    mainThreadValidatorBytes: positiveInt('estimated heap of the validators kept on the main thread, together (bytes; each 2.3 bytes per character of its standalone code): about 1,400 of the benchmarks\' order schema (45 KB each)'),
     /** Verified tokens kept (auth modes `jwt` and `tokeninfo`). */
     tokenEntries: positiveInt('verified bearer tokens kept (auth modes jwt and tokeninfo)'),
   },

@@ -1,7 +1,7 @@
 /**
- * Pieces the configuration schema is built from (TypeBox; issue 16 §1.2): closed sections, enums,
- * positive integers, and the readonly view of a derived type. They produce the same JSON Schema
- * keywords the schema had when it was written out by hand, so ajv checks exactly as before.
+ * Pieces the configuration schema is built from (TypeBox, so the config type is derived from the schema
+ * rather than written beside it): closed sections, enums, positive integers, and the readonly view of a
+ * derived type. They produce plain JSON Schema keywords, which ajv checks like any hand-written schema.
  */
 import { Type, type TInteger, type TUnsafe } from '@sinclair/typebox';
 
