@@ -1,5 +1,5 @@
 /**
- * The publish hot path inside a worker (DESIGN.md §5 step 3; spec "Publishing"; WIRE.md "Publishing"):
+ * The publish hot path inside a worker (docs/architecture.md "Inline or worker"; docs/publishing.md "Validation and enrichment"):
  * parse the batch, validate every event against the effective schema, check sizes, choose partitions,
  * enrich metadata and serialize, grouped per partition. Pure apart from the validator cache, so it is
  * unit-tested without threads. The validators live in validator-cache.ts, the stored texts and
@@ -61,7 +61,7 @@ function rejection(events: readonly BatchEvent[], failures: ReadonlyMap<number, 
  */
 export function processBatch(task: PublishTask, validators: ValidatorCache): PublishResult {
   const { spec } = task;
-  // Strict UTF-8, nesting depth, JSON (DESIGN.md §7). Keys like `__proto__` stay plain own properties of
+  // Strict UTF-8, nesting depth, JSON (docs/architecture.md "Hostile input and the schema cost budget"). Keys like `__proto__` stay plain own properties of
   // the event (JSON.parse never sets a prototype) and are stored as sent: nothing here merges objects.
   const body = parseEventBatch(task.body);
   if (!body.ok) return { kind: 'malformed', detail: body.reason };
@@ -94,7 +94,7 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   // Enrich and serialize. A size check is only needed when the body itself exceeds the limit.
   const checkSize = task.body.byteLength > task.maxEventBytes;
   const stored = new StoredTexts(task, spec, layoutOf(body.layout, batch.length));
-  // Compacted event types (issue 6): each event's compaction key, which validation made a non-empty string.
+  // Compacted event types: each event's compaction key, which validation made a non-empty string.
   const compactionKeys: string[][] | undefined = spec.compacted === true ? Array.from({ length: spec.partitionCount }, () => []) : undefined;
   for (let i = 0; i < batch.length; i++) {
     const event = batch[i] as BatchEvent;
@@ -102,7 +102,7 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
     // Decided on the event as sent, before enrichment adds its fields.
     stored.plan(i, event, partition);
     if (spec.enrich) enrich(event, spec, partition, task);
-    // Per-event authorization (spec "EventOwnerSelector"): an event without an owner value is blocked.
+    // Per-event authorization (docs/security.md "Authorization: what a subject may do"): an event without an owner value is blocked.
     if (spec.ownerSelector && eventOwner(spec.ownerSelector, event) === undefined) {
       failures.set(i, { step: 'validating', detail: `the event has no owner value: event_owner_selector ${spec.ownerSelector.type} "${spec.ownerSelector.value}" resolves to null` });
       continue;
@@ -124,7 +124,7 @@ function layoutOf(layout: EventBatchLayout, events: number): EventBatchLayout | 
   return layout.count === events ? layout : undefined;
 }
 
-/** `metadata_enrichment` (spec "Events" item 6; WIRE.md): service-set fields, and flow_id when absent. */
+/** `metadata_enrichment` (docs/publishing.md "Validation and enrichment"): service-set fields, and flow_id when absent. */
 function enrich(event: BatchEvent, spec: PublishTaskSpec, partition: number, task: PublishTask): void {
   const metadata = metadataOf(event);
   if (!metadata) return;

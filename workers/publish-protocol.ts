@@ -1,5 +1,5 @@
 /**
- * Messages between the main thread and the publish workers (DESIGN.md §5). Plain data only:
+ * Messages between the main thread and the publish workers (docs/architecture.md "Inline or worker"). Plain data only:
  * structured-cloned by piscina, with the body's bytes transferred rather than copied. The event type's
  * {@link PublishSpec} and the {@link BatchItemResponse} items of a rejection are domain types
  * (src/domain/publish-spec.ts, src/domain/batch-item-response.ts): the main thread's services and the
@@ -11,8 +11,9 @@ import type { PublishSpec } from '../src/domain/publish-spec.js';
 import type { SchemaCostLimits } from '../src/domain/schema-cost.js';
 
 /**
- * The spec as a publish task carries it to a worker: the effective schema's text only when the worker
- * lacks its validator (issue 17 §1.3). Without it, a worker that has no validator for `schemaKey`
+ * The event type's {@link PublishSpec} as a publish task carries it to a worker: the effective schema's text only when the worker
+ * lacks its validator: a worker that holds the validator needs no text, and cloning the text into
+ * every task would cost each batch its length again. Without it, a worker that has no validator for `schemaKey`
  * answers {@link SchemaNeeded} and the pool sends the task again with the text.
  */
 export type PublishTaskSpec = Omit<PublishSpec, 'effectiveSchema'> & { readonly effectiveSchema?: string };
@@ -33,7 +34,7 @@ export interface PublishTask {
 /**
  * The registry's admission check of a submitted schema text (src/domain/schema-guard.ts: size, JSON,
  * depth, subschema count, keyword bounds, draft-04 meta-schema, references, patterns). It runs in a
- * worker under a time limit because its cost grows with what the user sent (issue 13 §1).
+ * worker under a time limit because its cost grows with what the user sent.
  */
 export interface GuardTask {
   readonly kind: 'guard';
@@ -56,7 +57,7 @@ export interface CompileTask {
   readonly limits: SchemaCostLimits;
 }
 
-/** Drops validators of retired schema keys (deleted or changed event types; issue 15 §1.1). */
+/** Drops validators of retired schema keys (deleted or changed event types), so no thread keeps validators no batch will use again. */
 export interface ForgetTask {
   readonly kind: 'forget';
   readonly schemaKeys: readonly string[];
@@ -69,8 +70,9 @@ export interface ForgetResult {
 }
 
 /**
- * Compiles an event type's validator into the thread's cache ahead of its first batch (issue 17 §2.1:
- * sent to every thread when the event type is created or changed, or a node learns of it by a notice).
+ * Compiles an event type's validator into the thread's cache ahead of its first batch, so that batch
+ * does not wait for a compilation (sent to every thread when the event type is created or changed, or a
+ * node learns of it by a notice).
  */
 export interface WarmTask {
   readonly kind: 'warm';
@@ -85,7 +87,7 @@ export interface WarmResult {
   readonly cost?: SchemaCost;
 }
 
-/** Generates a cheap schema's validator as standalone code, which the main thread instantiates without compiling (issue 17 §2.1). */
+/** Generates a cheap schema's validator as standalone code, which the main thread instantiates without compiling (a compilation on the main thread would hold up every request it serves). */
 export interface StandaloneTask {
   readonly kind: 'standalone';
   readonly effectiveSchema: string;
@@ -105,7 +107,7 @@ export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask | Wa
  * schema: the worst subschema applications per value of an event (src/domain/schema-cost.ts) and the
  * compilation time in milliseconds. Publish results carry it only for schemas within the main
  * thread's budget (`INLINE_MAX_APPLICATIONS_PER_VALUE` of workers/validator-cache.ts): the main thread
- * validates small batches itself only for those (issue 13 §1.3).
+ * validates small batches itself only for those, so a costly schema never runs on the thread that serves every request.
  */
 export interface SchemaCost {
   readonly applicationsPerValue: number;
@@ -117,7 +119,7 @@ export interface PartitionPayload {
   readonly partition: number;
   readonly count: number;
   readonly data: Uint8Array;
-  /** `metadata.partition_compaction_key` of each event, in order; exactly when the spec is `compacted`. */
+  /** `metadata.partition_compaction_key` of each event, in order; exactly when the event type's spec is `compacted`. */
   readonly compactionKeys?: string[];
 }
 

@@ -1,7 +1,7 @@
 /**
- * Piscina worker entry (DESIGN.md §5): one ValidatorCache per thread; tasks are batches to publish or
+ * Piscina worker entry (docs/architecture.md "Inline or worker"): one ValidatorCache per thread; tasks are batches to publish or
  * the registry's schema checks (guard, cost and compilation), which run here because their cost
- * grows with the schema a user sent (issue 13 §1). Accepted batches hand their partition payloads back by transfer, not copy.
+ * grows with the schema a user sent. Accepted batches hand their partition payloads back by transfer, not copy.
  */
 import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
@@ -40,7 +40,7 @@ export default function run(task: WorkerTask): PublishResult | SchemaNeeded | Gu
     const guarded = guardSchema(task.schema, { maxSchemaBytes: task.maxSchemaBytes, costLimits: task.limits });
     return guarded.ok ? { ok: true } : { ok: false, reason: guarded.reason };
   }
-  // The pool sends the schema text only after this thread asked for it (issue 17 §1.3).
+  // The pool sends the schema text only after this thread asked for it, rather than cloning it into every task.
   if (task.spec.category !== 'undefined' && task.spec.effectiveSchema === undefined && !validators.has(task.spec.schemaKey)) {
     const needed: SchemaNeeded = { kind: 'schema-needed', body: task.body };
     return move(needed, [task.body.buffer as ArrayBuffer]);

@@ -1,13 +1,14 @@
 /**
- * The stored text of each event of an accepted batch, and the per-partition payloads built from them
- * (issue 17 §1.2): the producer's own bytes, with the enrichment fields spliced in, whenever that gives
- * exactly what serializing the enriched event would; see {@link StoredTexts}.
+ * The stored text of each event of an accepted batch, and the per-partition payloads built from them:
+ * the producer's own bytes, with the enrichment fields spliced in, whenever that gives exactly what
+ * serializing the enriched event would, so a worker does not serialize every accepted event again; see
+ * {@link StoredTexts}.
  */
 import type { EventBatchLayout } from '../src/domain/json-limits.js';
 import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
 import type { PartitionPayload, PublishTask, PublishTaskSpec } from './publish-protocol.js';
 
-/** How an event's stored text is made (issue 17 §1.2). */
+/** How an event's stored text is made. */
 const enum TextSource {
   /** Its own bytes as sent. */
   Verbatim = 0,
@@ -179,8 +180,8 @@ export class StoredTexts {
  * The `metadata.eid` of each event of an accepted batch, in input order ('' when it has none), read back
  * from its stored text: event i is the next line of partition `itemPartitions[i]`'s payload (a stored
  * text never holds a raw newline). Only a 207 answer needs them, so the worker does not send them with
- * every batch (1,000 strings cloned into the main thread per 1000-event batch; issue 17 §1.4). Parses
- * every event: for that rare answer only (WIRE.md "Publishing": each 207 item carries its event's eid).
+ * every batch (1,000 strings cloned into the main thread per 1000-event batch). Parses
+ * every event: for that rare answer only (docs/publishing.md "Batch item responses": each 207 item carries its event's eid).
  * @param partitions the payloads of {@link StoredTexts.payloads}, each partition once
  * @param itemPartitions partition index per input event
  * @returns one eid per input event; never throws (stored texts are JSON the worker wrote)

@@ -1,6 +1,7 @@
 /**
- * The compiled validators of a thread (a worker's, or the main thread's for the inline path; DESIGN.md
- * §5) and what each schema costs to validate against (issue 13 §1.3): compiled on first use, measured,
+ * The compiled validators of a thread (a worker's, or the main thread's for the inline path;
+ * docs/architecture.md "Inline or worker") and what each schema costs to validate against, which decides
+ * whether the main thread may validate against it: compiled on first use, measured,
  * dropped least recently used first.
  */
 import type { ValidateFunction } from 'ajv';
@@ -13,7 +14,7 @@ import type { CompileResult, PublishTaskSpec, SchemaCost } from './publish-proto
 
 /**
  * The main thread validates a small batch itself only against a schema a worker measured as cheap
- * (issue 13 §1.3): at most this many subschema applications per value (a 4 KB batch, at most ~2,000
+ * (so no schema a user sent can hold up the thread that serves every request): at most this many subschema applications per value (a 4 KB batch, at most ~2,000
  * values, then costs at most ~130,000 applications, about a millisecond), and with standalone validator
  * code of at most 64 KB (`MAIN_THREAD_MAX_CODE_BYTES`, src/services/publisher.ts).
  */
@@ -29,7 +30,7 @@ export interface CompiledSchema {
 }
 
 /**
- * How many validators a {@link ValidatorCache} keeps (issue 15 §1.2, issue 17 §4.1): at most `maxEntries`,
+ * How many validators a {@link ValidatorCache} keeps, so its memory stays bounded however many event types exist: at most `maxEntries`,
  * and at most `maxBytes` of estimated heap together ({@link compiledValidatorBytes},
  * {@link instantiatedValidatorBytes}). A byte bound keeps many small schemas (1,000 event types published
  * to in turn thrashed a 256-entry bound: every miss compiles again) without letting a few large ones fill
@@ -130,7 +131,7 @@ export class ValidatorCache {
 
   /**
    * Keeps a validator compiled elsewhere: the main thread's cache holds only validators instantiated from
-   * code a worker generated (issue 17 §2.1), so it never compiles a schema itself.
+   * code a worker generated, so it never compiles a schema itself.
    * @param codeLength the length of the standalone code it was instantiated from (characters; its size in
    *   the bounds is {@link instantiatedValidatorBytes} of it)
    */
@@ -144,7 +145,7 @@ export class ValidatorCache {
   }
 
   /**
-   * The registry's check that a new effective schema is usable (issue 13 §1.3): its validation cost is
+   * The registry's check that a new effective schema is usable: its validation cost is
    * within the budget (checked first: it bounds what compiling and validating can cost), then it
    * compiles (in an instance of its own, dropped afterwards). Nothing is cached.
    * @returns the cost, or the reason (a 422 detail)
