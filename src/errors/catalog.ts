@@ -17,11 +17,12 @@ export interface CatalogEntry {
 const RETRY_1S = { 'Retry-After': '1' } as const;
 
 /**
- * The one catalog of errors the broker answers with (STYLE.md habit 7): one code per failure situation.
+ * The one catalog of errors the broker answers with, so every error has a code, a status and a title
+ * in one place (docs/errors.md): one code per failure situation.
  * A problem's `type` is `/problems/<code in lower-case kebab>` ({@link problemType}), its `title` the
- * status's reason phrase (WIRE.md "Conventions"), its `detail` the filled template. The templates of
- * texts that tests or WIRE.md pin are byte-identical to what the broker answered before the codes were
- * split. `test/unit/errors.test.ts` keeps this table and the README's error table in step.
+ * status's reason phrase (docs/http-api.md "Errors"), its `detail` the filled template. Details that
+ * existing clients match on (e.g. `EventType "x" does not exist.`) keep their exact wording, and tests
+ * pin them. `test/unit/errors.test.ts` keeps this table and the README's error table in step.
  *
  * `BAD_REQUEST` (400) and `UNPROCESSABLE` (422) stay generic on purpose: they are a request breaking
  * its shape or a field rule, and `detail` names the field(s), one line each.
@@ -221,7 +222,7 @@ export function brokerError<C extends ErrorCode>(code: C, ...args: ErrorArgs<C>)
 }
 
 /**
- * One failing field of a request checked against its schema (issue 16 §1.1): the RFC 6901 pointer into
+ * One failing field of a request checked against its schema, so a client can tell which field to fix: the RFC 6901 pointer into
  * the checked part (`/authorization/readers/0/value`), the part (`body`, `query`, `path`, `header`) and
  * the detail line. Sent as the problem's `errors` member (RFC 9457 §3.1 style).
  */
@@ -233,8 +234,8 @@ export interface FieldError {
 
 /**
  * The 400 `BAD_REQUEST` or 422 `UNPROCESSABLE` of a request that broke its schema or a field rule: one
- * `detail` line per problem and, when known, each problem's JSON pointer in `errors` (WIRE.md
- * "Conventions": malformed 400, a broken rule 422).
+ * `detail` line per problem and, when known, each problem's JSON pointer in `errors` (docs/http-api.md
+ * "Errors": malformed 400, a broken rule 422).
  */
 export function invalidInput(status: 400 | 422, details: readonly string[], errors?: readonly FieldError[], part = 'body'): BrokerError {
   const code = status === 400 ? 'BAD_REQUEST' : 'UNPROCESSABLE';

@@ -13,7 +13,7 @@ export interface ProblemAnswer {
 /**
  * Maps any thrown value to the problem the client gets. {@link BrokerError}s keep their status, detail
  * and headers and add their code's `type`; anything else is the catalog's `INTERNAL` (500) whose detail
- * is an opaque trace id (WIRE.md "Conventions").
+ * is an opaque trace id, also logged, so no internals reach the client (docs/errors.md).
  */
 export function toProblem(err: unknown): ProblemAnswer {
   if (err instanceof BrokerError) return answer(err);

@@ -1,7 +1,7 @@
 /**
  * Prometheus text format 0.0.4 for the metric families a node writes itself rather than through
  * prom-client: those with a series per event type or per subscription and partition, which reach
- * hundreds of thousands of samples at 10,000 event types (issue 17 §4.3). prom-client builds an object per
+ * hundreds of thousands of samples at 10,000 event types (docs/metrics.md). prom-client builds an object per
  * sample and formats every label set again at each scrape (about 1 µs and several allocations per
  * sample); here each series' label text is formatted once, when the series is made, and a scrape only
  * joins it with the values. The text is the same as prom-client's for the same values (escaping, number
@@ -17,11 +17,11 @@ export interface ExpositionSink {
 const CHUNK_BYTES = 1024 * 1024;
 
 /**
- * A scrape's text encoded to UTF-8 as it is written, into 1 MB chunks (issue 17 §4.3). At 10,000 event
+ * A scrape's text encoded to UTF-8 as it is written, into 1 MB chunks. At 10,000 event
  * types and subscriptions a scrape is ~400,000 lines and 37 MB: kept as strings until one join, every line
- * lived until the end of the scrape, so the young-generation collections copied them and promoted them to
- * old space, and garbage collection took a third of the scrape's main-thread time (CPU profile in
- * bench/README.md catalog-scale). Encoded at once, each line is garbage as soon as it is written.
+ * would live until the end of the scrape, so the young-generation collections would copy them and promote
+ * them to old space, and garbage collection would take a third of the scrape's main-thread time (CPU
+ * profile in bench/README.md catalog-scale). Encoded at once, each line is garbage as soon as it is written.
  */
 export class ExpositionBuffer implements ExpositionSink {
   private readonly full: Buffer[] = [];

@@ -1,5 +1,5 @@
 /**
- * What the HTTP pipeline and the services report to the metrics (DESIGN.md §8), as small interfaces so
+ * What the HTTP pipeline and the services report to the metrics (docs/metrics.md), as small interfaces so
  * that services never import prom-client and tests can leave them out (the `NO_*` no-ops). The
  * implementation is {@link BrokerMetrics} in `metrics.ts`. Every method here is called on a hot path
  * (once per request, batch or stream write, never per event) and must stay a few label lookups.
@@ -78,7 +78,7 @@ export interface ConsumptionMeter {
   commits(result: CommitResult, cursors: number): void;
   /** A subscription's partition assignment changed (a session joined, left or expired). */
   rebalanced(): void;
-  /** A subscription stream skipped a poison event of `eventType` (dead-letter queue, issue 14 §3). */
+  /** A subscription stream skipped a poison event of `eventType` (docs/consuming.md "Dead-letter queue"). */
   deadLettered(subscriptionId: string, eventType: string): void;
   /** The subscription was deleted: its series go. */
   forgetSubscription(subscriptionId: string): void;
