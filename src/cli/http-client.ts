@@ -8,7 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { CliError, EXIT, answerError } from './exit-codes.js';
 
-/** One batch line of a stream (WIRE.md "Streaming"). */
+/** One batch line of a stream (docs/consuming.md "Stream batches"). */
 export interface StreamLine {
   readonly cursor: StreamCursor;
   readonly events?: readonly unknown[];
