@@ -4,7 +4,8 @@
 FROM node:20-bookworm
 WORKDIR /app
 COPY package.json package-lock.json ./
-# npm 11 may refuse its own lock in `npm ci` (npm/cli#4828, see .ci/run); npm install takes the same versions.
+# npm 11 may refuse its own lock in `npm ci` (it writes only this platform's optional packages into it; see
+# .ci/run); npm install takes the same versions.
 RUN npm ci --no-audit --no-fund || npm install --no-audit --no-fund
 COPY . .
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund

@@ -41,8 +41,8 @@ export default tseslint.config(
       'no-restricted-syntax': ['error', { selector: "NewExpression[callee.name='BrokerError']", message: 'Use brokerError(code, values) from src/errors/catalog.ts: the detail is the catalog template.' }],
     },
   },
-  // Imports run down the layers only (docs/architecture.md §2; issue 16 §4.3): one block per layer, naming
-  // the layers above it. Known exceptions are listed in docs/architecture.md and allowed file by file.
+  // Imports run down the layers only, so no layer depends on one above it (docs/architecture.md "Layers"):
+  // one block per layer, naming the layers above it. Known exceptions are listed in docs/architecture.md and allowed file by file.
   ...layerRules([
     { files: ['src/domain/**/*.ts'], above: ['services', 'http', 'storage', 'workers', 'app', 'cli'] },
     { files: ['src/storage/**/*.ts'], above: ['services', 'http', 'workers', 'app', 'cli'] },
