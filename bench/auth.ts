@@ -1,6 +1,6 @@
 /**
- * Scenario `auth` (issue 4): what authentication costs a producer. Single-event batches from 10
- * concurrent producers, as in scenario 3, against three broker nodes on one Redis, all running: auth
+ * Scenario `auth`: what authentication costs a producer. Single-event batches from 10
+ * concurrent producers, as in `single-event`, against three broker nodes on one Redis, all running: auth
  * mode `off` (the baseline), `jwt` (RS256 bearer token checked against a local JWKS; verified tokens
  * are cached) and `tokeninfo` (a local token-info service; answers cached). Each node has an event type
  * with an authorization section, so the write check runs too. Each node is warmed up, then measured in

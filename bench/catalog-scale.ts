@@ -1,5 +1,5 @@
 /**
- * Scenario `catalog-scale` (issue 17 §4.3): what listing the event types and scraping `/metrics` cost
+ * Scenario `catalog-scale`: what listing the event types and scraping `/metrics` cost
  * as the catalog grows to 10,000 event types (one partition each) and 10,000 subscriptions (one per
  * event type, `read_from: begin`), and how long building that catalog through the API takes.
  *

@@ -1,5 +1,5 @@
 /**
- * Scenario churn (issue 15 §1.3): a node that runs for months sees event types and subscriptions come
+ * Scenario churn: a node that runs for months sees event types and subscriptions come
  * and go all day. Rounds of ROUND_SIZE iterations of create event type → create subscription →
  * publish one event → stream it → commit → delete subscription → delete event type (IN_FLIGHT at a
  * time), then per round: the node's RSS and heap used (from its own `/metrics`, after the round), the

@@ -1,5 +1,5 @@
 /**
- * Scenario `cold-publish` (issue 17 §2.2): the first batch to a newly created event type. 100 event types
+ * Scenario `cold-publish`: the first batch to a newly created event type. 100 event types
  * with distinct schemas (the order schema with a distinct `description` each, as real event types
  * differ) are created one after the other; then one batch is published to each of them at once — the
  * first batch each event type ever gets — and, as the same-run baseline, a second batch to each at once.
@@ -10,8 +10,8 @@
  * event type created on a serving node meets.
  *
  * Two cohorts, one per publish path: 100-event batches (~50 KB: validated in a worker) and single-event
- * batches (~500 bytes: validated on the main thread once it holds the validator). Before issue 17 §2 a
- * first batch found no validator: a worker asked for the schema text and compiled it (worker path), or
+ * batches (~500 bytes: validated on the main thread once it holds the validator). Before validators were
+ * compiled at creation, a first batch found no validator: a worker asked for the schema text and compiled it (worker path), or
  * the batch went to a worker which compiled it and the main thread compiled it again on a later batch
  * (small path); now the validators are compiled in the workers while the event type is created
  * (`Publisher.prepare`), so creating an event type takes that time instead — recorded too.
@@ -104,6 +104,6 @@ async function run(recorder: Recorder): Promise<void> {
 
 export const coldPublish: Scenario = {
   name: 'cold-publish',
-  title: 'first batch to 100 newly created event types at once (issue 17 §2.2)',
+  title: 'first batch to 100 newly created event types at once',
   run,
 };

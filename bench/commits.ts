@@ -1,5 +1,5 @@
 /**
- * Consumption scenario 3 (issue 3 §4): commit throughput. One subscription over an event type with 8
+ * Scenario `commits`: commit throughput. One subscription over an event type with 8
  * partitions, 4 concurrent streams (automatic assignment: 2 partitions each), events published
  * beforehand. Every stream commits every batch it receives at once, in its own request, and
  * `max_uncommitted_events` is small, so the commits gate the streams' progress. Per point a fresh

@@ -1,5 +1,5 @@
 /**
- * Scenario `compaction` (issue 6 §1): what log compaction costs and does.
+ * Scenario `compaction`: what log compaction costs and does.
  *
  * - Publish throughput of 1000-event batches (~500-byte order events, 4 partitions, 4 connections, the
  *   `publish-batches` warm-up and period) to a compacted event type (`cleanup_policy` `compact`, hash

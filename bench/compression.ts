@@ -1,5 +1,5 @@
 /**
- * Compression both ways (issue 14 §1.3), on one fresh Redis and broker node:
+ * Compression both ways, on one fresh Redis and broker node:
  * (a) ONE subscription stream of small business events (the `consume` scenario's ~150-byte events,
  *     published beforehand, not timed) read from `begin` three times, each time by a new subscription:
  *     without compression, with `Accept-Encoding: gzip` and with `Accept-Encoding: zstd`. The consumer

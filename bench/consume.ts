@@ -1,10 +1,10 @@
 /**
- * Consumption scenario 1 (issue 3 §4): streaming throughput of ONE consumer, `batch_limit` 1000, small
+ * Scenario `consume`: streaming throughput of ONE consumer, `batch_limit` 1000, small
  * business events, published beforehand (not timed) in 1000-event batches:
  * (a) the low-level stream from BEGIN with `stream_limit` = every event;
  * (b) a subscription stream (`read_from: begin`, `max_uncommitted_events` 100000) whose consumer
  *     commits as a real client does, without waiting for its commits (stream-client.ts `Committer`);
- * (c) issue 17 §3.2: subscription streams gated by commits (`max_uncommitted_events` 10 × `batch_limit`),
+ * (c) subscription streams gated by commits (`max_uncommitted_events` 10 × `batch_limit`), as production consumers read,
  *     read once by a consumer that `JSON.parse`s every line and once by one that does the baseline's
  *     work (decodes and frames each line, parses the cursor, leaves the events as text);
  * and, in the same run on the same data, the baseline: Redis alone, `XRANGE` of the partition logs
@@ -31,13 +31,13 @@ const PUBLISH_IN_FLIGHT = 4;
 const DISTINCT_BODIES = 16;
 /** `max_uncommitted_events` of the subscription stream: large enough that commits never gate it. */
 const MAX_UNCOMMITTED = 100_000;
-/** `max_uncommitted_events` of the gated points (issue 17 §3.2): 10 × `batch_limit`, so commits gate the stream as in production. */
+/** `max_uncommitted_events` of the gated points: 10 × `batch_limit`, so commits gate the stream as in production. */
 const GATED_MAX_UNCOMMITTED = 10 * BATCH;
-/** Target of issue 17 §3.2: stream MB/s ÷ the baseline's MB/s of event JSON. */
+/** Target ratio of the gated points: stream MB/s ÷ the baseline's MB/s of event JSON. */
 const GATED_TARGET_RATIO = 0.5;
 /** Entries per XRANGE of the baseline: the broker's `consumption.readEntries` default. */
 const XRANGE_COUNT = 64;
-/** Target of issue 3 §4: events/s of one consumer. */
+/** Target: events/s of one consumer. */
 const TARGET_EVENTS_PER_SECOND = 300_000;
 /** The broker's default `redis.keyPrefix`. */
 const KEY_PREFIX = 'broker:';
@@ -308,7 +308,7 @@ async function run(recorder: Recorder): Promise<void> {
     const sub = await subscription(recorder, stack, { label: 'subscription stream', maxUncommitted: MAX_UNCOMMITTED, events: 'parse' });
     report(recorder, 'subscription stream', sub, 'stream body', true, baseline);
 
-    // Issue 17 §3.2: commits gate the stream as in production (max_uncommitted_events 10 × batch_limit).
+    // Commits gate the stream as in production (max_uncommitted_events 10 × batch_limit).
     // Target: >= 1,000,000 events/s or >= 0.5 x the baseline's MB/s, with a consumer that does the
     // baseline's work (decode, frame, leave the events as text); the parsing consumer shows what a client
     // that JSON.parses every event adds.

@@ -1,5 +1,5 @@
 /**
- * Scenario `demo` (issue 17 §2.2): `npm run demo` on a fresh node. Each round starts a fresh Redis and
+ * Scenario `demo`: `npm run demo` on a fresh node. Each round starts a fresh Redis and
  * broker node and runs the demo script (`node dist/scripts/demo-github.js --url …`, its defaults: batches
  * of 100, 4 event types at once) as a process twice: the first run registers the 58 GitHub webhook event
  * types and publishes their 329 payloads to a node that has never published anything (the figure with
@@ -75,6 +75,6 @@ async function demo(recorder: Recorder): Promise<void> {
 
 export const demoScenario: Scenario = {
   name: 'demo',
-  title: '`npm run demo` (58 GitHub event types, 329 payloads) on a fresh node, then warm (issue 17 §2.2)',
+  title: '`npm run demo` (58 GitHub event types, 329 payloads) on a fresh node, then warm',
   run: demo,
 };

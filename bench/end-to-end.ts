@@ -1,5 +1,5 @@
 /**
- * Consumption scenario 2 (issue 3 §4, issue 17 §3.1): latency from publish to delivery on a subscription
+ * Scenario `end-to-end`: latency from publish to delivery on a subscription
  * stream, at two points. 1,000 events/s: one producer publishes single-event batches on a 1 ms timer.
  * 20,000 events/s: the same producer publishes 20-event batches at 1,000 requests/s (single-event
  * requests that fast are beyond what one node takes on the 2-core bench machine, about 8,500 requests/s).
@@ -9,7 +9,7 @@
  * client does, without waiting (stream-client.ts `Committer`). Events sent during the warm-up are not
  * counted.
  *
- * Where the tail goes (issue 17 §3.1): a probe preloaded into the broker (broker-probe.ts) reports its
+ * Where the tail goes: a probe preloaded into the broker (broker-probe.ts) reports its
  * GC pauses and event loop delay over the measured period; this process watches its own; and the
  * slowest 1 % of events are split at the broker's `received_at` (ms resolution) into the time before
  * the broker took the request and the time from there to delivery, and matched with the GC pauses and

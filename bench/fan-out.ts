@@ -1,5 +1,5 @@
 /**
- * Scenario `fan-out` (issue 15 §3.2): what a commit costs the broker nodes as the number of
+ * Scenario `fan-out`: what a commit costs the broker nodes as the number of
  * subscriptions grows. Three nodes on one Redis; one event type with 2 partitions and events published
  * beforehand; N subscriptions from `begin` with 2 streams each (`batch_limit=1`,
  * `max_uncommitted_events=1`: a stream sends its next event only once its last one is committed), the

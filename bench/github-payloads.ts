@@ -1,5 +1,5 @@
 /**
- * Scenario 2 (issue 2 §5.2): the real GitHub webhook payloads of `@octokit/webhooks-examples`,
+ * Scenario `github`: the real GitHub webhook payloads of `@octokit/webhooks-examples`,
  * registered as `data` event types (scripts/github-event-types.ts) and published wrapped as data
  * events in batches of 100. Each event type gets one 100-event body cycling through its payloads
  * (distinct eids); autocannon rotates over the event types' bodies for the measured period. Reports

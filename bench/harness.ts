@@ -3,7 +3,8 @@
  * an autocannon wrapper that counts events and bytes per answered request and keeps exact latencies,
  * and a CPU meter (per thread, from /proc) that tells where the time goes.
  *
- * Benchmarks are scripts with recorded results (STYLE.md habit 10), never timed tests.
+ * Benchmarks are scripts with recorded results (each figure with the date, commit and machine that
+ * produced it), never timed tests: a test that fails on a slower or busier machine proves nothing.
  */
 import autocannon from 'autocannon';
 import { CpuMeter, type CpuUse } from './cpu-meter.js';

@@ -1,5 +1,5 @@
 /**
- * Scenario `idle-streams` (issue 17 §4.2): what open streams with nothing to send cost a node, in
+ * Scenario `idle-streams`: what open streams with nothing to send cost a node, in
  * memory (RSS) and CPU, from 10 to 2,000 streams, for both kinds:
  *
  * - subscription streams (what production consumers use): N subscriptions of one event type with one

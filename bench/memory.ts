@@ -1,5 +1,5 @@
 /**
- * Scenario 4 (issue 2 §5.4): Redis memory per stored event. `INFO memory` used_memory before and
+ * Scenario `memory`: Redis memory per stored event. `INFO memory` used_memory before and
  * after publishing 1,000,000 small events (~100 bytes of JSON as sent) in batches of 1000 with
  * bounded concurrency, compared with the event's JSON size as stored (one entry read back with
  * `XRANGE ... COUNT 1`). Twice: an `undefined` category event type (no enrichment: stored as sent)

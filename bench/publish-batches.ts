@@ -1,12 +1,12 @@
 /**
- * Scenario 1 (issue 2 §5.1): publish throughput of `POST /event-types/bench.order.b<batch>/events` with
+ * Scenario `publish-batches`: publish throughput of `POST /event-types/bench.order.b<batch>/events` with
  * ~500-byte business events (10-field schema, 4 partitions) in batches of 1, 100 and 1000, measured
  * with autocannon (each batch size on an event type of its own, deleted once measured, so every point
  * writes to an equally empty Redis); and, in the same run on the same machine, the baselines:
  * (a) a hyper-express server that only `JSON.parse`s the same bodies (bench/baseline-parse-server.ts);
  * (b) Redis alone, one `XADD key * d <event>` per event, pipelined (ioredis);
  * (c) Redis alone, one `XADD` per 1000-event batch holding the joined event texts (the packed entry
- *     of DESIGN.md §3, against (b)).
+ *     the broker writes, docs/architecture.md "One stream entry per partition per batch", against (b)).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
@@ -54,9 +54,9 @@ export const POINTS = [
   { batch: 1000, connections: 4, bodies: 4 },
 ] as const;
 
-/** Target of issue 2 §5.1: events/s with 1000-event batches. */
+/** Target: events/s with 1000-event batches. */
 const TARGET_EVENTS_PER_SECOND = 100_000;
-/** Issue 17 §1.1: broker events/s ÷ the same run's parse-only baseline, per batch size. */
+/** Ratio targets: broker events/s ÷ the same run's parse-only baseline, per batch size. */
 const RATIO_TARGETS: ReadonlyMap<number, number> = new Map([
   [1000, 0.5],
   [100, 0.35],
@@ -66,8 +66,8 @@ const RATIO_TARGETS: ReadonlyMap<number, number> = new Map([
 const PUBLISH_CPU_LABELS = ['broker main thread', 'broker other threads', 'redis-server', 'load generator (bench process)'] as const;
 
 /**
- * What the machine allows at the CPU per event a point measured (issue 17 §5: a miss explained by the
- * machine's limit, in the same run): the CPU of the node, Redis and the load generator per event (µs of
+ * What the machine allows at the CPU per event a point measured (so a missed target is explained by
+ * the machine's limit, measured in the same run): the CPU of the node, Redis and the load generator per event (µs of
  * one core), and the events/s all the machine's cores would carry at that cost. The load generator
  * counts: it shares the cores with the broker as it does with the parse-only baseline.
  * @param use the CPU of the measured window (`stackMeter`), in % of one core

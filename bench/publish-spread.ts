@@ -1,5 +1,5 @@
 /**
- * Scenario `publish-spread` (issue 17 §4.1): publish throughput as a batch's events spread over more
+ * Scenario `publish-spread`: publish throughput as a batch's events spread over more
  * partitions of one event type (1, 4, 16, 64) and as producers spread their batches over more event
  * types (1, 10, 100, 1000), against a model of what the added Redis round trips cost.
  *

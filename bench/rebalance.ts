@@ -1,5 +1,5 @@
 /**
- * Scenario `rebalance` (issue 17 §4.4): how long a subscription takes to settle a new consumer as the
+ * Scenario `rebalance`: how long a subscription takes to settle a new consumer as the
  * number of streams grows, on one subscription of 200 partitions (one event type; both
  * `eventTypes.maxPartitionCount` and `subscriptions.maxPartitions` raised to 200 for it).
  *

@@ -1,5 +1,5 @@
 /**
- * One-off comparison for issue 15 §4 (not a runner scenario, nothing recorded in results.jsonl): what
+ * One-off comparison (not a runner scenario, nothing recorded in results.jsonl): what
  * `publish.minReplicas` 1 costs on a Redis Cluster against 0. A 3-master cluster with one replica per
  * master (nothing persisted), one broker node at a time on it (default configuration otherwise), the
  * `publish-batches` load of 1000-event batches (~520-byte order events, 8 partitions, so every batch

@@ -1,13 +1,13 @@
 /**
- * Benchmark runner (STYLE.md habit 10): runs the selected scenarios one after the other, each on its
+ * Benchmark runner: runs the selected scenarios one after the other, each on its
  * own fresh redis-server and broker node, prints a table, appends one JSON line per figure to
  * `bench/results.jsonl` (date, commit, machine, command, scenario, metric, value, unit, target, met)
  * and regenerates the "Latest results" table of `bench/README.md` from the latest run.
  *
  *   npm run bench                                   # build, then every scenario
  *   node dist/bench/run.js [publish-batches] [github] [single-event] [auth] [memory] [consume] [end-to-end] [commits] [scale-out] [compaction] [compression] [churn] [fan-out]
- *                        [publish-spread] [catalog-scale] [rebalance] [idle-streams]   # cost curves (issue 17 §4)
- *                        [cold-publish] [demo]   # first batch to new event types, `npm run demo` on a fresh node (issue 17 §2)
+ *                        [publish-spread] [catalog-scale] [rebalance] [idle-streams]   # cost curves
+ *                        [cold-publish] [demo]   # first batch to new event types, `npm run demo` on a fresh node
  *   BENCH_QUICK=1 node dist/bench/run.js consume    # consumption scenarios: small sizes, to prove they work
  *
  * A missed target never fails the run: it is printed as MISSED. The exit code is 1 only when a

@@ -1,5 +1,5 @@
 /**
- * Scenario `scale-out` (issue 5 §5): publish throughput of 1000-event batches (~500-byte order events,
+ * Scenario `scale-out`: publish throughput of 1000-event batches (~500-byte order events,
  * 8 partitions) with 1, 2 and 3 broker nodes against one Redis, and with 3 nodes against a 3-master
  * Redis Cluster, all in one run on this machine. The producers (autocannon, 6 connections in all,
  * split evenly over the nodes) hit the nodes directly, as a load balancer would spread them. Every

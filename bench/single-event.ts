@@ -1,6 +1,6 @@
 /**
- * Scenario 3 (issue 2 §5.3): single-event batches (`[event]`, the ~500-byte order event of
- * scenario 1) from 10 concurrent producers (autocannon connections, pipelining 1): latency
+ * Scenario `single-event`: single-event batches (`[event]`, the ~500-byte order event of
+ * `publish-batches`) from 10 concurrent producers (autocannon connections, pipelining 1): latency
  * percentiles and requests/s. Latencies are the exact response times autocannon reports per answer
  * (its own histogram rounds to whole milliseconds). For comparison, a 5 s run with one producer.
  */

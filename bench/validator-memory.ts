@@ -1,5 +1,5 @@
 /**
- * What a cached validator holds in heap against the length of its source (issue 17 §4.1): the byte bounds
+ * What a cached validator holds in heap against the length of its source: the byte bounds
  * of the validator caches (`caches.workerValidatorBytes`, `caches.mainThreadValidatorBytes`) estimate each
  * validator's heap from its source's length (`compiledValidatorBytes`, `instantiatedValidatorBytes` in
  * workers/validator-cache.ts), and this measures what those estimates stand on.
