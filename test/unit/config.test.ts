@@ -3,6 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { envNameOf, leafKeyPaths, loadConfig, projectRoot } from '../../src/config/load-config.js';
 import { DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, DEFAULT_WORKER_VALIDATOR_BOUNDS } from '../../workers/validator-cache.js';
+import { committedText, configurationDoc, generatedDocs, unitOf } from '../../scripts/generate-docs.js';
 
 describe('configuration', () => {
   const defaults = JSON.parse(readFileSync(path.join(projectRoot, 'config', 'default.json'), 'utf8')) as Record<string, unknown>;
@@ -71,12 +72,26 @@ describe('configuration', () => {
     expect(() => loadConfig(env)).toThrow(key);
   });
 
-  it('documents every key in the README configuration table', () => {
-    const readme = readFileSync(path.join(projectRoot, 'README.md'), 'utf8');
+  it('documents every key in docs/configuration.md with its type, default, unit, environment variable and description', () => {
+    const doc = configurationDoc();
+    const rows = new Map([...doc.matchAll(/^\| `([A-Za-z.]+)` \| (.+?) \| (.+?) \| (\w*) \| `(BROKER_[A-Z0-9_]+)` \| (.+) \|$/gm)].map((m) => [m[1], m]));
     for (const keyPath of leafKeyPaths()) {
-      expect(readme, `README lacks ${keyPath.join('.')}`).toContain(`\`${keyPath.join('.')}\``);
-      expect(readme, `README lacks ${envNameOf(keyPath)}`).toContain(envNameOf(keyPath));
+      const key = keyPath.join('.');
+      const row = rows.get(key);
+      expect(row, `docs/configuration.md lacks ${key}`).toBeDefined();
+      const value = keyPath.reduce<unknown>((at, k) => (at as Record<string, unknown>)[k], defaults);
+      expect(row?.[3], key).toMatch(new RegExp(`^\`${JSON.stringify(value).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\``));
+      expect(row?.[4], key).toBe(unitOf(keyPath[keyPath.length - 1] ?? ''));
+      expect(row?.[5], key).toBe(envNameOf(keyPath));
+      expect(row?.[6]?.length ?? 0, `${key} has no description`).toBeGreaterThan(10);
     }
+    expect(rows.size).toBe(leafKeyPaths().length);
+  });
+
+  it('docs/configuration.md is what npm run docs generates from the schema and config/default.json', () => {
+    const page = generatedDocs.find((d) => d.file === 'docs/configuration.md');
+    expect(page).toBeDefined();
+    if (page) expect(committedText(page), 'docs/configuration.md is stale: run npm run docs').toBe(page.render());
   });
 });
 

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { brokerError, BrokerError, errorCatalog, errorDetail, problemType, reasonPhrase, type CatalogEntry, type ErrorCode } from '../../src/errors/catalog.js';
 import { toProblem } from '../../src/errors/problem.js';
 import { projectRoot } from '../../src/config/load-config.js';
+import { committedText, errorsDoc, generatedDocs } from '../../scripts/generate-docs.js';
 
 const entries = Object.entries(errorCatalog) as [ErrorCode, CatalogEntry][];
 
@@ -61,15 +62,28 @@ describe('error catalog', () => {
     expect(brokerError('INTERNAL', { traceId: 'x' })).toBeInstanceOf(BrokerError);
   });
 
-  it('is documented in the README error table, code by code, with status and type', () => {
-    const readme = readFileSync(path.join(projectRoot, 'README.md'), 'utf8');
-    const documented = [...readme.matchAll(/^\| `([A-Z0-9_]+)` \| (\d{3}) \| `(\/problems\/[a-z0-9-]+)` \| (.+) \|$/gm)];
+  it('is documented in docs/errors.md, code by code, with status, type, detail template and meaning', () => {
+    const doc = errorsDoc();
+    const sections = [...doc.matchAll(/^## (\d{3}) .+$/gm)];
+    const documented = [...doc.matchAll(/^\| `([A-Z0-9_]+)` \| `(\/problems\/[a-z0-9-]+)` \| (.+?) \| (.+) \|$/gm)].map((m) => {
+      const status = sections.filter((s) => (s.index ?? 0) < (m.index ?? 0)).at(-1)?.[1];
+      return { code: m[1], status, type: m[2], template: m[3], meaning: m[4] };
+    });
     for (const [code, entry] of entries) {
-      const row = documented.find((m) => m[1] === code);
-      expect(row, `README lacks ${code}`).toBeDefined();
-      expect(row?.slice(2, 5), code).toEqual([String(entry.status), problemType(code), entry.meaning]);
+      const row = documented.find((r) => r.code === code);
+      expect(row, `docs/errors.md lacks ${code}`).toBeDefined();
+      expect(row?.status, code).toBe(String(entry.status));
+      expect(row?.type, code).toBe(problemType(code));
+      expect(row?.template, code).toBe(`\`${entry.template.replaceAll('|', '\\|').replaceAll('\n', '\\n')}\``);
+      expect(row?.meaning?.startsWith(entry.meaning.replaceAll('|', '\\|')), code).toBe(true);
     }
-    expect(documented.map((m) => m[1]).sort()).toEqual(entries.map(([code]) => code).sort());
+    expect(documented.map((r) => r.code).sort()).toEqual(entries.map(([code]) => code).sort());
+  });
+
+  it('docs/errors.md is what npm run docs generates from the catalog', () => {
+    const page = generatedDocs.find((d) => d.file === 'docs/errors.md');
+    expect(page).toBeDefined();
+    if (page) expect(committedText(page), 'docs/errors.md is stale: run npm run docs').toBe(page.render());
   });
 
   it('has no code that no source file raises', () => {
