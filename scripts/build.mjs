@@ -1,7 +1,7 @@
 // Builds dist/ with tsc (`npm run build`), or only when it is stale (`node scripts/build.mjs --if-stale`,
 // run by `prestart` and `precluster`). Plain JavaScript: it runs before dist/ exists.
 //
-// Issue 15 §2.3: several `npm start` in one checkout must not race on the build, and a running node must
+// Several `npm start` in one checkout must not race on the build, and a running node must
 // never load a half-written file. So:
 // - one build at a time per checkout: a lock file `.build.lock` created exclusively (`wx`) holding the
 //   builder's pid; a lock whose pid is gone (a build killed midway) is stale and taken over; the others
@@ -11,7 +11,7 @@
 // - stale = some input (a file or directory under src, workers, bench, scripts, ui, a tsconfig, or
 //   package-lock.json: the console's vendored libraries) is newer than dist/.build-stamp, whose mtime is
 //   the time the last successful build started.
-// - the console (issue 18 §1) goes to dist/ui: ui/src compiled by tsc (ui/tsconfig.json) into ui/app,
+// - the console goes to dist/ui: ui/src compiled by tsc (ui/tsconfig.json) into ui/app,
 //   ui/static copied as is, and the browser builds of its libraries copied from node_modules into
 //   ui/vendor (the page's import map names them): nothing is fetched at run time. dist/ui is replaced
 //   as a whole (two renames), so files removed from ui/ do not linger in it.
@@ -42,7 +42,7 @@ const vendored = [
   ['uplot/dist/uPlot.min.css', 'uplot.min.css'],
   ['uplot/LICENSE', 'uplot.LICENSE.txt'],
 ];
-/** The API reference page's script (issue 16 §2.2: Redoc's standalone bundle) and license, copied into dist/docs-assets. */
+/** The API reference page's script (Redoc's standalone bundle, served by the node itself) and license, copied into dist/docs-assets. */
 const referenceDocs = [
   ['redoc/bundles/redoc.standalone.js', 'redoc.standalone.js'],
   ['redoc/LICENSE', 'redoc.LICENSE.txt'],

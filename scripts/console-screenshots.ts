@@ -1,4 +1,4 @@
-// Screenshots of the console's pages for the README (issue 18 §1), taken from a real node:
+// Screenshots of the console's pages for the README and docs/console.md, taken from a real node:
 //   npm run build && node dist/scripts/console-screenshots.js
 // Starts a redis-server and a broker node of its own (free ports), puts example data in (an event type
 // with two schema versions, events, a subscription a consumer is working through), and writes

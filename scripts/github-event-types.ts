@@ -58,7 +58,7 @@ export function eventTypeName(eventName: string): string {
 }
 
 /**
- * Wraps a webhook payload as a `data` category event (WIRE.md "Effective schema and metadata"):
+ * Wraps a webhook payload as a `data` category event (docs/concepts.md "Categories"):
  * `{metadata: {eid, occurred_at: now}, data_type: "github.<event>", data_op: "C", data: payload}`.
  * @param eid a UUID, e.g. from `crypto.randomUUID()`
  */

@@ -1,6 +1,6 @@
 /**
  * `npm run cluster`: the docker-compose.yml topology with plain processes on this machine, for trying
- * scale-out locally (issue 5 §4.2). Starts Redis — standalone on a free port with AOF on, its data in
+ * scale-out locally without Docker. Starts Redis — standalone on a free port with AOF on, its data in
  * `./data/cluster/redis` (kept between runs), or with `--redis-cluster` a 3-master Redis Cluster
  * (nothing persisted) — then three broker nodes on ports 8081–8083 and a round-robin TCP load balancer
  * on 8080 (scripts/tcp-balancer.ts, a development stand-in for HAProxy). Prints the URLs and the

@@ -219,7 +219,7 @@ export interface RedisClusterProcesses {
 const execFileAsync = promisify(execFile);
 
 /**
- * Starts a Redis Cluster for tests and local scale-out (issue 5 §2): `masters × (1 + replicasPerMaster)`
+ * Starts a Redis Cluster for tests and local scale-out: `masters × (1 + replicasPerMaster)`
  * `redis-server` processes with `--cluster-enabled yes` (nothing persisted, each in a temporary
  * directory), joined by `redis-cli --cluster create`; resolves once every node reports
  * `cluster_state:ok` and knows every other node, and every replica's link to its master is up.

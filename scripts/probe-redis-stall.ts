@@ -1,4 +1,4 @@
-// Probe (issue 15 §5.1): how long publishes wait while Redis stalls, and why. Each mode starts its own
+// Probe: how long publishes wait while Redis stalls, and why. Each mode starts its own
 // redis-server on a free port (never a shared one) and pauses it with SIGSTOP.
 //
 //   npm run build && node dist/scripts/probe-redis-stall.js publish <pauseMs> <commandTimeoutMs> <sendAt,...>

@@ -1,5 +1,5 @@
-// Probe (issue 14 §2): can the HTTP engine put a chunked response's header block on the wire alone,
-// before any body bytes? Each approach serves one response on a bare uWS app (no hyper-express) and a
+// Probe (a stream's client should get its headers, with the stream id, before the first batch): can the
+// HTTP engine put a chunked response's header block on the wire alone, before any body bytes? Each approach serves one response on a bare uWS app (no hyper-express) and a
 // raw socket client prints every read it gets, marking the read that completes the header block and
 // what that read carries after the blank line. Node's own http server is shown for comparison.
 //

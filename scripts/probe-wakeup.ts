@@ -1,8 +1,9 @@
-// Probe (issue 17 §5): what waking a sleeping thread costs on this machine. Every publish hands its
-// batch to a validation thread that sleeps until a task comes (piscina: Atomics.wait / Atomics.notify),
-// writes to Redis, which sleeps in epoll until the command comes, and answers a load generator that sleeps
-// the same way; on a VM each such wake-up can cost far more than on bare metal. Three ping-pongs between
-// the main thread and one worker thread, each ROUND_TRIPS times:
+// Probe (explaining a missed throughput target by the machine): what waking a sleeping thread costs on
+// this machine. Every publish hands its batch to a validation thread that sleeps until a task comes
+// (piscina: Atomics.wait / Atomics.notify), writes to Redis, which sleeps in epoll until the command
+// comes, and answers a load generator that sleeps the same way; on a VM each such wake-up can cost far
+// more than on bare metal. Three ping-pongs between the main thread and one worker thread, each
+// ROUND_TRIPS times:
 //   - spin: both sides spin on a shared Int32Array (no sleeping, no waking: the floor);
 //   - atomics: each side sleeps in Atomics.wait and is woken by Atomics.notify (piscina's default hand-off);
 //   - message: each side waits in its event loop for a MessagePort message (piscina `atomics: 'disabled'`).
