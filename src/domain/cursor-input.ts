@@ -1,6 +1,6 @@
 /**
- * Cursors as requests carry them (spec "Cursor", "SubscriptionCursor"; WIRE.md "Offsets and cursors",
- * "Low-level stream", "Commits, cursor reset, stats"; issue 16 §1.1): the schemas of the cursor lists
+ * Cursors as requests carry them (docs/concepts.md "Offsets and cursors"; docs/consuming.md "Low-level
+ * streams", "Commits", "Cursor reset"): the schemas of the cursor lists
  * in bodies (cursor tools, commits, cursor reset) and in the JSON text of `X-Broker-Cursors`,
  * `Last-Event-ID` and the `cursors` query parameter, checked with ajv (src/domain/input-check.ts), and
  * the rules a schema cannot say: at most {@link MAX_CURSORS_PER_REQUEST} cursors (checked first, so a
@@ -23,16 +23,16 @@ const CURSOR_FIELDS = 'a cursor has string fields partition and offset';
 function cursor(status: 400 | 422) {
   const field = (description: string) =>
     Type.String({ 'x-status': status, 'x-messages': { type: `must be a string (${CURSOR_FIELDS})`, required: `is missing (${CURSOR_FIELDS})` }, description });
-  return Type.Object({ partition: field('a partition of the event type'), offset: field('`BEGIN`, or an offset as served (WIRE.md "Offsets and cursors")') }, { 'x-status': status });
+  return Type.Object({ partition: field('a partition of the event type'), offset: field('`BEGIN`, or an offset as served (docs/concepts.md "Offsets and cursors")') }, { 'x-status': status });
 }
 
-/** A cursor of the cursor tools and of `?cursors=` (spec "Cursor"): 422 when it lacks its string fields. */
+/** A cursor of the cursor tools and of `?cursors=` (docs/concepts.md "Offsets and cursors"): 422 when it lacks its string fields. */
 export const CursorInputSchema = cursor(422);
 
 /** `POST /event-types/{name}/cursors-lag`: a JSON array of cursors (400 otherwise). */
 export const CursorsLagInputSchema = Type.Array(CursorInputSchema, { maxItems: MAX_CURSORS_PER_REQUEST, 'x-status': 400, 'x-messages': { type: 'must be a JSON array of cursors' } });
 
-/** A cursor distance query (spec "CursorDistanceQuery"): 422 when it is not a pair of cursors. */
+/** A cursor distance query (docs/consuming.md "Cursor tools"): 422 when it is not a pair of cursors. */
 export const CursorDistanceQueryInputSchema = Type.Object(
   { initial_cursor: CursorInputSchema, final_cursor: CursorInputSchema },
   { 'x-status': 422, 'x-messages': { type: 'must be an object with initial_cursor and final_cursor' } },
@@ -45,7 +45,7 @@ export const CursorDistancesInputSchema = Type.Array(CursorDistanceQueryInputSch
 
 const SHIFT_TEXT = 'must be an integer (the integer field shift counts the events to move by)';
 
-/** A cursor and how many events to move it (issue 14 §4.1): 422 when it lacks its string fields or `shift` is not a safe integer. */
+/** A cursor and how many events to move it (docs/consuming.md "Cursor tools"): 422 when it lacks its string fields or `shift` is not a safe integer. */
 export const ShiftedCursorInputSchema = Type.Object(
   {
     ...CursorInputSchema.properties,
@@ -69,13 +69,13 @@ export const ShiftedCursorsInputSchema = Type.Array(ShiftedCursorInputSchema, {
   'x-messages': { type: 'must be a JSON array of {partition, offset, shift}' },
 });
 
-/** The cursors of the `cursors` query parameter of `GET /event-types/{name}/partitions` (issue 14 §4.3): 422 for any problem. */
+/** The cursors of the `cursors` query parameter of `GET /event-types/{name}/partitions` (docs/consuming.md "Cursor tools"): 422 for any problem. */
 export const PartitionCursorsSchema = Type.Object({
   cursors: Type.Array(CursorInputSchema, { 'x-status': 422, 'x-messages': { type: 'must be a JSON array of {partition, offset}' } }),
 });
 
 /**
- * A cursor list of a low-level stream (WIRE.md "Low-level stream"): a non-empty array of cursors,
+ * A cursor list of a low-level stream (docs/consuming.md "Low-level streams"): a non-empty array of cursors,
  * 400 for anything else. Checked under the name it came from (`X-Broker-Cursors`, `Last-Event-ID`,
  * `cursors`), which the detail lines and pointers name.
  */
@@ -143,7 +143,7 @@ export function checkCursorBody<S extends TSchema>(schema: S, body: unknown, lis
   return checkBody(schema, body);
 }
 
-/** A subscription cursor to commit or reset to; `cursor_token` is not checked (WIRE.md "Commits, cursor reset, stats"). */
+/** A subscription cursor to commit or reset to; `cursor_token` is not checked (docs/consuming.md "Commits"). */
 const SubscriptionCursorInputSchema = Type.Object(
   {
     event_type: Type.String({ 'x-status': 422, description: 'an event type of the subscription' }),

@@ -1,6 +1,6 @@
 /**
- * The automatic dead-letter queue of subscriptions (issue 14 §3; the reference's 2023 "unprocessable
- * event policy"): subscription annotations that let a subscription stop being blocked by an event its
+ * The automatic dead-letter queue of subscriptions (docs/consuming.md "Dead-letter queue"; the
+ * "unprocessable event policy" of the reference service): subscription annotations that let a subscription stop being blocked by an event its
  * consumer can never process. Pure: annotation rules and the decisions a stream makes per partition.
  *
  * Each time a stream ends with events of a partition sent but not committed, that partition's failed

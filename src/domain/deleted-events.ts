@@ -1,10 +1,10 @@
 /**
- * `POST /event-types/{name}/deleted-events` (spec "Event type registry"; issue 6): which compaction
+ * `POST /event-types/{name}/deleted-events` (docs/concepts.md "Cleanup policies"): which compaction
  * keys get a tombstone in which partition. Pure: no I/O.
  *
  * The events are not validated; each needs only what key and partition selection read:
  * `metadata.partition_compaction_key` (a non-empty string, which under `hash` also decides the partition:
- * the spec's key paths point at it for compacted event types), and for `user_defined` `metadata.partition`. Under `random` the partition of earlier events is unknown,
+ * the publish spec's hash key paths point at it for compacted event types), and for `user_defined` `metadata.partition`. Under `random` the partition of earlier events is unknown,
  * so the tombstone goes to every partition.
  */
 import { Type, type Static } from '@sinclair/typebox';
@@ -28,7 +28,7 @@ export const DeletedEventsInputSchema = Type.Array(
 /** The events of a body that passed {@link DeletedEventsInputSchema}. */
 export type DeletedEventsInput = Static<typeof DeletedEventsInputSchema>;
 
-/** The tombstones to write, or the 422 answer (one item per event, as for publishing; WIRE.md "Publishing"). */
+/** The tombstones to write, or the 422 answer (one item per event, as for publishing; docs/publishing.md "Batch item responses"). */
 export type TombstonePlan =
   | { readonly kind: 'malformed'; readonly details: readonly string[]; readonly errors?: readonly InputProblem[] }
   | { readonly kind: 'rejected'; readonly items: BatchItemResponse[] }

@@ -1,12 +1,11 @@
 /**
- * Reading the JSON body of `POST /event-types` and `PUT /event-types/{name}` (spec "EventType",
- * "EventTypeStatistics", "EventOwnerSelector", "Annotations", "AuthorizationAttribute", "Authentication"
- * items 3-8 and the "Event type registry" endpoints; WIRE.md "Conventions" and "Event types"): the shape
+ * Reading the JSON body of `POST /event-types` and `PUT /event-types/{name}` (docs/concepts.md "Event
+ * types"; docs/security.md "Authorization"; docs/http-api.md "Event types"): the shape
  * — JSON types, required fields, enums, patterns and sizes — is {@link EventTypeInputSchema}, checked by
  * ajv (src/domain/input-check.ts); the rules a schema cannot say (event-type-rules.ts,
  * annotation-rules.ts) then run on the typed value, which is normalized into an {@link EventTypeInput}.
  *
- * Pure: no I/O. Status convention (WIRE.md "Conventions"): a body that is not a JSON object, a value of the
+ * Pure: no I/O. Status convention (docs/http-api.md "Errors"): a body that is not a JSON object, a value of the
  * wrong JSON type, or an invalid `category` / `compatibility_mode` / `cleanup_policy` is **400**; everything
  * else (missing required field, pattern, size, unknown strategy or schema type, cross-field rule) is
  * **422**. Every problem is collected, one detail line each, in the form `Field "name" ...`.
@@ -38,11 +37,11 @@ import {
 } from './event-type-rules.js';
 import { checkBody, MAX_AUTHORIZATION_ATTRIBUTES, Problems } from './rule-problems.js';
 
-/** Pattern of event type names (spec "EventType"); the length bounds 1..255 come from WIRE.md. */
+/** Pattern of event type names (docs/concepts.md "Event types"); the length is bounded separately, 1..255. */
 export const EVENT_TYPE_NAME_PATTERN = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
-/** Longest accepted event type name (WIRE.md "Event types"). */
+/** Longest accepted event type name (docs/concepts.md "Event types"). */
 export const MAX_EVENT_TYPE_NAME_LENGTH = 255;
-/** Most items in `enrichment_strategies`, `partition_key_fields` or `ordering_key_fields` (issue 13 §2.2). */
+/** Most items in `enrichment_strategies`, `partition_key_fields` or `ordering_key_fields`, so a record's size stays bounded (docs/security.md "Hostile input"). */
 export const MAX_FIELD_LIST_ITEMS = 100;
 
 const SCHEMA_TYPE_ALIASES = ['json_schema', 'json-schema'];
@@ -52,7 +51,7 @@ export function isSupportedSchemaType(type: string): boolean {
   return SCHEMA_TYPE_ALIASES.includes(type.toLowerCase());
 }
 
-/** A string enum accepted in any case (WIRE.md "Conventions"); `status` 400 for the enums the reference parses. */
+/** A string enum accepted in any case (docs/http-api.md "Conventions"); `status` 400 for the enums the reference parses. */
 function AnyCaseEnum<const T extends readonly string[]>(values: T, options: { status?: 400; what?: string; description?: string } = {}) {
   return Type.Unsafe<T[number]>(
     Type.String({
@@ -64,7 +63,7 @@ function AnyCaseEnum<const T extends readonly string[]>(values: T, options: { st
   );
 }
 
-/** A list of at most {@link MAX_FIELD_LIST_ITEMS} items (issue 13 §2.2). */
+/** A list of at most {@link MAX_FIELD_LIST_ITEMS} items. */
 const ListBounds = { maxItems: MAX_FIELD_LIST_ITEMS, 'x-limit': 'items per list', 'x-messages': { type: 'must be an array of strings' } };
 
 /** Dot-separated field paths into the event: each non-empty, without empty segments. */
@@ -77,7 +76,7 @@ const FieldPaths = (description: string) =>
 /** An integer of at least 1 (`default_statistic`). */
 const PositiveCount = Type.Integer({ minimum: 1, 'x-messages': { minimum: 'must be an integer of at least 1', fraction: 'must be an integer of at least 1' } });
 
-/** An authorization list (spec "AuthorizationAttribute"): 1..{@link MAX_AUTHORIZATION_ATTRIBUTES} attributes of non-empty strings; distinct attributes are a rule ({@link duplicateAttributeProblems}). */
+/** An authorization list (docs/security.md "Authorization"): 1..{@link MAX_AUTHORIZATION_ATTRIBUTES} attributes of non-empty strings; distinct attributes are a rule ({@link duplicateAttributeProblems}). */
 export const AttributeListInput = Type.Array(
   Type.Object({ data_type: Type.String({ minLength: 1 }), value: Type.String({ minLength: 1 }) }),
   {
@@ -98,7 +97,7 @@ export const StringMapInput = (description: string) =>
   });
 
 /**
- * The body of `POST /event-types` and `PUT /event-types/{name}` as JSON Schema (spec "EventType"; WIRE.md
+ * The body of `POST /event-types` and `PUT /event-types/{name}` as JSON Schema (docs/http-api.md
  * "Event types"): what the request must look like. The route table declares it and the OpenAPI document
  * shows it; {@link parseEventTypeInput} checks it.
  */
@@ -152,7 +151,7 @@ export const EventTypeInputSchema = Type.Object(
 export type EventTypeInputBody = Static<typeof EventTypeInputSchema>;
 
 /**
- * Distinct attributes (spec "AuthorizationAttribute"): each `{data_type, value}` at most once in a list.
+ * Distinct attributes (docs/security.md "Authorization"): each `{data_type, value}` at most once in a list.
  * @returns the 422 problems, one per repeated attribute
  */
 export function duplicateAttributeProblems(list: readonly { data_type: string; value: string }[], field: string, p: Problems): void {
@@ -172,8 +171,8 @@ function lower<T extends string>(allowed: readonly T[], value: string): T {
 }
 
 /**
- * Validates and normalizes the body of `POST /event-types` or `PUT /event-types/{name}` (spec "EventType"
- * and its sub-records, "Authentication" items 3-8; WIRE.md "Conventions", "Event types").
+ * Validates and normalizes the body of `POST /event-types` or `PUT /event-types/{name}` (docs/concepts.md
+ * "Event types"; docs/http-api.md "Event types").
  *
  * First the shape, {@link EventTypeInputSchema}: types, required fields, the name pattern and length
  * (1..255), enum values (any case), list and map sizes, `default_statistic` (four integers ≥ 1),

@@ -1,7 +1,6 @@
 /**
- * The rules of event types that a schema of the request body cannot say (spec "EventType" field rules,
- * "Compatibility modes", "Authentication" item 8, the registry table; WIRE.md "Conventions" and "Event
- * types"): fields that depend on the category or on each other, bounds that depend on the caller or on
+ * The rules of event types that a schema of the request body cannot say (docs/concepts.md "Event types",
+ * "Schemas and compatibility"; docs/security.md "Authorization"): fields that depend on the category or on each other, bounds that depend on the caller or on
  * the installation, field paths against the effective schema, and what an update may change. Each is a
  * small function returning 422 problems (or detail lines); the shape of the body (JSON types, required
  * fields, enums, patterns, sizes) is read by `event-type-input.ts`, which calls these. Pure: no I/O.
@@ -12,12 +11,12 @@ import { Problems, type RuleProblem, type RuleResult } from './rule-problems.js'
 import type { JsonObject } from './json-schema-walk.js';
 
 /**
- * Installation limits used by the rules (WIRE.md "Event types": default retention 2 days, bounds 3 h .. 4 d
+ * Installation limits used by the rules (docs/concepts.md "Event types": default retention 2 days, bounds 3 h .. 4 d
  * unless admin; partitions from `default_statistic` capped by an installation maximum). All values are
  * positive integers; retention values are milliseconds.
  */
 export interface EventTypeLimits {
-  /** Partitions of an event type without `default_statistic` (spec "Limits": 1 by default). */
+  /** Partitions of an event type without `default_statistic` (1 by default). */
   defaultPartitionCount: number;
   /** Cap on the partitions `default_statistic` may ask for. */
   maxPartitionCount: number;
@@ -44,7 +43,7 @@ export type EventTypeInput = Omit<EventType, 'schema' | 'created_at' | 'updated_
 export type { RuleProblem, RuleResult };
 
 /**
- * Category rules of `enrichment_strategies` (spec "EventType"): empty for category `undefined`, and
+ * Category rules of `enrichment_strategies` (docs/concepts.md "Categories"): empty for category `undefined`, and
  * containing `metadata_enrichment` for `data` and `business`.
  * @param requested the strategies as sent (any case; unknown names are the caller's to report)
  */
@@ -58,7 +57,7 @@ export function enrichmentProblems(category: Category | undefined, requested: re
   return p.list;
 }
 
-/** `partition_strategy` `user_defined` is not available for category `undefined` (spec "EventType"). */
+/** `partition_strategy` `user_defined` is not available for category `undefined`, whose events carry no `metadata` (docs/concepts.md "Categories"). */
 export function partitionStrategyProblems(category: Category | undefined, strategy: PartitionStrategy | undefined): RuleProblem[] {
   const p = new Problems();
   if (strategy === 'user_defined' && category === 'undefined') p.rule('partition_strategy', '"user_defined" is not available for category "undefined"');
@@ -66,7 +65,7 @@ export function partitionStrategyProblems(category: Category | undefined, strate
 }
 
 /**
- * `partition_key_fields` goes with `hash` (spec "EventType"): required and non-empty for `hash`, absent
+ * `partition_key_fields` goes with `hash` (docs/concepts.md "Partition strategies"): required and non-empty for `hash`, absent
  * (or empty) for the other strategies.
  * @param keyFields the well-formed paths, or undefined when absent or malformed
  * @param sent whether the body has `partition_key_fields` (not absent, not `null`)
@@ -83,7 +82,7 @@ export function partitionKeyFieldsProblems(strategy: PartitionStrategy | undefin
   return p.list;
 }
 
-/** Compaction (`cleanup_policy` other than `delete`) is not available for category `undefined` (issue 6). */
+/** Compaction (`cleanup_policy` other than `delete`) is not available for category `undefined`, whose events carry no compaction key (docs/concepts.md "Cleanup policies"). */
 export function cleanupPolicyProblems(category: Category | undefined, policy: CleanupPolicy | undefined): RuleProblem[] {
   const p = new Problems();
   if (policy !== undefined && policy !== 'delete' && category === 'undefined') p.rule('cleanup_policy', `"${policy}" is not available for category "undefined"`);
@@ -92,7 +91,7 @@ export function cleanupPolicyProblems(category: Category | undefined, policy: Cl
 
 /**
  * `options.retention_time` within the installation's bounds unless the caller is an administrator
- * (WIRE.md "Event types": 3 h .. 4 d by default).
+ * (docs/concepts.md "Event types": 3 h .. 4 d by default).
  * @param retentionMs a positive integer of milliseconds
  */
 export function retentionProblems(retentionMs: number, limits: EventTypeLimits, isAdmin: boolean): RuleProblem[] {
@@ -104,7 +103,7 @@ export function retentionProblems(retentionMs: number, limits: EventTypeLimits, 
 }
 
 /**
- * Number of partitions of a new event type (WIRE.md "Event types"; spec "Limits", "EventType" rule 4):
+ * Number of partitions of a new event type (docs/concepts.md "Partitions"):
  * max(read_parallelism, write_parallelism) of `default_statistic`, at least 1, capped by
  * `limits.maxPartitionCount`; without a statistic, `limits.defaultPartitionCount`.
  */
@@ -116,8 +115,8 @@ export function partitionCountOf(input: EventTypeInput, limits: EventTypeLimits)
 }
 
 /**
- * Checks the field paths of an event type against its EFFECTIVE schema (spec "EventType": partition_key_fields
- * and ordering_key_fields), using {@link lookupField}:
+ * Checks the field paths of an event type against its EFFECTIVE schema (partition_key_fields and
+ * ordering_key_fields; docs/concepts.md "Partition strategies"), using {@link lookupField}:
  * - each `partition_key_fields` entry must be declared and required at every step; for category `data`
  *   the path is relative to `data` (looked up as `data.<path>`), otherwise over the whole event;
  * - each `ordering_key_fields` entry must be declared, over the whole event (metadata included).
@@ -160,8 +159,8 @@ function sameSelector(a: EventOwnerSelector, b: EventOwnerSelector): boolean {
 }
 
 /**
- * The update rules of `PUT /event-types/{name}` (spec "EventType" field rules, "Compatibility modes",
- * "Authentication" item 8, the registry table; WIRE.md "Event types"), given the stored record and a body
+ * The update rules of `PUT /event-types/{name}` (docs/concepts.md "Event types", "Schemas and
+ * compatibility"; docs/security.md "Authorization"), given the stored record and a body
  * already accepted by `parseEventTypeInput` (event-type-input.ts):
  * - `name` and `category` cannot change; `owning_application`, `enrichment_strategies` (within the category
  *   rules), `options`, annotations, labels and `ordering_key_fields` may;

@@ -1,6 +1,6 @@
 /**
- * The event type record as stored in Redis and served on the wire (spec "EventType"; WIRE.md
- * "Event types"). Wire names stay snake_case. Input validation lives in `event-type-input.ts` (the
+ * The event type record as stored in Redis and served on the wire (docs/concepts.md "Event
+ * types"). Wire names stay snake_case. Input validation lives in `event-type-input.ts` (the
  * body's shape) and `event-type-rules.ts` (the rules a schema cannot say).
  */
 
@@ -29,7 +29,7 @@ export interface EventTypeSchema {
   readonly created_at: string;
 }
 
-/** `default_statistic` (spec "EventTypeStatistics"): all ≥ 1; partitions = max(read, write parallelism), capped. */
+/** `default_statistic` (docs/concepts.md "Partitions"): all ≥ 1; partitions = max(read, write parallelism), capped. */
 export interface EventTypeStatistics {
   readonly messages_per_minute: number;
   readonly message_size: number;
@@ -37,26 +37,26 @@ export interface EventTypeStatistics {
   readonly write_parallelism: number;
 }
 
-/** `options` of an event type (WIRE.md: retention_time in ms, default 2 days). */
+/** `options` of an event type: retention_time in ms, default 2 days (docs/concepts.md "Event types"). */
 export interface EventTypeOptions {
   /** Retention in milliseconds. */
   readonly retention_time: number;
 }
 
-/** One attribute of an authorization list (spec "AuthorizationAttribute"); `*`/`*` is the wildcard. */
+/** One attribute of an authorization list (docs/security.md "Authorization"); `*`/`*` is the wildcard. */
 export interface AuthorizationAttribute {
   readonly data_type: string;
   readonly value: string;
 }
 
-/** An event type's authorization section (spec "Authentication" 4–8): stored, not removable; enforced from issue 4. */
+/** An event type's authorization section (docs/security.md "Authorization"): once set, an update cannot remove it. */
 export interface EventTypeAuthorization {
   readonly admins: readonly AuthorizationAttribute[];
   readonly readers: readonly AuthorizationAttribute[];
   readonly writers: readonly AuthorizationAttribute[];
 }
 
-/** Per-event owner (spec "EventOwnerSelector"): `path` into the event or a `static` value; immutable once set. */
+/** Per-event owner (docs/security.md "Authorization"): `path` into the event or a `static` value; immutable once set. */
 export interface EventOwnerSelector {
   readonly type: 'path' | 'static';
   readonly name: string;

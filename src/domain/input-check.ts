@@ -1,12 +1,12 @@
 /**
- * Request input checked against its JSON Schema (issue 16 §1.1; WIRE.md "Conventions"): the route table
+ * Request input checked against its JSON Schema (docs/http-api.md "Conventions"): the route table
  * declares every body, query, path parameter and header as a TypeBox schema, and this module compiles
  * those schemas with ajv and turns a failure into the problems the broker answers — one detail line per
  * failure in the `Field "<field>" ...` form of the reference service, with the JSON pointer of the value
- * and the status WIRE.md gives: **400** for a value of the wrong JSON type or an enum the reference parses
+ * and the status clients of the reference service expect: **400** for a value of the wrong JSON type or an enum the reference parses
  * (`x-status: 400` on the schema), **422** for every other broken rule (missing, empty, pattern, size).
  *
- * Conventions the schemas follow (WIRE.md "Conventions"):
+ * Conventions the schemas follow (docs/http-api.md "Conventions"):
  * - Unknown properties are ignored (request schemas are open objects).
  * - `null` is the same as absent for a declared property (Jackson semantics of the reference): a
  *   declared property whose value is `null` is removed before checking, so a required one reads
@@ -30,7 +30,7 @@ import addFormats from 'ajv-formats';
 import type { Static, TSchema } from '@sinclair/typebox';
 import { isJsonObject } from './json-schema-walk.js';
 
-/** The status a failed input check answers: 400 malformed, 422 a rule broken (WIRE.md "Conventions"). */
+/** The status a failed input check answers: 400 malformed, 422 a rule broken (docs/http-api.md "Errors"). */
 export type InputStatus = 400 | 422;
 
 /** One failure of an input check: its status, the JSON pointer of the value and the detail line. */
@@ -146,7 +146,7 @@ export function precompileInputs(entries: readonly { readonly schema: TSchema; r
 }
 
 /**
- * Checks `value` against `schema` (WIRE.md "Conventions"; the conventions of this module's header).
+ * Checks `value` against `schema` (docs/http-api.md "Conventions"; the conventions of this module's header).
  * Query, path and header values (an object of strings) are coerced to the declared numbers and booleans
  * in place, with a strict grammar (decimal digits; `true`/`false`).
  * @param value a parsed JSON body, or an object of strings for the other parts; declared properties
@@ -173,7 +173,7 @@ function problemsOf(errors: readonly ErrorObject[]): InputProblem[] {
   const out: InputProblem[] = [];
   const seen = new Set<string>();
   let dropped = 0;
-  // A list or map over its size bound is one line: what its entries break is not listed (issue 13 §2.2).
+  // A list or map over its size bound is one line: what its entries break is not listed, so a huge list costs one line.
   const oversized = errors.filter((e) => e.keyword === 'maxItems' || e.keyword === 'maxProperties').map((e) => `${e.instancePath}/`);
   for (const error of errors) {
     if (oversized.some((prefix) => error.instancePath.startsWith(prefix))) continue;
@@ -300,7 +300,7 @@ function escapePointer(segment: string): string {
 /**
  * Removes, in place, every property declared in `schema` (and in the object schemas of its declared
  * properties and array items, recursively) whose value is `null`: null and absent are the same for a
- * declared field (WIRE.md "Conventions", Jackson semantics). Undeclared properties stay as sent.
+ * declared field (docs/http-api.md "Conventions"; Jackson semantics of the reference service). Undeclared properties stay as sent.
  */
 export function dropNullProperties(schema: TSchema, value: unknown): void {
   if (Array.isArray(value)) {

@@ -23,7 +23,7 @@ export function own(object: JsonObject, key: string): JsonValue | undefined {
 /**
  * Equality of two arrays as sets of JSON values (non-arrays compare with {@link jsonEqual}). Linear in
  * the values' size (each value becomes its canonical text once), so a large `enum` cannot make a
- * schema update quadratic on the main thread (issue 13 §1).
+ * schema update quadratic on the main thread.
  */
 export function sameSet(a: JsonValue | undefined, b: JsonValue | undefined): boolean {
   if (!Array.isArray(a) || !Array.isArray(b)) return jsonEqual(a, b);

@@ -1,5 +1,5 @@
 /**
- * Offsets and cursors (spec "Cursor", "Partition record"; WIRE.md "Offsets and cursors").
+ * Offsets and cursors (docs/concepts.md "Offsets and cursors").
  *
  * Offsets are dense per partition: the n-th event of a partition has offset n-1. On the wire an
  * offset is `001-<timeline, 4 lower-case hex>-<offset, 18 decimal digits>`; before the first event of
@@ -15,7 +15,7 @@ export const MAX_OFFSET = Number.MAX_SAFE_INTEGER;
 
 /**
  * Most cursors in one request: a cursor reset or a commit (`items`), a lag query, or pairs of a cursor
- * distance query (issue 13 §2.2). A subscription has at most `subscriptions.maxPartitions` partitions
+ * distance query. A subscription has at most `subscriptions.maxPartitions` partitions
  * (100 by default) and an event type at most `eventTypes.maxPartitionCount` (8), so 1,000 leaves room
  * for repeated cursors of one partition while bounding the work of one request.
  */
@@ -94,7 +94,7 @@ export function resolveCursor(parsed: ParsedOffset, range: PartitionRange, timel
 
 /**
  * Moves a "last consumed" offset by `shift` events of its partition (negative: back), as
- * `POST /event-types/{name}/shifted-cursors` does (issue 14 §4.1). Offsets are dense, so this is
+ * `POST /event-types/{name}/shifted-cursors` does (docs/consuming.md "Cursor tools"). Offsets are dense, so this is
  * addition; the result must still be a cursor of the partition: from just before the oldest available
  * event (`oldest - 1`) to the newest one.
  * @param shift a safe integer (events)

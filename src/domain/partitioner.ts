@@ -1,5 +1,5 @@
 /**
- * Partition choice (spec "Partition strategies"; WIRE.md "Publishing").
+ * Partition choice (docs/concepts.md "Partition strategies").
  *
  * - `random`: uniformly random partition per event.
  * - `hash`: FNV-1a (32 bit) over the JSON text of the key values, modulo the partition count, so

@@ -1,5 +1,5 @@
 /**
- * What publishing needs to know about an event type (DESIGN.md §5): built once per cache fill on the
+ * What publishing needs to know about an event type (docs/architecture.md "Publish path"): built once per cache fill on the
  * main thread (src/services/event-type-cache.ts `buildPublishSpec`), read by the publish workers and
  * by the deleted-events planner. Plain data: structured-cloned to the workers. Types only.
  */
@@ -22,7 +22,7 @@ export interface PublishSpec {
   /** The event type's owner selector: events whose owner value resolves to null are refused. */
   readonly ownerSelector?: EventOwnerSelector;
   /**
-   * True for cleanup_policy `compact` / `compact_and_delete` (issue 6): the payloads then carry each
+   * True for cleanup_policy `compact` / `compact_and_delete` (docs/concepts.md "Cleanup policies"): the payloads then carry each
    * event's `metadata.partition_compaction_key` (the effective schema requires it). Absent = false.
    */
   readonly compacted?: boolean;

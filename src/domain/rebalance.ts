@@ -1,6 +1,6 @@
 /**
- * Partition rebalancing of a subscription (spec "Subscriptions" → "Rebalancing"; WIRE.md
- * "Rebalancing", "Streaming"; STYLE.md habit 6, after Nakadi's `SubscriptionRebalancer`).
+ * Partition rebalancing of a subscription (docs/consuming.md "Rebalancing"), as a pure function so it
+ * can be tested with tables (after Nakadi's `SubscriptionRebalancer`).
  *
  * Everything here is pure: the caller reads the live sessions and the current assignment from
  * storage, asks {@link rebalance} for the new assignment, writes it back, and completes each
@@ -25,7 +25,7 @@ export interface Session {
   readonly requested: readonly PartitionKey[];
 }
 
-/** Wire values of `state` in the subscription stats (WIRE.md "Commits, cursor reset, stats"). */
+/** Wire values of `state` in the subscription stats (docs/consuming.md "Statistics"). */
 export type PartitionState = 'unassigned' | 'assigned' | 'reassigning';
 
 /** The assignment of one partition, as stored and as shown in the stats. */
@@ -59,7 +59,7 @@ function effectiveOwner(a: PartitionAssignment | undefined): string {
 
 /**
  * Computes the new assignment of `partitions` to the live `sessions`, moving as few partitions as
- * possible from `current` (WIRE.md "Rebalancing"):
+ * possible from `current` (docs/consuming.md "Rebalancing"):
  *
  * - a directly requested partition goes to its requester (`assignmentType: 'direct'`); if two sessions
  *   requested the same partition (which {@link validateDirectRequests} prevents), the smallest session
@@ -192,7 +192,7 @@ export function completeReassignment(current: readonly PartitionAssignment[], ke
 }
 
 /**
- * Checks the directly requested partitions of a session about to start (WIRE.md "Streaming"):
+ * Checks the directly requested partitions of a session about to start (docs/consuming.md "Streaming"):
  * 422 when a requested partition is not in the subscription's `partitions` or is listed twice in the
  * request; 409 when another session in `sessions` (any id but `newSession.id`) already requested it
  * directly. All 422 rules are checked before the 409 rule; an automatic session (nothing requested)
@@ -219,7 +219,7 @@ export function validateDirectRequests(partitions: readonly PartitionKey[], sess
 }
 
 /**
- * Free consumer slots of a subscription (spec "Limits": consumers per subscription): the number of
+ * Free consumer slots of a subscription (a subscription has at most one consumer per partition): the number of
  * partitions minus the number of live sessions, the new one not included. A new automatic session is
  * refused with 409 `No free slots for streaming available` when this is ≤ 0.
  */

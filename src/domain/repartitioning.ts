@@ -1,6 +1,6 @@
 /**
- * Rules of repartitioning (spec "Event type registry": `POST /event-types/{name}/partition-count`,
- * "States and transitions": Repartition; spec "Limits"): the request body's schema, then the bounds.
+ * Rules of repartitioning, `POST /event-types/{name}/partition-count` (docs/operations.md
+ * "Repartitioning"): the request body's schema, then the bounds.
  * Pure code: the service reads the counts.
  */
 import { Type } from '@sinclair/typebox';
@@ -19,7 +19,7 @@ const COUNT_TEXT = 'must be an integer of at least 1';
 
 /**
  * The body of `POST`/`PUT /event-types/{name}/partition-count`: `{"partition_count": N}` with N an
- * integer ≥ 1 (unknown properties are ignored, WIRE.md "Conventions"). A body that is not an object is
+ * integer ≥ 1 (unknown properties are ignored, docs/http-api.md "Conventions"). A body that is not an object is
  * a 400; a count that is missing or not a positive integer a 422. The bounds that depend on the event
  * type and the installation are {@link growthProblem} and {@link subscriptionLimitProblems}.
  */
@@ -46,8 +46,9 @@ export function parsePartitionCountBody(body: unknown): PartitionCountBody {
 }
 
 /**
- * Whether an event type with `current` partitions may get `wanted` (spec: the count can only grow; the
- * same count is accepted and changes nothing).
+ * Whether an event type with `current` partitions may get `wanted`: the count can only grow, since
+ * removing a partition would lose its events and the cursors on it; the same count is accepted and
+ * changes nothing.
  * @param max the installation's cap on partitions of an event type (`eventTypes.maxPartitionCount`)
  * @returns a 422 detail, or undefined when allowed
  */
@@ -59,7 +60,7 @@ export function growthProblem(current: number, wanted: number, max: number): str
 }
 
 /**
- * Subscriptions that would exceed the per-subscription partition cap (WIRE.md "Subscriptions":
+ * Subscriptions that would exceed the per-subscription partition cap (docs/consuming.md "Subscriptions":
  * `subscriptions.maxPartitions`) once the event type grows.
  * @param subscriptions each subscription's id and the partition counts of its event types after growing
  * @returns 422 detail lines, empty when every subscription stays within `max`

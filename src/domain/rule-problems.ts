@@ -1,5 +1,5 @@
 /**
- * Shared input-rule helpers (WIRE.md "Conventions"): the check of a body against its schema
+ * Shared input-rule helpers (docs/http-api.md "Conventions"): the check of a body against its schema
  * ({@link checkBody}) and the collector of what the rules after it find, each problem with the status it
  * calls for (400 malformed, 422 broken rule) and one `Field "<field>" ...` detail line. Pure: no I/O.
  */
@@ -56,14 +56,14 @@ export class Problems {
 
 /**
  * Most attributes in one authorization list: `admins`, `readers` or `writers` of an event type, a
- * subscription or the administrators (issue 13 §2.2). Every request of a subject walks such a list, so
+ * subscription or the administrators. Every request of a subject walks such a list, so
  * an unbounded one slows every publish and stream of the resource; 100 leaves room for any team
  * structure (a team or service attribute stands for many subjects).
  */
 export const MAX_AUTHORIZATION_ATTRIBUTES = 100;
 
 /**
- * Checks a request body against its schema (src/domain/input-check.ts; issue 16 §1.1): the value typed
+ * Checks a request body against its schema (src/domain/input-check.ts): the value typed
  * by the schema, or the failure as a RuleResult (400 when any problem is malformed, else 422), with
  * one detail line and the JSON pointer (`errors`) of each problem.
  * @param body the parsed JSON body; declared properties holding `null` are removed from it

@@ -66,7 +66,7 @@ export function compileSchema(ajv: SchemaCompiler, schema: JsonObject): Validate
 
 /**
  * Compiles an effective schema in an instance of its own and returns the validator as standalone
- * JavaScript (a CommonJS module body exporting the validate function; issue 17 §2.1): a worker compiles,
+ * JavaScript (a CommonJS module body exporting the validate function): a worker compiles,
  * the main thread only instantiates it with {@link instantiateValidator}, which costs a tenth of compiling
  * (measured on the GitHub webhook schemas: 10–15 vs 120–135 ms).
  * @throws Error from ajv when the schema is invalid
@@ -92,7 +92,7 @@ export function instantiateValidator(code: string): ValidateFunction {
 }
 
 /**
- * Runs a new validator before the first batch that needs it (issue 17 §2): once on `{}`, so V8
+ * Runs a new validator before the first batch that needs it, so that batch does not pay the first run: once on `{}`, so V8
  * compiles its bytecode now (V8 compiles a function on its first call), and, when given, once on a
  * priming instance (src/domain/priming-instance.ts) — a validator's first run over values that reach
  * its code costs 10–50× its later runs, and one run over a value of the same shape pays that here

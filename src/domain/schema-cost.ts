@@ -2,7 +2,7 @@ import RE2 from 're2';
 import { isJsonObject, resolveLocalRef, SCHEMA_ARRAY_KEYWORDS, walkSchema, type JsonObject, type JsonValue } from './json-schema-walk.js';
 
 /**
- * The validation cost budget of an event type schema (issue 13 §1; README "Schema cost budget"). A
+ * The validation cost budget of an event type schema (docs/publishing.md "Schema cost budget"). A
  * schema is refused at registration (422) when validating one event against it could cost more than
  * this, whatever the event: the budget bounds the work per value of an event, so validating an event
  * costs at most `maxApplicationsPerValue` subschema applications per JSON value it contains, and the
@@ -88,7 +88,7 @@ function hasScalarItemTypes(node: JsonObject): boolean {
 type Applied = Map<JsonObject, number>;
 
 /**
- * Bounds the work of validating any event against `schema` (issue 13 §1.3): for every position a
+ * Bounds the work of validating any event against `schema`, so a hostile schema cannot make validation arbitrarily slow: for every position a
  * value can take in an event (a property name, an array index, at any depth), how many subschemas are
  * applied to that value, counting the same subschema again each time `$ref`, `allOf`, `anyOf`,
  * `oneOf`, `not` or a schema dependency applies it. Property names are matched against `properties`

@@ -1,6 +1,6 @@
 /**
- * The structural comparison behind schema evolution (src/domain/schema-evolution.ts; spec
- * "Compatibility modes"; WIRE.md "Schema versions"): two schemas walked side by side, keyword by
+ * The structural comparison behind schema evolution (src/domain/schema-evolution.ts;
+ * docs/concepts.md "Schemas and compatibility"): two schemas walked side by side, keyword by
  * keyword, at subschema positions only (so a property named `title` or `required` is a property, not a
  * keyword), each difference recorded with its JSON pointer and its semantic-versioning level under the
  * compatibility mode. Inputs must have passed `guardSchema` (nesting depth ≤ 64), which bounds the
@@ -11,7 +11,7 @@ import { jsonEqual, own, sameSet } from './json-equality.js';
 import { isJsonObject, type JsonObject, type JsonValue } from './json-schema-walk.js';
 
 /**
- * How much a schema changed, in semantic-versioning terms (WIRE.md "Schema versions"):
+ * How much a schema changed, in semantic-versioning terms (docs/concepts.md "Schema versions"):
  * - `none`: identical (deep-equal, object key order ignored): no new version;
  * - `patch`: only `title`/`description` differ, or a textual change with no structural difference;
  * - `minor`: properties or definitions added; in `forward`/`none` also `required` extended, a type

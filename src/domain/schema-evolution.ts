@@ -3,8 +3,7 @@ import { walkSchema, type JsonObject } from './json-schema-walk.js';
 import { describeDifference, diffSchemas, highestLevel, type SchemaChangeLevel } from './schema-diff.js';
 
 /**
- * Schema evolution of an event type (spec "Compatibility modes"; WIRE.md "Schema versions (semantic
- * versioning)"): how a new submitted schema differs from the previous one, which semantic version it
+ * Schema evolution of an event type (docs/concepts.md "Schemas and compatibility", "Schema versions"): how a new submitted schema differs from the previous one, which semantic version it
  * gets, and whether the compatibility mode allows it.
  *
  * The comparison (src/domain/schema-diff.ts) walks both schemas side by side, keyword by keyword, at
@@ -26,12 +25,12 @@ export type SchemaEvolutionResult = { ok: true; level: SchemaChangeLevel; versio
 
 const MODE_RANK: Readonly<Record<CompatibilityMode, number>> = { none: 0, forward: 1, compatible: 2 };
 
-/** The keywords that compatible mode forbids (spec "Compatibility modes"; WIRE.md "Effective schema and metadata"). */
+/** The keywords that compatible mode forbids (docs/concepts.md "Schemas and compatibility"). */
 const COMPATIBLE_MODE_FORBIDDEN = ['not', 'patternProperties', 'additionalProperties', 'additionalItems'] as const;
 
 /**
  * Classifies the change from `previous` to `next` (both parsed and guard-checked) under `mode`
- * (WIRE.md "Schema versions"; spec "Compatibility modes"). The level is the highest level of any
+ * (docs/concepts.md "Schemas and compatibility"). The level is the highest level of any
  * difference; `reasons` lists every difference found (patch, minor and major), in document order.
  * An identical schema gives `{ level: 'none', reasons: [] }`. Never throws.
  */
@@ -43,7 +42,7 @@ export function classifySchemaChange(previous: JsonObject, next: JsonObject, mod
 /**
  * Next `MAJOR.MINOR.PATCH` version after a change of `level`: `patch` bumps PATCH, `minor` bumps
  * MINOR and resets PATCH, `major` bumps MAJOR and resets both, `none` returns `version` unchanged
- * (WIRE.md "Schema versions": the first schema is `1.0.0`).
+ * (docs/concepts.md "Schema versions": the first schema is `1.0.0`).
  * @throws RangeError when `version` is not `MAJOR.MINOR.PATCH` (non-negative integers, no leading zeros)
  */
 export function bumpVersion(version: string, level: SchemaChangeLevel): string {
@@ -63,7 +62,7 @@ export function bumpVersion(version: string, level: SchemaChangeLevel): string {
 }
 
 /**
- * Decides a schema update (WIRE.md "Schema versions"; spec "Compatibility modes"): classifies the
+ * Decides a schema update (docs/concepts.md "Schemas and compatibility"): classifies the
  * change and bumps `previousVersion` accordingly. A `major` change is refused under `forward` and
  * `compatible` (`ok: false` with the reasons that make it major, for a 422 detail) and accepted with a
  * MAJOR bump under `none`. An identical schema gives `level: 'none'` and the same version (the caller
@@ -82,8 +81,8 @@ export function evolveSchema(previous: JsonObject, next: JsonObject, previousVer
 /**
  * Every use of a keyword forbidden under mode `compatible` (`not`, `patternProperties`,
  * `additionalProperties`, `additionalItems`), anywhere in `schema`, as
- * `<pointer>: "<keyword>" is not allowed in compatible mode` (spec "Compatibility modes"; WIRE.md
- * "Effective schema and metadata"). Empty when the schema is usable under `compatible`.
+ * `<pointer>: "<keyword>" is not allowed in compatible mode` (docs/concepts.md "Schemas and
+ * compatibility"). Empty when the schema is usable under `compatible`.
  */
 export function compatibleModeViolations(schema: JsonObject): string[] {
   const violations: string[] = [];
@@ -97,8 +96,8 @@ export function compatibleModeViolations(schema: JsonObject): string[] {
 
 /**
  * True when moving from mode `from` to mode `to` keeps or tightens the guarantees, with the order
- * none < forward < compatible (spec "Compatibility modes"; WIRE.md "Schema versions": non-admins may
- * only move towards stricter modes).
+ * none < forward < compatible (docs/concepts.md "Schemas and compatibility": non-admins may only move towards
+ * stricter modes).
  */
 export function isStricterOrEqualMode(from: CompatibilityMode, to: CompatibilityMode): boolean {
   return MODE_RANK[to] >= MODE_RANK[from];

@@ -5,9 +5,8 @@ import { createSchemaCompiler, type SchemaCompiler } from './schema-compiler.js'
 import { keywordBoundProblem, type SchemaCostLimits } from './schema-cost.js';
 
 /**
- * Admission checks for a submitted event type schema (spec "EventTypeSchema": "An invalid schema is
- * rejected"; WIRE.md "Effective schema and metadata": the root must be an object schema and remote
- * `$ref` URLs are rejected). The schema is untrusted input, so the checks run cheapest and most
+ * Admission checks for a submitted event type schema (docs/concepts.md "Schemas and compatibility": an
+ * invalid schema is rejected, the root must be an object schema and remote `$ref` URLs are rejected). The schema is untrusted input, so the checks run cheapest and most
  * protective first: size before parsing, an iterative depth check before any recursive walk, a
  * subschema count before per-subschema work, and only then ajv's meta-schema validation and RE2.
  */
@@ -52,7 +51,8 @@ interface Subschema {
  * - a `pattern` or a `patternProperties` key cannot be compiled by RE2 (lookarounds, backreferences).
  *
  * Pure: no I/O; never throws. Its cost grows with the text (the meta-schema check most), so the broker
- * runs it in a worker under `eventTypes.schemaCompileTimeoutMs` (issue 13 §1), never on the main thread.
+ * runs it in a worker under `eventTypes.schemaCompileTimeoutMs`, never on the main thread, so a costly schema cannot stall
+ * every request the node serves.
  */
 export function guardSchema(text: string, options: SchemaGuardOptions): SchemaGuardResult {
   const bytes = Buffer.byteLength(text, 'utf8');

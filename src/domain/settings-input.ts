@@ -1,5 +1,5 @@
 /**
- * Request bodies of the settings (spec "Settings, storages and others"; WIRE.md "Settings"): the
+ * Request bodies of the settings (docs/operations.md "Administrator settings"): the
  * administrators (`POST`/`PUT /settings/admins`) and a feature toggle (`POST /settings/features`), each a
  * JSON Schema checked by ajv (src/domain/input-check.ts). What a schema cannot say stays a rule here
  * (an attribute at most once per list) or a lookup where the data is (a feature's name in
@@ -12,7 +12,7 @@ import { AttributeListInput, duplicateAttributeProblems } from './event-type-inp
 import { checkBody, Problems, type RuleResult } from './rule-problems.js';
 
 /**
- * The body of `POST`/`PUT /settings/admins` (spec "AdminAuthorization"): `admins`, `readers` and
+ * The body of `POST`/`PUT /settings/admins` (docs/security.md "Authorization"): `admins`, `readers` and
  * `writers`, each a non-empty list of at most 100 attributes of non-empty strings (422; a list of
  * the wrong JSON type 400).
  */
@@ -45,7 +45,7 @@ export function parseAdminsInput(body: unknown): RuleResult<AdminsInput> {
 const malformed = (text: string) => ({ 'x-status': 400, 'x-messages': { required: text, type: text } });
 
 /**
- * The body of `POST /settings/features` (spec "Feature"): `{"feature": "<name>", "enabled": true|false}`,
+ * The body of `POST /settings/features` (docs/operations.md "Feature toggles"): `{"feature": "<name>", "enabled": true|false}`,
  * any failure 400. The name is any string here; an unknown one is refused where the features are
  * known (`Settings.setFeature`, 400).
  */

@@ -4,8 +4,8 @@ import { checkInput, fieldOf, type InputProblem } from './input-check.js';
 
 /**
  * Where a storage keeps its keys: a Redis deployment (`url`, or `cluster_nodes` seeds) or, with
- * neither, the node's own deployment; `key_prefix` is the namespace inside it (spec "Storage": the
- * record's fields are not shown there, this is ours).
+ * neither, the node's own deployment; `key_prefix` is the namespace inside it (docs/operations.md
+ * "Storages and timelines"; the fields are this broker's own).
  */
 export interface RedisConfiguration {
   /** `redis://` or `rediss://` URL of a standalone deployment (credentials are never shown back). */
@@ -16,7 +16,7 @@ export interface RedisConfiguration {
   readonly key_prefix: string;
 }
 
-/** A storage backend (spec "Storage"; `GET/POST /storages`). */
+/** A storage backend (docs/operations.md "Storages and timelines"; `GET/POST /storages`). */
 export interface Storage {
   /** 1 to 64 characters of `[A-Za-z0-9._-]`. */
   readonly id: string;
@@ -61,7 +61,7 @@ const RedisConfigurationInput = Type.Object(
 );
 
 /**
- * The body of `POST /storages` (spec "Storage"; our fields, the spec shows none): `id`, `storage_type`
+ * The body of `POST /storages` (docs/operations.md "Storages and timelines"): `id`, `storage_type`
  * `redis` and `redis_configuration`; `default` (as answered) is accepted and ignored, any other field
  * is refused. Every broken field is a 422; a body that is not an object is a 400.
  */

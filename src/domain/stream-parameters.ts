@@ -1,7 +1,6 @@
 /**
  * Stream parameters of the subscription stream `GET|POST /subscriptions/{id}/events` and of the
- * low-level stream `GET /event-types/{name}/events` (spec "Subscriptions" → "Stream parameters",
- * "Limits"; WIRE.md "Streaming", "Low-level stream"; issue 16 §1.1).
+ * low-level stream `GET /event-types/{name}/events` (docs/consuming.md "Stream parameters").
  *
  * Values come from the query string and/or a JSON body object; a body field overrides the query
  * parameter of the same name. Their shapes are the schemas below: the query ones are checked by the
@@ -42,7 +41,7 @@ export const MAX_STREAM_TIMEOUT_SECONDS = 4200;
 /** Centre and spread of the unspecified `stream_timeout`: 3600 ± 600 s. */
 const STREAM_TIMEOUT_CENTRE_SECONDS = 3600;
 const STREAM_TIMEOUT_SPREAD_SECONDS = 600;
-/** Default and maximum `commit_timeout` (spec "Limits"). */
+/** Default and maximum `commit_timeout` (seconds; docs/consuming.md "Commits"). */
 export const MAX_COMMIT_TIMEOUT_SECONDS = 60;
 const DEFAULT_MAX_UNCOMMITTED_EVENTS = 10;
 const INT32_MAX = 2_147_483_647;
@@ -75,7 +74,7 @@ const bodyInteger = (name: IntegerField) => Type.Optional(Type.Integer({ minimum
 const queryInteger = (name: IntegerField) =>
   Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: INT32_MAX, ...nonNegative }), Type.Literal('', { ...nonNegative, description: 'empty: absent' })], { ...nonNegative, description: MEANING[name] }));
 
-/** Query parameters of both streams (WIRE.md "Low-level stream"); `batch_timespan` is read from a body only. */
+/** Query parameters of both streams (docs/consuming.md "Stream parameters"); `batch_timespan` is read from a body only. */
 export const streamQueryProperties = {
   batch_limit: queryInteger('batch_limit'),
   stream_limit: queryInteger('stream_limit'),
@@ -84,7 +83,7 @@ export const streamQueryProperties = {
   stream_keep_alive_limit: queryInteger('stream_keep_alive_limit'),
 };
 
-/** Query of a subscription stream (WIRE.md "Streaming"): the common ones, `max_uncommitted_events` and `commit_timeout`. */
+/** Query of a subscription stream (docs/consuming.md "Stream parameters"): the common ones, `max_uncommitted_events` and `commit_timeout`. */
 export const SubscriptionStreamQuerySchema = Type.Object({
   ...streamQueryProperties,
   max_uncommitted_events: queryInteger('max_uncommitted_events'),
@@ -98,7 +97,7 @@ const PARTITIONS_TEXT = 'must be an array of objects with string fields "event_t
 const partitionField = (description: string) => Type.String({ minLength: 1, 'x-status': 422, description });
 
 /**
- * Stream parameters of a subscription stream as a `POST` body (spec "Stream parameters"): `partitions`
+ * Stream parameters of a subscription stream as a `POST` body (docs/consuming.md "Stream parameters"): `partitions`
  * asks for those partitions (direct assignment); `stream_keep_alive_limit` is read from the query only.
  * A malformed `partitions` is 422, any other failure 400.
  */
@@ -124,7 +123,7 @@ export const StreamParametersBodySchema = Type.Object(
 type StreamParametersBody = Static<typeof StreamParametersBodySchema>;
 
 /**
- * The stream parameters (spec "Stream parameters" table; WIRE.md "Streaming", "Low-level stream").
+ * The stream parameters (docs/consuming.md "Stream parameters").
  *
  * Defaults and rules: `batch_limit` 1 (min 1); `stream_limit` 0 = unbounded, non-zero below
  * `batch_limit` → 422; `batch_flush_timeout` 30 (0 = 30); `batch_timespan` 0 (body only);
@@ -171,7 +170,7 @@ export function parseStreamParameters(query: StreamQuery, body: unknown, kind: '
 }
 
 /**
- * The rules between stream parameters (spec "Stream parameters"; WIRE.md "Low-level stream"), on the
+ * The rules between stream parameters (docs/consuming.md "Stream parameters"), on the
  * effective values: `batch_limit` at least 1, `stream_limit` (when not 0) not below it, `stream_timeout`
  * not below `batch_flush_timeout`, `max_uncommitted_events` at least 1, `commit_timeout` at most 60.
  * @returns one 422 detail line per broken rule (none: the parameters hold)

@@ -1,12 +1,12 @@
 /**
- * What a streamed answer is, seen from both sides (DESIGN.md §6): the consumption services build
+ * What a streamed answer is, seen from both sides (docs/architecture.md "Stream path"): the consumption services build
  * {@link StreamingAnswer}s and write to a {@link StreamSink}; the HTTP layer's stream writer
  * (`sendStream`) sends the status and headers, hands the answer a sink bound to the client's
  * connection and ends the response when the answer's `stream` settles. Types only, no I/O.
  */
 
 /**
- * Where a streamed answer writes (DESIGN.md §6): lines go to the client as HTTP chunks. `write`
+ * Where a streamed answer writes (docs/architecture.md "Stream path"): lines go to the client as HTTP chunks. `write`
  * reports backpressure like a Node writable; a stream must `await drained()` after it returned false
  * before writing more, so a slow client never makes the node buffer without bound.
  */

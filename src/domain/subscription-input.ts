@@ -1,7 +1,6 @@
 /**
- * Reading the JSON body of `POST /subscriptions` and `PUT /subscriptions/{id}` (spec "Subscription",
- * "Annotations", "AuthorizationAttribute", the "Subscriptions" endpoints; WIRE.md "Conventions",
- * "Subscriptions"): the shape — JSON types, required fields, the `read_from` enum, event type names, list
+ * Reading the JSON body of `POST /subscriptions` and `PUT /subscriptions/{id}` (docs/consuming.md "Subscriptions";
+ * docs/http-api.md "Subscriptions"): the shape — JSON types, required fields, the `read_from` enum, event type names, list
  * and map sizes — is {@link subscriptionInputSchema} (and {@link subscriptionUpdateSchema}), checked by ajv
  * (src/domain/input-check.ts); the rules a schema cannot say (distinct event types and attributes, offsets
  * of a valid form, annotation keys and values, the dead-letter annotations, what an update may change)
@@ -9,7 +8,7 @@
  * the event types exist and the initial cursors fit their partitions is decided with storage
  * (`initialCursorProblems` of subscription.ts).
  *
- * Pure: no I/O. Status convention (WIRE.md "Conventions", as for event types): a body that is not a JSON
+ * Pure: no I/O. Status convention (docs/http-api.md "Errors", as for event types): a body that is not a JSON
  * object, a value of the wrong JSON type or an invalid `read_from` is **400**; a missing required field, an
  * empty value, a list or map over its bound, a repeated event type, a bad annotation or label, a malformed
  * initial cursor offset or a change of an immutable field is **422**. Every problem is collected, one
@@ -25,16 +24,17 @@ import { checkBody, Problems, type RuleResult } from './rule-problems.js';
 import { formatOffset, parseOffset } from './offsets.js';
 import type { InitialCursor, Subscription, SubscriptionAuthorization, SubscriptionInput } from './subscription.js';
 
-/** Where a new subscription starts reading (spec "Subscription" `read_from`; default `end`). */
+/** Where a new subscription starts reading (`read_from`, default `end`; docs/consuming.md "Subscriptions"). */
 export const READ_FROM = ['begin', 'end', 'cursors'] as const;
 /** One of {@link READ_FROM}. */
 export type ReadFrom = (typeof READ_FROM)[number];
 
-/** The consumer group of a subscription created without one (spec "Subscription"). */
+/** The consumer group of a subscription created without one (docs/consuming.md "Subscriptions"). */
 export const DEFAULT_CONSUMER_GROUP = 'default';
 
 /**
- * Installation limits the subscription rules apply before any storage is read (issue 13 §2.2).
+ * Installation limits the subscription rules apply before any storage is read, so an oversized body
+ * costs no Redis work.
  * `maxPartitions` is config `subscriptions.maxPartitions`: every event type has at least one partition,
  * so a subscription can never have more event types, nor more initial cursors, than that.
  */
@@ -142,7 +142,7 @@ export function subscriptionUpdateSchema(maxPartitions: number): ReturnType<type
 }
 
 /**
- * The body of `POST /subscriptions` as JSON Schema (spec "Subscription"; WIRE.md "Subscriptions"), with
+ * The body of `POST /subscriptions` as JSON Schema (docs/http-api.md "Subscriptions"), with
  * the lists bounded by the default `subscriptions.maxPartitions` (100; a node checks the bound of its
  * config). The route table declares it and the OpenAPI document shows it.
  */
@@ -181,7 +181,7 @@ function normalizedCursors(cursors: readonly InitialCursor[], p: Problems): Init
   });
 }
 
-/** Annotations and labels by the shared rules ({@link annotationProblems}), then the dead-letter annotations of a subscription (issue 14 §3). */
+/** Annotations and labels by the shared rules ({@link annotationProblems}), then the dead-letter annotations of a subscription (docs/consuming.md "Dead-letter queue"). */
 function mapProblems(annotations: Readonly<Record<string, string>> | undefined, labels: Readonly<Record<string, string>> | undefined, p: Problems): void {
   const annotationList = annotationProblems(annotations, 'annotations', SUBSCRIPTION_SERVICE_ANNOTATIONS);
   p.addAll(annotationList);
@@ -228,8 +228,8 @@ function mutableFields(body: SubscriptionFields, p: Problems): Pick<Subscription
 }
 
 /**
- * Validates and normalizes the body of `POST /subscriptions` (spec "Subscription", "Annotations";
- * WIRE.md "Conventions", "Subscriptions"). Unknown properties (including service-set ones such as `id`)
+ * Validates and normalizes the body of `POST /subscriptions` (docs/consuming.md "Subscriptions";
+ * docs/http-api.md "Subscriptions"). Unknown properties (including service-set ones such as `id`)
  * are ignored.
  *
  * First the shape ({@link subscriptionInputSchema} of `limits.maxPartitions`): `owning_application` a
@@ -238,7 +238,7 @@ function mutableFields(body: SubscriptionFields, p: Problems): Pick<Subscription
  * any case (default `end`); `initial_cursors` at most `limits.maxPartitions` `{event_type, partition,
  * offset}` of non-empty strings; `authorization` an object with `admins` and `readers` lists of 1..100
  * `{data_type, value}` non-empty strings; annotations and labels maps of at most 100 string values. A
- * list over its bound is one detail line whatever its items (issue 13 §2.2), and a body of the wrong
+ * list over its bound is one detail line whatever its items, and a body of the wrong
  * shape is answered with its shape problems only. Then the rules ({@link keyFields}, {@link mutableFields}). Whether the event
  * types exist and whether the cursors fit their partitions is decided with storage
  * (`initialCursorProblems` of subscription.ts).
@@ -263,8 +263,8 @@ function sameSet(a: readonly string[], b: readonly string[]): boolean {
 }
 
 /**
- * What an update may change (spec "Subscriptions": only authorization; WIRE.md: also annotations and
- * labels): one 422 line per changed immutable field — `id`, `owning_application`, the set of
+ * What an update may change (authorization, annotations and labels; docs/consuming.md
+ * "Subscriptions"): one 422 line per changed immutable field — `id`, `owning_application`, the set of
  * `event_types`, `consumer_group`, `read_from`, and (same `read_from`) the set of normalized `initial_cursors`.
  */
 function immutableFieldProblems(existing: Subscription, next: SubscriptionInput, sentId: unknown, p: Problems): void {
@@ -280,9 +280,8 @@ function immutableFieldProblems(existing: Subscription, next: SubscriptionInput,
 }
 
 /**
- * Validates the body of `PUT /subscriptions/{id}` against the stored record (spec "Subscriptions": only
- * authorization can be updated, all else is immutable; WIRE.md "Subscriptions": authorization, annotations
- * and labels may change, other changes are 422). The body's shape is {@link subscriptionUpdateSchema}
+ * Validates the body of `PUT /subscriptions/{id}` against the stored record (docs/consuming.md
+ * "Subscriptions": authorization, annotations and labels may change, other changes are 422). The body's shape is {@link subscriptionUpdateSchema}
  * (the create body's fields, all optional). Fields absent from the body (or `null`) keep their stored
  * value, so a partial body changes only what it names; `authorization` thus cannot be removed, and
  * annotations or labels are cleared with `{}`. `created_at` and `updated_at` in the body are ignored; an

@@ -1,6 +1,6 @@
 /**
- * The subscription record and the pure rules of its registry that need storage's view (spec
- * "Subscription", the "Subscriptions" endpoints, "Limits", "Errors"; WIRE.md "Subscriptions"): the
+ * The subscription record and the pure rules of its registry that need storage's view
+ * (docs/consuming.md "Subscriptions"): the
  * subscription key, subscription ids, initial cursors against the partitions. The request bodies are read
  * in subscription-input.ts (re-exported here).
  *
@@ -29,9 +29,9 @@ export {
 } from './subscription-input.js';
 
 /**
- * A starting cursor of a subscription created with `read_from: cursors` (WIRE.md "Subscriptions").
+ * A starting cursor of a subscription created with `read_from: cursors` (docs/consuming.md "Subscriptions").
  * `offset` is the last consumed offset in its normalized form: `begin`, or the full form
- * `001-<timeline>-<18 digits>` (WIRE.md "Offsets and cursors").
+ * `001-<timeline>-<18 digits>` (docs/concepts.md "Offsets and cursors").
  */
 export interface InitialCursor {
   readonly event_type: string;
@@ -39,13 +39,13 @@ export interface InitialCursor {
   readonly offset: string;
 }
 
-/** A subscription's authorization section (spec "Subscription": `admins` and `readers` only); stored as given. */
+/** A subscription's authorization section: `admins` and `readers` only, since nobody publishes to a subscription (docs/security.md "Authorization"); stored as given. */
 export interface SubscriptionAuthorization {
   readonly admins: readonly AuthorizationAttribute[];
   readonly readers: readonly AuthorizationAttribute[];
 }
 
-/** The stored and served subscription record (spec "Subscription"; WIRE.md "Subscriptions" → Record). */
+/** The stored and served subscription record (docs/consuming.md "Subscriptions"). */
 export interface Subscription {
   /** uuid v4, lower case (set by the service). */
   readonly id: string;
@@ -88,14 +88,14 @@ export function isSubscriptionId(id: string): boolean {
   return UUID.test(id);
 }
 
-/** Whether `name` can be an event type name (spec "EventType" pattern, WIRE.md length 1..255). */
+/** Whether `name` can be an event type name (its pattern and length 1..255; docs/concepts.md "Event types"). */
 export function isEventTypeName(name: string): boolean {
   return name.length >= 1 && name.length <= MAX_EVENT_TYPE_NAME_LENGTH && EVENT_TYPE_NAME_PATTERN.test(name);
 }
 
 /**
- * The subscription key (spec "Subscriptions" POST: owning_application, event_types in any order,
- * consumer_group) as canonical JSON: `["<owning_application>",["<sorted event types>"...],"<consumer_group>"]`.
+ * The subscription key (owning_application, event_types in any order, consumer_group; a create with an
+ * existing key answers the existing subscription, docs/consuming.md "Subscriptions") as canonical JSON: `["<owning_application>",["<sorted event types>"...],"<consumer_group>"]`.
  * Equal keys mean the same subscription.
  */
 export function subscriptionKey(input: Pick<SubscriptionInput, 'owning_application' | 'event_types' | 'consumer_group'>): string {
@@ -104,8 +104,9 @@ export function subscriptionKey(input: Pick<SubscriptionInput, 'owning_applicati
 
 /**
  * Checks the initial cursors of a subscription with `read_from: cursors` against the partitions of its
- * event types as they are now (WIRE.md "Subscriptions": exactly one initial cursor per partition;
- * "Offsets and cursors": unknown partition, expired offset or one beyond the newest is invalid).
+ * event types as they are now (docs/consuming.md "Subscriptions": exactly one initial cursor per partition;
+ * docs/concepts.md "Offsets and cursors": unknown partition, expired offset or one beyond the newest is
+ * invalid).
  * @param input a body accepted by {@link parseSubscriptionInput}
  * @param partitions every event type of `input.event_types` with its active timeline and partition ranges
  * @returns 422 detail lines; empty when the cursors are fine or `read_from` is not `cursors`

@@ -3,7 +3,7 @@ import { formatOffset, MAX_OFFSET, OFFSET_EXPIRED, type ParsedOffset, type Parti
 import { NODE_STORAGE_ID } from './storage.js';
 
 /**
- * Timelines (spec "Timeline"; issue 6 §3.2).
+ * Timelines (docs/concepts.md "Timelines").
  *
  * An event type's events live on a sequence of timelines, each on one storage; publishing goes to the
  * newest (active) one. Inside the broker a partition's offsets are ONE dense sequence over all its
@@ -21,7 +21,7 @@ export interface StoredTimeline {
   readonly id: string;
   /** 1, 2, 3, ... (the `<timeline>` part of offsets, 4 hex digits on the wire) */
   readonly order: number;
-  /** The storage holding this timeline's partitions (spec "Storage"). */
+  /** The storage holding this timeline's partitions (docs/operations.md "Storages and timelines"). */
   readonly storageId: string;
   /** RFC 3339 */
   readonly createdAt: string;
@@ -42,7 +42,7 @@ export interface StoredTimeline {
   readonly lastOffsets?: readonly number[];
 }
 
-/** The timeline as served (spec "Timeline"; `GET /event-types/{name}/timelines`). */
+/** The timeline as served (docs/concepts.md "Timelines"; `GET /event-types/{name}/timelines`). */
 export interface TimelineView {
   readonly id: string;
   readonly event_type: string;
@@ -140,8 +140,8 @@ export class TimelineMap {
 
   /**
    * Resolves a parsed cursor of partition `partition` to an internal "last consumed" offset, checking
-   * it against the partition's available range (spec "Cursor": expired, beyond the newest, unknown
-   * timeline are invalid). `BEGIN` is just before the oldest available event.
+   * it against the partition's available range (docs/concepts.md "Offsets and cursors": expired, beyond the
+   * newest, unknown timeline are invalid). `BEGIN` is just before the oldest available event.
    */
   resolve(parsed: ParsedOffset, partition: string, range: PartitionRange): { ok: true; offset: number } | { ok: false; reason: string } {
     if (parsed.kind === 'begin') return { ok: true, offset: range.oldest - 1 };
@@ -175,7 +175,7 @@ export function timelineMapOf(timelines: readonly StoredTimeline[] | undefined, 
 }
 
 /**
- * The body of `POST /event-types/{name}/timelines` (spec "Timeline"; issue 6 §3.2): the storage the event
+ * The body of `POST /event-types/{name}/timelines` (docs/operations.md "Storages and timelines"): the storage the event
  * type switches to. A body that is not an object is a 400; a missing, empty or non-string `storage_id`
  * a 422 (whether that storage is registered is looked up by the service, 422 too).
  */
