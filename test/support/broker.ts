@@ -98,7 +98,8 @@ export interface Answer {
 
 /**
  * Sends a request and reads the whole answer; `body` objects are sent as JSON. A JSON answer is checked
- * against its route's response schema (test/support/response-schemas.ts; issue 16 §1.3).
+ * against its route's response schema (test/support/response-schemas.ts), so the API document cannot
+ * drift from what the node sends.
  * @throws Error when the JSON answer does not match the schema the API document gives it
  */
 export async function call(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {

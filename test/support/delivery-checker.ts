@@ -2,7 +2,7 @@ import type { StreamBatch } from './stream-client.js';
 
 /**
  * Records what producers got acknowledged and what consumers were sent, and reports every breach of
- * at-least-once delivery in order (issue 3 §3.2):
+ * at-least-once delivery in order (docs/consuming.md "Delivery guarantees"):
  * - an acknowledged (`submitted`) event that no stream ever delivered;
  * - an offset delivered twice within one stream;
  * - offsets going backwards within a partition of one stream.
@@ -69,7 +69,7 @@ export class DeliveryChecker {
   }
 
   /**
-   * Batches that reached a client after their partition had moved on (issue 15 §5.2): a batch whose first
+   * Batches that reached a client after their partition had moved on: a batch whose first
    * offset is at or below an offset that another stream had already received and committed before the
    * batch arrived. Exact: once offset X of a partition is committed, a stream that takes the partition
    * starts after X, so only a stream that lost the partition and still sent what it held (a stopping node

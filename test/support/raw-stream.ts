@@ -31,7 +31,8 @@ const BLANK_LINE = Buffer.from('\r\n\r\n');
 /**
  * Sends one HTTP/1.1 request on a raw TCP socket and reads the response the way a client does that
  * parses the header block with its own buffered reader: read by read, keeping what each `data` event
- * delivered, so a test can see what travelled with the blank line (issue 14 §2). Nothing is parsed
+ * delivered, so a test can see what travelled with the blank line (whether the header block went out
+ * before any body bytes). Nothing is parsed
  * beyond the header block ({@link parseChunked} reads the body bytes).
  * @param base `http://host:port` of the node
  * @param path request target (path and query)

@@ -10,7 +10,7 @@ const Ajv = ajvModule.default;
 const addFormats = ajvFormats.default;
 
 /**
- * Response validation for the integration tests (issue 16 §1.3): every JSON answer a test receives is
+ * Response validation for the integration tests: every JSON answer a test receives is
  * checked against the response schema its route declares in the route table (src/http/api), the
  * source of `/openapi.json` — so the document cannot drift from what the node sends.
  *

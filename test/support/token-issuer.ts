@@ -42,7 +42,7 @@ interface KeyPair {
 export const TEST_ISSUER = 'https://issuer.test';
 
 /**
- * A local identity provider for tests (spec "Authentication"): real key pairs (RS256 `rs-1`, ES256
+ * A local identity provider for tests (docs/security.md "Authentication: who is asking"): real key pairs (RS256 `rs-1`, ES256
  * `es-1`, plus an unpublished RS256 key for forged tokens), a JWKS document at {@link jwksUrl}, and a
  * token-info service at {@link tokeninfoUrl} and {@link remoteTokeninfoUrl} that maps opaque tokens
  * registered with {@link registerOpaque} to their claims (unknown tokens answer 401). Every endpoint
