@@ -34,7 +34,7 @@ interface Options {
   concurrency: number;
 }
 
-/** One item of a 207/422 answer (docs/publishing.md "Batch item responses"). */
+/** One item of a 207/422 answer (docs/publishing.md "Answers"). */
 interface BatchItemResponse {
   eid: string;
   publishing_status: string;

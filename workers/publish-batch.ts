@@ -1,5 +1,5 @@
 /**
- * The publish hot path inside a worker (docs/architecture.md "Inline or worker"; docs/publishing.md "Validation and enrichment"):
+ * The publish hot path inside a worker (docs/architecture.md "Inline or worker"; docs/publishing.md "Validation and new event types"):
  * parse the batch, validate every event against the effective schema, check sizes, choose partitions,
  * enrich metadata and serialize, grouped per partition. Pure apart from the validator cache, so it is
  * unit-tested without threads. The validators live in validator-cache.ts, the stored texts and
@@ -124,7 +124,7 @@ function layoutOf(layout: EventBatchLayout, events: number): EventBatchLayout | 
   return layout.count === events ? layout : undefined;
 }
 
-/** `metadata_enrichment` (docs/publishing.md "Validation and enrichment"): service-set fields, and flow_id when absent. */
+/** `metadata_enrichment` (docs/publishing.md "Enrichment"): service-set fields, and flow_id when absent. */
 function enrich(event: BatchEvent, spec: PublishTaskSpec, partition: number, task: PublishTask): void {
   const metadata = metadataOf(event);
   if (!metadata) return;

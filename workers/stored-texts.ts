@@ -181,7 +181,7 @@ export class StoredTexts {
  * from its stored text: event i is the next line of partition `itemPartitions[i]`'s payload (a stored
  * text never holds a raw newline). Only a 207 answer needs them, so the worker does not send them with
  * every batch (1,000 strings cloned into the main thread per 1000-event batch). Parses
- * every event: for that rare answer only (docs/publishing.md "Batch item responses": each 207 item carries its event's eid).
+ * every event: for that rare answer only (docs/publishing.md "Answers": each 207 item carries its event's eid).
  * @param partitions the payloads of {@link StoredTexts.payloads}, each partition once
  * @param itemPartitions partition index per input event
  * @returns one eid per input event; never throws (stored texts are JSON the worker wrote)

@@ -8,7 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { CliError, EXIT, answerError } from './exit-codes.js';
 
-/** One batch line of a stream (docs/consuming.md "Stream batches"). */
+/** One batch line of a stream (docs/consuming.md "Subscription streams"). */
 export interface StreamLine {
   readonly cursor: StreamCursor;
   readonly events?: readonly unknown[];

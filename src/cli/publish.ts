@@ -3,7 +3,7 @@
  * (stdin without a file or with `-`) in batches, gzip-compressed on request, with a progress line on a
  * terminal, and reports every event that was not written with its index in the input.
  *
- * What each answer of `POST /event-types/{name}/events` leads to (docs/publishing.md "Batch item responses"):
+ * What each answer of `POST /event-types/{name}/events` leads to (docs/publishing.md "Answers"):
  * - 200: the batch is written.
  * - 422 (items): nothing was written; the `failed` events are reported and the `aborted` ones (valid,
  *   refused with their batch) are sent again without them, unless `--all-or-nothing`.

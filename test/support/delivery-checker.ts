@@ -2,7 +2,7 @@ import type { StreamBatch } from './stream-client.js';
 
 /**
  * Records what producers got acknowledged and what consumers were sent, and reports every breach of
- * at-least-once delivery in order (docs/consuming.md "Delivery guarantees"):
+ * at-least-once delivery in order (docs/concepts.md "Commits and rebalancing"):
  * - an acknowledged (`submitted`) event that no stream ever delivered;
  * - an offset delivered twice within one stream;
  * - offsets going backwards within a partition of one stream.

@@ -1,4 +1,4 @@
-// The API's records as the console reads them (docs/http-api.md); only the fields the console uses.
+// The API's records as the console reads them (docs/http-api.md "Endpoints"); only the fields the console uses.
 
 /** `{data_type, value}` of an authorization list. */
 export interface Attribute {
