@@ -3,7 +3,7 @@ import { brokerError } from '../errors/catalog.js';
 import { UNAUTHENTICATED, type Subject } from './subject.js';
 
 /**
- * Turns a request's credentials into a {@link Subject} (docs/security.md "Authentication").
+ * Turns a request's credentials into a {@link Subject} (docs/security.md "Authentication: who is asking").
  * Runs for every request except `GET /health`, before the handler.
  */
 export interface Authenticator {
@@ -18,7 +18,7 @@ export interface Authenticator {
   close(): void;
 }
 
-/** Auth mode `off`, for development: token checks disabled, every request is `unauthenticated` (docs/security.md "Authentication"). */
+/** Auth mode `off`, for development: token checks disabled, every request is `unauthenticated` (docs/security.md "Authentication: who is asking"). */
 export class NoAuthentication implements Authenticator {
   private readonly subject = Promise.resolve(UNAUTHENTICATED);
 
@@ -53,7 +53,7 @@ const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 const MAX_TOKEN_CHARS = 16_384;
 
 /**
- * The token of an `Authorization: Bearer <token>` header (docs/security.md "Authentication"). The scheme is
+ * The token of an `Authorization: Bearer <token>` header (docs/security.md "Authentication: who is asking"). The scheme is
  * matched case-insensitively.
  * @param authorization the request's `Authorization` header, if any
  * @returns the token text

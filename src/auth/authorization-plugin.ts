@@ -1,11 +1,11 @@
 import type { AuthorizationAttribute } from '../domain/event-type.js';
 import type { Subject } from './subject.js';
 
-/** The wildcard attribute `{"data_type":"*","value":"*"}` (docs/security.md "Authorization"): every authenticated subject matches it. */
+/** The wildcard attribute `{"data_type":"*","value":"*"}` (docs/security.md "Authorization: what a subject may do"): every authenticated subject matches it. */
 export const WILDCARD = '*';
 
 /**
- * Decides what authorization attributes mean (docs/security.md "Authorization"). The broker
+ * Decides what authorization attributes mean (docs/security.md "Authorization: what a subject may do"). The broker
  * asks the plugin two things: whether an attribute may be stored at all (checked when an event type,
  * subscription or the admin settings are created or updated), and whether a subject holds it.
  * Replace it by passing another implementation to `createApp`; {@link DefaultAuthorizationPlugin} is

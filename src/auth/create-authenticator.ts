@@ -4,7 +4,7 @@ import { JwtAuthenticator } from './jwt-authenticator.js';
 import { TokenInfoAuthenticator } from './tokeninfo-authenticator.js';
 
 /**
- * The authenticator of `auth.mode` (docs/security.md "Authentication"): `off` → {@link NoAuthentication},
+ * The authenticator of `auth.mode` (docs/security.md "Authentication: who is asking"): `off` → {@link NoAuthentication},
  * `jwt` → {@link JwtAuthenticator}, `tokeninfo` → {@link TokenInfoAuthenticator}.
  * @param config the `auth` config
  * @param options.useRemoteTokeninfo asked per token-info lookup: whether the feature `remote_tokeninfo` is on

@@ -47,7 +47,7 @@ function algorithmsOfKey(key: KeyObject): readonly string[] {
 }
 
 /**
- * Auth mode `jwt` (docs/security.md "Authentication"): verifies `Authorization: Bearer <jwt>`
+ * Auth mode `jwt` (docs/security.md "Authentication: who is asking"): verifies `Authorization: Bearer <jwt>`
  * locally with `jose` against the keys of `auth.jwt.jwksUrl` (downloaded on first use, kept 10 minutes,
  * reloaded at most every 30 s for an unknown `kid`) or, when that is empty, the PEM key
  * `auth.jwt.publicKey`. Checks the signature, the algorithm (`auth.jwt.algorithms`), `exp`/`nbf` with

@@ -29,7 +29,7 @@ function checkUrl(text: string, key: string): void {
 }
 
 /**
- * Auth mode `tokeninfo` (docs/security.md "Authentication"): asks a token-info service about each
+ * Auth mode `tokeninfo` (docs/security.md "Authentication: who is asking"): asks a token-info service about each
  * bearer token with `GET <url>` and the header `Authorization: Bearer <token>`.
  *
  * The service answers 200 with a JSON object of claims, either token-info style (`uid`, `scope`,

@@ -1,5 +1,5 @@
 /**
- * The `auth` section of the configuration schema (docs/security.md "Authentication"), with
+ * The `auth` section of the configuration schema (docs/security.md "Authentication: who is asking"), with
  * {@link AuthConfig} derived from it. Part of `configSchema` in `config-schema.ts`; `description`
  * feeds the README's configuration table.
  */

@@ -84,7 +84,7 @@ const publishSchema = Type.Object(
     }),
     /** How long a batch waits for those replicas before its items are failed (207). */
     replicaTimeoutMs: positiveInt('how long a batch waits for `publish.minReplicas` replicas before its items are failed'),
-    /** How long a batch waits for a running timeline switch of its event type before it is refused (503), so no batch is written to a timeline that is being closed (docs/concepts.md "Timelines"). */
+    /** How long a batch waits for a running timeline switch of its event type before it is refused (503), so no batch is written to a timeline that is being closed (docs/concepts.md "Timelines and storages"). */
     timelineSwitchWaitMs: positiveInt('how long a batch waits while its event type switches timelines (publishing is blocked on every node meanwhile) before it is refused with 503'),
   },
   Closed,
@@ -113,7 +113,7 @@ const eventTypesSchema = Type.Object(
 
 const retentionSchema = Type.Object({ checkIntervalMs: positiveInt('how often each partition is trimmed to its retention time') }, Closed);
 
-/** Log compaction of event types with cleanup_policy compact / compact_and_delete (docs/concepts.md "Cleanup policies"). */
+/** Log compaction of event types with cleanup_policy compact / compact_and_delete (docs/concepts.md "Retention and compaction"). */
 const compactionSchema = Type.Object(
   {
     /** How often one node per event type runs a compaction round over its partitions. */

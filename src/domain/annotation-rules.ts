@@ -1,5 +1,5 @@
 /**
- * Annotations and labels of event types and subscriptions (docs/concepts.md "Annotations and labels"; labels follow the same key
+ * Annotations and labels of event types and subscriptions (docs/concepts.md "Event types"; labels follow the same key
  * syntax, their values Kubernetes label values): key syntax, the reserved `broker.io/` prefix, value
  * sizes and the number of entries. Pure: no I/O. Status convention (docs/http-api.md "Errors"): a wrong
  * JSON type is 400, every other problem 422.
@@ -8,9 +8,9 @@ import { Buffer } from 'node:buffer';
 import { isJsonObject } from './json-schema-walk.js';
 import { Problems, type RuleProblem } from './rule-problems.js';
 
-/** Annotation key prefix reserved for the service (docs/concepts.md "Annotations and labels"). */
+/** Annotation key prefix reserved for the service (docs/concepts.md "Event types"). */
 export const RESERVED_ANNOTATION_PREFIX = 'broker.io';
-/** Largest annotation value in UTF-8 bytes (docs/concepts.md "Annotations and labels"). */
+/** Largest annotation value in UTF-8 bytes (docs/concepts.md "Event types"). */
 export const MAX_ANNOTATION_VALUE_BYTES = 1000;
 /** Longest label value in characters (the rule of Kubernetes label values, which labels follow). */
 export const MAX_LABEL_VALUE_LENGTH = 63;
@@ -27,7 +27,7 @@ const KEY_NAME_PATTERN = /^[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 const DNS_LABEL_PATTERN = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/;
 const LABEL_VALUE_PATTERN = /^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
 
-/** Problems of one annotation or label key (docs/concepts.md "Annotations and labels"); `serviceKeys` may use the reserved prefix. */
+/** Problems of one annotation or label key (docs/concepts.md "Event types"); `serviceKeys` may use the reserved prefix. */
 function keyProblems(key: string, field: string, p: Problems, serviceKeys: ReadonlySet<string>): void {
   const at = `Field "${field}" key ${JSON.stringify(key)}`;
   const slash = key.indexOf('/');
@@ -49,7 +49,7 @@ function keyProblems(key: string, field: string, p: Problems, serviceKeys: Reado
 }
 
 /**
- * Every problem of an `annotations` or `labels` map (docs/concepts.md "Annotations and labels"; labels follow the same key syntax,
+ * Every problem of an `annotations` or `labels` map (docs/concepts.md "Event types"; labels follow the same key syntax,
  * and their values follow Kubernetes label values). `null`/absent is fine. A non-object map or a non-string
  * value is 400; more than {@link MAX_ANNOTATIONS} entries is one 422 (the entries are then not looked at); a bad key (name ≤ 63 characters, alphanumeric at both ends, `-_.` inside; optional prefix
  * that is a lower-case DNS subdomain ≤ 253 characters, not the reserved `broker.io`), an annotation value
@@ -86,7 +86,7 @@ export function annotationProblems(map: unknown, field: 'annotations' | 'labels'
 }
 
 /**
- * Validates an `annotations` or `labels` map (docs/concepts.md "Annotations and labels"): the detail lines of
+ * Validates an `annotations` or `labels` map (docs/concepts.md "Event types"): the detail lines of
  * {@link annotationProblems}, empty when the map is fine or absent. Callers that need the 400/422
  * distinction use {@link annotationProblems}.
  */

@@ -1,10 +1,10 @@
 /**
- * The items of a rejected batch (docs/publishing.md "Batch item responses": 422, nothing
+ * The items of a rejected batch (docs/publishing.md "Answers": 422, nothing
  * written, one item per input event in input order, so a client can match items to its events). Pure.
  */
 import type { BatchItemResponse, PublishStep } from './batch-item-response.js';
 
-/** The steps an event goes through, in order (docs/publishing.md "Batch item responses"); `none` is before the first. */
+/** The steps an event goes through, in order (docs/publishing.md "Answers"); `none` is before the first. */
 const STEP_ORDER: readonly PublishStep[] = ['none', 'validating', 'partitioning', 'enriching', 'publishing'];
 
 /** A failed item of a batch: the step it failed at and why. */
@@ -40,7 +40,7 @@ export function abortPoint(failures: ReadonlyMap<number, { readonly step: Publis
 
 /**
  * The step an item that did not fail reports (status `aborted`). `none` appears only when publishing
- * was aborted during validation of an earlier event (docs/publishing.md "Batch item responses"). An item before the {@link abortPoint}
+ * was aborted during validation of an earlier event (docs/publishing.md "Answers"). An item before the {@link abortPoint}
  * got through the step the batch was aborted at, so it reports that step (`validating` before an item
  * that failed validation); an item after it was not reached there, so it reports the step before
  * (`none` after a validation failure: not reached at all; `validating` after a partitioning failure).

@@ -1,5 +1,5 @@
 /**
- * The automatic dead-letter queue of subscriptions (docs/consuming.md "Dead-letter queue"; the
+ * The automatic dead-letter queue of subscriptions (docs/consuming.md "Dead letters"; the
  * "unprocessable event policy" of the reference service): subscription annotations that let a subscription stop being blocked by an event its
  * consumer can never process. Pure: annotation rules and the decisions a stream makes per partition.
  *

@@ -1,5 +1,5 @@
 /**
- * `POST /event-types/{name}/deleted-events` (docs/concepts.md "Cleanup policies"): which compaction
+ * `POST /event-types/{name}/deleted-events` (docs/concepts.md "Retention and compaction"): which compaction
  * keys get a tombstone in which partition. Pure: no I/O.
  *
  * The events are not validated; each needs only what key and partition selection read:
@@ -28,7 +28,7 @@ export const DeletedEventsInputSchema = Type.Array(
 /** The events of a body that passed {@link DeletedEventsInputSchema}. */
 export type DeletedEventsInput = Static<typeof DeletedEventsInputSchema>;
 
-/** The tombstones to write, or the 422 answer (one item per event, as for publishing; docs/publishing.md "Batch item responses"). */
+/** The tombstones to write, or the 422 answer (one item per event, as for publishing; docs/publishing.md "Answers"). */
 export type TombstonePlan =
   | { readonly kind: 'malformed'; readonly details: readonly string[]; readonly errors?: readonly InputProblem[] }
   | { readonly kind: 'rejected'; readonly items: BatchItemResponse[] }

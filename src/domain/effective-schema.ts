@@ -2,7 +2,7 @@ import type { Category, CleanupPolicy, CompatibilityMode } from './event-type.js
 import { cloneJson, isJsonObject, walkSchema, type JsonObject, type JsonValue } from './json-schema-walk.js';
 
 /**
- * The effective schema of an event type (docs/concepts.md "Effective schema"): what events of `business` and `data` categories are validated against.
+ * The effective schema of an event type (docs/concepts.md "Categories"): what events of `business` and `data` categories are validated against.
  *
  * - `business`: the submitted schema with a required `metadata` added to its top-level properties.
  * - `data`: `{metadata, data_type, data_op, data: <submitted>}`, all required, nothing else.
@@ -68,7 +68,7 @@ export function buildEffectiveSchema(submitted: JsonObject, category: Category, 
   };
 }
 
-/** Compatible mode: objects are closed unless the schema says otherwise (docs/concepts.md "Schemas and compatibility"). */
+/** Compatible mode: objects are closed unless the schema says otherwise (docs/concepts.md "Schema versions"). */
 function closeObjects(schema: JsonObject): void {
   walkSchema(schema, (node) => {
     const isObjectSchema = node.type === 'object' || isJsonObject(node.properties);

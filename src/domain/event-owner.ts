@@ -1,7 +1,7 @@
 import type { EventOwnerSelector } from './event-type.js';
 
 /**
- * The owner value of an event (docs/security.md "Authorization", per-event owners): with `static`, the
+ * The owner value of an event (docs/security.md "Authorization: what a subject may do", per-event owners): with `static`, the
  * selector's value; with `path`, the value at the dot-separated path in the (enriched) event — a string,
  * or a number or boolean as text. Objects, arrays, null and missing fields have no owner value.
  * @param event the parsed event (only plain own properties are followed)

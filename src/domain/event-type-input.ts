@@ -1,6 +1,6 @@
 /**
  * Reading the JSON body of `POST /event-types` and `PUT /event-types/{name}` (docs/concepts.md "Event
- * types"; docs/security.md "Authorization"; docs/http-api.md "Event types"): the shape
+ * types"; docs/security.md "Authorization: what a subject may do"; docs/http-api.md "Endpoints"): the shape
  * — JSON types, required fields, enums, patterns and sizes — is {@link EventTypeInputSchema}, checked by
  * ajv (src/domain/input-check.ts); the rules a schema cannot say (event-type-rules.ts,
  * annotation-rules.ts) then run on the typed value, which is normalized into an {@link EventTypeInput}.
@@ -51,7 +51,7 @@ export function isSupportedSchemaType(type: string): boolean {
   return SCHEMA_TYPE_ALIASES.includes(type.toLowerCase());
 }
 
-/** A string enum accepted in any case (docs/http-api.md "Conventions"); `status` 400 for the enums the reference parses. */
+/** A string enum accepted in any case (docs/http-api.md "Requests"); `status` 400 for the enums the reference parses. */
 function AnyCaseEnum<const T extends readonly string[]>(values: T, options: { status?: 400; what?: string; description?: string } = {}) {
   return Type.Unsafe<T[number]>(
     Type.String({
@@ -76,7 +76,7 @@ const FieldPaths = (description: string) =>
 /** An integer of at least 1 (`default_statistic`). */
 const PositiveCount = Type.Integer({ minimum: 1, 'x-messages': { minimum: 'must be an integer of at least 1', fraction: 'must be an integer of at least 1' } });
 
-/** An authorization list (docs/security.md "Authorization"): 1..{@link MAX_AUTHORIZATION_ATTRIBUTES} attributes of non-empty strings; distinct attributes are a rule ({@link duplicateAttributeProblems}). */
+/** An authorization list (docs/security.md "Authorization: what a subject may do"): 1..{@link MAX_AUTHORIZATION_ATTRIBUTES} attributes of non-empty strings; distinct attributes are a rule ({@link duplicateAttributeProblems}). */
 export const AttributeListInput = Type.Array(
   Type.Object({ data_type: Type.String({ minLength: 1 }), value: Type.String({ minLength: 1 }) }),
   {
@@ -151,7 +151,7 @@ export const EventTypeInputSchema = Type.Object(
 export type EventTypeInputBody = Static<typeof EventTypeInputSchema>;
 
 /**
- * Distinct attributes (docs/security.md "Authorization"): each `{data_type, value}` at most once in a list.
+ * Distinct attributes (docs/security.md "Authorization: what a subject may do"): each `{data_type, value}` at most once in a list.
  * @returns the 422 problems, one per repeated attribute
  */
 export function duplicateAttributeProblems(list: readonly { data_type: string; value: string }[], field: string, p: Problems): void {
@@ -172,7 +172,7 @@ function lower<T extends string>(allowed: readonly T[], value: string): T {
 
 /**
  * Validates and normalizes the body of `POST /event-types` or `PUT /event-types/{name}` (docs/concepts.md
- * "Event types"; docs/http-api.md "Event types").
+ * "Event types"; docs/http-api.md "Endpoints").
  *
  * First the shape, {@link EventTypeInputSchema}: types, required fields, the name pattern and length
  * (1..255), enum values (any case), list and map sizes, `default_statistic` (four integers ≥ 1),

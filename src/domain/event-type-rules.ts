@@ -1,6 +1,6 @@
 /**
  * The rules of event types that a schema of the request body cannot say (docs/concepts.md "Event types",
- * "Schemas and compatibility"; docs/security.md "Authorization"): fields that depend on the category or on each other, bounds that depend on the caller or on
+ * "Schemas and compatibility"; docs/security.md "Authorization: what a subject may do"): fields that depend on the category or on each other, bounds that depend on the caller or on
  * the installation, field paths against the effective schema, and what an update may change. Each is a
  * small function returning 422 problems (or detail lines); the shape of the body (JSON types, required
  * fields, enums, patterns, sizes) is read by `event-type-input.ts`, which calls these. Pure: no I/O.
@@ -65,7 +65,7 @@ export function partitionStrategyProblems(category: Category | undefined, strate
 }
 
 /**
- * `partition_key_fields` goes with `hash` (docs/concepts.md "Partition strategies"): required and non-empty for `hash`, absent
+ * `partition_key_fields` goes with `hash` (docs/concepts.md "Partitions"): required and non-empty for `hash`, absent
  * (or empty) for the other strategies.
  * @param keyFields the well-formed paths, or undefined when absent or malformed
  * @param sent whether the body has `partition_key_fields` (not absent, not `null`)
@@ -82,7 +82,7 @@ export function partitionKeyFieldsProblems(strategy: PartitionStrategy | undefin
   return p.list;
 }
 
-/** Compaction (`cleanup_policy` other than `delete`) is not available for category `undefined`, whose events carry no compaction key (docs/concepts.md "Cleanup policies"). */
+/** Compaction (`cleanup_policy` other than `delete`) is not available for category `undefined`, whose events carry no compaction key (docs/concepts.md "Retention and compaction"). */
 export function cleanupPolicyProblems(category: Category | undefined, policy: CleanupPolicy | undefined): RuleProblem[] {
   const p = new Problems();
   if (policy !== undefined && policy !== 'delete' && category === 'undefined') p.rule('cleanup_policy', `"${policy}" is not available for category "undefined"`);
@@ -116,7 +116,7 @@ export function partitionCountOf(input: EventTypeInput, limits: EventTypeLimits)
 
 /**
  * Checks the field paths of an event type against its EFFECTIVE schema (partition_key_fields and
- * ordering_key_fields; docs/concepts.md "Partition strategies"), using {@link lookupField}:
+ * ordering_key_fields; docs/concepts.md "Partitions"), using {@link lookupField}:
  * - each `partition_key_fields` entry must be declared and required at every step; for category `data`
  *   the path is relative to `data` (looked up as `data.<path>`), otherwise over the whole event;
  * - each `ordering_key_fields` entry must be declared, over the whole event (metadata included).
@@ -160,7 +160,7 @@ function sameSelector(a: EventOwnerSelector, b: EventOwnerSelector): boolean {
 
 /**
  * The update rules of `PUT /event-types/{name}` (docs/concepts.md "Event types", "Schemas and
- * compatibility"; docs/security.md "Authorization"), given the stored record and a body
+ * compatibility"; docs/security.md "Authorization: what a subject may do"), given the stored record and a body
  * already accepted by `parseEventTypeInput` (event-type-input.ts):
  * - `name` and `category` cannot change; `owning_application`, `enrichment_strategies` (within the category
  *   rules), `options`, annotations, labels and `ordering_key_fields` may;

@@ -43,20 +43,20 @@ export interface EventTypeOptions {
   readonly retention_time: number;
 }
 
-/** One attribute of an authorization list (docs/security.md "Authorization"); `*`/`*` is the wildcard. */
+/** One attribute of an authorization list (docs/security.md "Authorization: what a subject may do"); `*`/`*` is the wildcard. */
 export interface AuthorizationAttribute {
   readonly data_type: string;
   readonly value: string;
 }
 
-/** An event type's authorization section (docs/security.md "Authorization"): once set, an update cannot remove it. */
+/** An event type's authorization section (docs/security.md "Authorization: what a subject may do"): once set, an update cannot remove it. */
 export interface EventTypeAuthorization {
   readonly admins: readonly AuthorizationAttribute[];
   readonly readers: readonly AuthorizationAttribute[];
   readonly writers: readonly AuthorizationAttribute[];
 }
 
-/** Per-event owner (docs/security.md "Authorization"): `path` into the event or a `static` value; immutable once set. */
+/** Per-event owner (docs/security.md "Authorization: what a subject may do"): `path` into the event or a `static` value; immutable once set. */
 export interface EventOwnerSelector {
   readonly type: 'path' | 'static';
   readonly name: string;

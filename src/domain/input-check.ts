@@ -1,12 +1,12 @@
 /**
- * Request input checked against its JSON Schema (docs/http-api.md "Conventions"): the route table
+ * Request input checked against its JSON Schema (docs/http-api.md "Requests"): the route table
  * declares every body, query, path parameter and header as a TypeBox schema, and this module compiles
  * those schemas with ajv and turns a failure into the problems the broker answers — one detail line per
  * failure in the `Field "<field>" ...` form of the reference service, with the JSON pointer of the value
  * and the status clients of the reference service expect: **400** for a value of the wrong JSON type or an enum the reference parses
  * (`x-status: 400` on the schema), **422** for every other broken rule (missing, empty, pattern, size).
  *
- * Conventions the schemas follow (docs/http-api.md "Conventions"):
+ * Conventions the schemas follow (docs/http-api.md "Requests"):
  * - Unknown properties are ignored (request schemas are open objects).
  * - `null` is the same as absent for a declared property (Jackson semantics of the reference): a
  *   declared property whose value is `null` is removed before checking, so a required one reads
@@ -146,7 +146,7 @@ export function precompileInputs(entries: readonly { readonly schema: TSchema; r
 }
 
 /**
- * Checks `value` against `schema` (docs/http-api.md "Conventions"; the conventions of this module's header).
+ * Checks `value` against `schema` (docs/http-api.md "Requests"; the conventions of this module's header).
  * Query, path and header values (an object of strings) are coerced to the declared numbers and booleans
  * in place, with a strict grammar (decimal digits; `true`/`false`).
  * @param value a parsed JSON body, or an object of strings for the other parts; declared properties
@@ -300,7 +300,7 @@ function escapePointer(segment: string): string {
 /**
  * Removes, in place, every property declared in `schema` (and in the object schemas of its declared
  * properties and array items, recursively) whose value is `null`: null and absent are the same for a
- * declared field (docs/http-api.md "Conventions"; Jackson semantics of the reference service). Undeclared properties stay as sent.
+ * declared field (docs/http-api.md "Requests"; Jackson semantics of the reference service). Undeclared properties stay as sent.
  */
 export function dropNullProperties(schema: TSchema, value: unknown): void {
   if (Array.isArray(value)) {

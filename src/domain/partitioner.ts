@@ -1,5 +1,5 @@
 /**
- * Partition choice (docs/concepts.md "Partition strategies").
+ * Partition choice (docs/concepts.md "Partitions").
  *
  * - `random`: uniformly random partition per event.
  * - `hash`: FNV-1a (32 bit) over the JSON text of the key values, modulo the partition count, so

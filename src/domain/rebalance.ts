@@ -25,7 +25,7 @@ export interface Session {
   readonly requested: readonly PartitionKey[];
 }
 
-/** Wire values of `state` in the subscription stats (docs/consuming.md "Statistics"). */
+/** Wire values of `state` in the subscription stats (docs/consuming.md "Commits"). */
 export type PartitionState = 'unassigned' | 'assigned' | 'reassigning';
 
 /** The assignment of one partition, as stored and as shown in the stats. */
@@ -192,7 +192,7 @@ export function completeReassignment(current: readonly PartitionAssignment[], ke
 }
 
 /**
- * Checks the directly requested partitions of a session about to start (docs/consuming.md "Streaming"):
+ * Checks the directly requested partitions of a session about to start (docs/consuming.md "Subscription streams"):
  * 422 when a requested partition is not in the subscription's `partitions` or is listed twice in the
  * request; 409 when another session in `sessions` (any id but `newSession.id`) already requested it
  * directly. All 422 rules are checked before the 409 rule; an automatic session (nothing requested)

@@ -19,7 +19,7 @@ const COUNT_TEXT = 'must be an integer of at least 1';
 
 /**
  * The body of `POST`/`PUT /event-types/{name}/partition-count`: `{"partition_count": N}` with N an
- * integer ≥ 1 (unknown properties are ignored, docs/http-api.md "Conventions"). A body that is not an object is
+ * integer ≥ 1 (unknown properties are ignored, docs/http-api.md "Requests"). A body that is not an object is
  * a 400; a count that is missing or not a positive integer a 422. The bounds that depend on the event
  * type and the installation are {@link growthProblem} and {@link subscriptionLimitProblems}.
  */
@@ -60,7 +60,7 @@ export function growthProblem(current: number, wanted: number, max: number): str
 }
 
 /**
- * Subscriptions that would exceed the per-subscription partition cap (docs/consuming.md "Subscriptions":
+ * Subscriptions that would exceed the per-subscription partition cap (docs/concepts.md "Subscriptions":
  * `subscriptions.maxPartitions`) once the event type grows.
  * @param subscriptions each subscription's id and the partition counts of its event types after growing
  * @returns 422 detail lines, empty when every subscription stays within `max`

@@ -1,5 +1,5 @@
 /**
- * Shared input-rule helpers (docs/http-api.md "Conventions"): the check of a body against its schema
+ * Shared input-rule helpers (docs/http-api.md "Requests"): the check of a body against its schema
  * ({@link checkBody}) and the collector of what the rules after it find, each problem with the status it
  * calls for (400 malformed, 422 broken rule) and one `Field "<field>" ...` detail line. Pure: no I/O.
  */

@@ -1,6 +1,6 @@
 /**
  * The structural comparison behind schema evolution (src/domain/schema-evolution.ts;
- * docs/concepts.md "Schemas and compatibility"): two schemas walked side by side, keyword by
+ * docs/concepts.md "Schema versions"): two schemas walked side by side, keyword by
  * keyword, at subschema positions only (so a property named `title` or `required` is a property, not a
  * keyword), each difference recorded with its JSON pointer and its semantic-versioning level under the
  * compatibility mode. Inputs must have passed `guardSchema` (nesting depth ≤ 64), which bounds the

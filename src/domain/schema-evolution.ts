@@ -3,7 +3,7 @@ import { walkSchema, type JsonObject } from './json-schema-walk.js';
 import { describeDifference, diffSchemas, highestLevel, type SchemaChangeLevel } from './schema-diff.js';
 
 /**
- * Schema evolution of an event type (docs/concepts.md "Schemas and compatibility", "Schema versions"): how a new submitted schema differs from the previous one, which semantic version it
+ * Schema evolution of an event type (docs/concepts.md "Schema versions", "Schema versions"): how a new submitted schema differs from the previous one, which semantic version it
  * gets, and whether the compatibility mode allows it.
  *
  * The comparison (src/domain/schema-diff.ts) walks both schemas side by side, keyword by keyword, at
@@ -25,12 +25,12 @@ export type SchemaEvolutionResult = { ok: true; level: SchemaChangeLevel; versio
 
 const MODE_RANK: Readonly<Record<CompatibilityMode, number>> = { none: 0, forward: 1, compatible: 2 };
 
-/** The keywords that compatible mode forbids (docs/concepts.md "Schemas and compatibility"). */
+/** The keywords that compatible mode forbids (docs/concepts.md "Schema versions"). */
 const COMPATIBLE_MODE_FORBIDDEN = ['not', 'patternProperties', 'additionalProperties', 'additionalItems'] as const;
 
 /**
  * Classifies the change from `previous` to `next` (both parsed and guard-checked) under `mode`
- * (docs/concepts.md "Schemas and compatibility"). The level is the highest level of any
+ * (docs/concepts.md "Schema versions"). The level is the highest level of any
  * difference; `reasons` lists every difference found (patch, minor and major), in document order.
  * An identical schema gives `{ level: 'none', reasons: [] }`. Never throws.
  */
@@ -62,7 +62,7 @@ export function bumpVersion(version: string, level: SchemaChangeLevel): string {
 }
 
 /**
- * Decides a schema update (docs/concepts.md "Schemas and compatibility"): classifies the
+ * Decides a schema update (docs/concepts.md "Schema versions"): classifies the
  * change and bumps `previousVersion` accordingly. A `major` change is refused under `forward` and
  * `compatible` (`ok: false` with the reasons that make it major, for a 422 detail) and accepted with a
  * MAJOR bump under `none`. An identical schema gives `level: 'none'` and the same version (the caller
@@ -96,7 +96,7 @@ export function compatibleModeViolations(schema: JsonObject): string[] {
 
 /**
  * True when moving from mode `from` to mode `to` keeps or tightens the guarantees, with the order
- * none < forward < compatible (docs/concepts.md "Schemas and compatibility": non-admins may only move towards
+ * none < forward < compatible (docs/concepts.md "Schema versions": non-admins may only move towards
  * stricter modes).
  */
 export function isStricterOrEqualMode(from: CompatibilityMode, to: CompatibilityMode): boolean {

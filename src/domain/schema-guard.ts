@@ -5,7 +5,7 @@ import { createSchemaCompiler, type SchemaCompiler } from './schema-compiler.js'
 import { keywordBoundProblem, type SchemaCostLimits } from './schema-cost.js';
 
 /**
- * Admission checks for a submitted event type schema (docs/concepts.md "Schemas and compatibility": an
+ * Admission checks for a submitted event type schema (docs/concepts.md "Schema versions": an
  * invalid schema is rejected, the root must be an object schema and remote `$ref` URLs are rejected). The schema is untrusted input, so the checks run cheapest and most
  * protective first: size before parsing, an iterative depth check before any recursive walk, a
  * subschema count before per-subschema work, and only then ajv's meta-schema validation and RE2.

@@ -1,5 +1,5 @@
 /**
- * Request bodies of the schema version endpoints (docs/http-api.md "Schema versions"), as JSON
+ * Request bodies of the schema version endpoints (docs/http-api.md "Endpoints"), as JSON
  * Schema checked by ajv (src/domain/input-check.ts):
  * - `POST /event-types/{name}/schemas`: the event type's next `schema` ({@link SchemaVersionInputSchema},
  *   the very node of `EventTypeInputSchema` a `PUT` checks, so both answer the same lines);
@@ -12,7 +12,7 @@ import { EventTypeInputSchema } from './event-type-input.js';
 
 /**
  * The body of `POST /event-types/{name}/schemas` (without `fetch`): `{type, schema}` as the `schema` of
- * an event type (docs/concepts.md "Schemas and compatibility"), checked as that field of the event type input, so a problem is
+ * an event type (docs/concepts.md "Schema versions"), checked as that field of the event type input, so a problem is
  * named `schema.type` or `schema.schema` as for a `PUT`.
  */
 export const SchemaVersionInputSchema = EventTypeInputSchema.properties.schema;

@@ -12,7 +12,7 @@ import { AttributeListInput, duplicateAttributeProblems } from './event-type-inp
 import { checkBody, Problems, type RuleResult } from './rule-problems.js';
 
 /**
- * The body of `POST`/`PUT /settings/admins` (docs/security.md "Authorization"): `admins`, `readers` and
+ * The body of `POST`/`PUT /settings/admins` (docs/security.md "Authorization: what a subject may do"): `admins`, `readers` and
  * `writers`, each a non-empty list of at most 100 attributes of non-empty strings (422; a list of
  * the wrong JSON type 400).
  */

@@ -2,7 +2,7 @@
  * How a consumption stream frames its batches (docs/server-sent-events.md):
  *
  * - `json-stream` — `application/x-json-stream`, one batch per line (`{"cursor":…,"events":[…]}\n`,
- *   docs/consuming.md "Batches"): the default.
+ *   docs/consuming.md "Subscription streams"): the default.
  * - `event-stream` — `text/event-stream` (WHATWG HTML "Server-sent events"), asked for with
  *   `Accept: text/event-stream` (what a browser's `EventSource` sends): each batch is one event,
  *   `id: <resume id>\ndata: <the same batch JSON, on one line>\n\n`; a keep-alive (a batch with neither

@@ -1,6 +1,6 @@
 /**
- * Reading the JSON body of `POST /subscriptions` and `PUT /subscriptions/{id}` (docs/consuming.md "Subscriptions";
- * docs/http-api.md "Subscriptions"): the shape — JSON types, required fields, the `read_from` enum, event type names, list
+ * Reading the JSON body of `POST /subscriptions` and `PUT /subscriptions/{id}` (docs/concepts.md "Subscriptions";
+ * docs/http-api.md "Endpoints"): the shape — JSON types, required fields, the `read_from` enum, event type names, list
  * and map sizes — is {@link subscriptionInputSchema} (and {@link subscriptionUpdateSchema}), checked by ajv
  * (src/domain/input-check.ts); the rules a schema cannot say (distinct event types and attributes, offsets
  * of a valid form, annotation keys and values, the dead-letter annotations, what an update may change)
@@ -24,12 +24,12 @@ import { checkBody, Problems, type RuleResult } from './rule-problems.js';
 import { formatOffset, parseOffset } from './offsets.js';
 import type { InitialCursor, Subscription, SubscriptionAuthorization, SubscriptionInput } from './subscription.js';
 
-/** Where a new subscription starts reading (`read_from`, default `end`; docs/consuming.md "Subscriptions"). */
+/** Where a new subscription starts reading (`read_from`, default `end`; docs/concepts.md "Subscriptions"). */
 export const READ_FROM = ['begin', 'end', 'cursors'] as const;
 /** One of {@link READ_FROM}. */
 export type ReadFrom = (typeof READ_FROM)[number];
 
-/** The consumer group of a subscription created without one (docs/consuming.md "Subscriptions"). */
+/** The consumer group of a subscription created without one (docs/concepts.md "Subscriptions"). */
 export const DEFAULT_CONSUMER_GROUP = 'default';
 
 /**
@@ -142,7 +142,7 @@ export function subscriptionUpdateSchema(maxPartitions: number): ReturnType<type
 }
 
 /**
- * The body of `POST /subscriptions` as JSON Schema (docs/http-api.md "Subscriptions"), with
+ * The body of `POST /subscriptions` as JSON Schema (docs/http-api.md "Endpoints"), with
  * the lists bounded by the default `subscriptions.maxPartitions` (100; a node checks the bound of its
  * config). The route table declares it and the OpenAPI document shows it.
  */
@@ -181,7 +181,7 @@ function normalizedCursors(cursors: readonly InitialCursor[], p: Problems): Init
   });
 }
 
-/** Annotations and labels by the shared rules ({@link annotationProblems}), then the dead-letter annotations of a subscription (docs/consuming.md "Dead-letter queue"). */
+/** Annotations and labels by the shared rules ({@link annotationProblems}), then the dead-letter annotations of a subscription (docs/consuming.md "Dead letters"). */
 function mapProblems(annotations: Readonly<Record<string, string>> | undefined, labels: Readonly<Record<string, string>> | undefined, p: Problems): void {
   const annotationList = annotationProblems(annotations, 'annotations', SUBSCRIPTION_SERVICE_ANNOTATIONS);
   p.addAll(annotationList);
@@ -228,8 +228,8 @@ function mutableFields(body: SubscriptionFields, p: Problems): Pick<Subscription
 }
 
 /**
- * Validates and normalizes the body of `POST /subscriptions` (docs/consuming.md "Subscriptions";
- * docs/http-api.md "Subscriptions"). Unknown properties (including service-set ones such as `id`)
+ * Validates and normalizes the body of `POST /subscriptions` (docs/concepts.md "Subscriptions";
+ * docs/http-api.md "Endpoints"). Unknown properties (including service-set ones such as `id`)
  * are ignored.
  *
  * First the shape ({@link subscriptionInputSchema} of `limits.maxPartitions`): `owning_application` a

@@ -1,6 +1,6 @@
 /**
  * The subscription record and the pure rules of its registry that need storage's view
- * (docs/consuming.md "Subscriptions"): the
+ * (docs/concepts.md "Subscriptions"): the
  * subscription key, subscription ids, initial cursors against the partitions. The request bodies are read
  * in subscription-input.ts (re-exported here).
  *
@@ -29,7 +29,7 @@ export {
 } from './subscription-input.js';
 
 /**
- * A starting cursor of a subscription created with `read_from: cursors` (docs/consuming.md "Subscriptions").
+ * A starting cursor of a subscription created with `read_from: cursors` (docs/concepts.md "Subscriptions").
  * `offset` is the last consumed offset in its normalized form: `begin`, or the full form
  * `001-<timeline>-<18 digits>` (docs/concepts.md "Offsets and cursors").
  */
@@ -39,13 +39,13 @@ export interface InitialCursor {
   readonly offset: string;
 }
 
-/** A subscription's authorization section: `admins` and `readers` only, since nobody publishes to a subscription (docs/security.md "Authorization"); stored as given. */
+/** A subscription's authorization section: `admins` and `readers` only, since nobody publishes to a subscription (docs/security.md "Authorization: what a subject may do"); stored as given. */
 export interface SubscriptionAuthorization {
   readonly admins: readonly AuthorizationAttribute[];
   readonly readers: readonly AuthorizationAttribute[];
 }
 
-/** The stored and served subscription record (docs/consuming.md "Subscriptions"). */
+/** The stored and served subscription record (docs/concepts.md "Subscriptions"). */
 export interface Subscription {
   /** uuid v4, lower case (set by the service). */
   readonly id: string;
@@ -95,7 +95,7 @@ export function isEventTypeName(name: string): boolean {
 
 /**
  * The subscription key (owning_application, event_types in any order, consumer_group; a create with an
- * existing key answers the existing subscription, docs/consuming.md "Subscriptions") as canonical JSON: `["<owning_application>",["<sorted event types>"...],"<consumer_group>"]`.
+ * existing key answers the existing subscription, docs/concepts.md "Subscriptions") as canonical JSON: `["<owning_application>",["<sorted event types>"...],"<consumer_group>"]`.
  * Equal keys mean the same subscription.
  */
 export function subscriptionKey(input: Pick<SubscriptionInput, 'owning_application' | 'event_types' | 'consumer_group'>): string {
@@ -104,7 +104,7 @@ export function subscriptionKey(input: Pick<SubscriptionInput, 'owning_applicati
 
 /**
  * Checks the initial cursors of a subscription with `read_from: cursors` against the partitions of its
- * event types as they are now (docs/consuming.md "Subscriptions": exactly one initial cursor per partition;
+ * event types as they are now (docs/concepts.md "Subscriptions": exactly one initial cursor per partition;
  * docs/concepts.md "Offsets and cursors": unknown partition, expired offset or one beyond the newest is
  * invalid).
  * @param input a body accepted by {@link parseSubscriptionInput}

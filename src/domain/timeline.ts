@@ -3,7 +3,7 @@ import { formatOffset, MAX_OFFSET, OFFSET_EXPIRED, type ParsedOffset, type Parti
 import { NODE_STORAGE_ID } from './storage.js';
 
 /**
- * Timelines (docs/concepts.md "Timelines").
+ * Timelines (docs/concepts.md "Timelines and storages").
  *
  * An event type's events live on a sequence of timelines, each on one storage; publishing goes to the
  * newest (active) one. Inside the broker a partition's offsets are ONE dense sequence over all its
@@ -42,7 +42,7 @@ export interface StoredTimeline {
   readonly lastOffsets?: readonly number[];
 }
 
-/** The timeline as served (docs/concepts.md "Timelines"; `GET /event-types/{name}/timelines`). */
+/** The timeline as served (docs/concepts.md "Timelines and storages"; `GET /event-types/{name}/timelines`). */
 export interface TimelineView {
   readonly id: string;
   readonly event_type: string;

@@ -78,7 +78,7 @@ export interface ConsumptionMeter {
   commits(result: CommitResult, cursors: number): void;
   /** A subscription's partition assignment changed (a session joined, left or expired). */
   rebalanced(): void;
-  /** A subscription stream skipped a poison event of `eventType` (docs/consuming.md "Dead-letter queue"). */
+  /** A subscription stream skipped a poison event of `eventType` (docs/consuming.md "Dead letters"). */
   deadLettered(subscriptionId: string, eventType: string): void;
   /** The subscription was deleted: its series go. */
   forgetSubscription(subscriptionId: string): void;
