@@ -19,7 +19,8 @@
  * Redis and the rest of the machine over the steady scrapes is recorded (the machine is shared). Last, one
  * event is published to every event type and `/metrics` is scraped once more: the scrape after every
  * per-event-type series changed (a node that kept the text of unchanged families between scrapes would
- * be fast only without traffic: a branch that did was measured and not merged, bench/README.md).
+ * be fast only without traffic: a branch that did was measured and not merged,
+ * docs/decisions/0017-metrics-exposition-written-by-the-node.md).
  *
  * Targets: a steady `/metrics` scrape < 1 s at 10,000 partitions; Redis commands per scrape per partition
  * at the last point within 1.2× of the first (the lag read is O(partitions): one HMGET per partition, one

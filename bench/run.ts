@@ -2,7 +2,7 @@
  * Benchmark runner: runs the selected scenarios one after the other, each on its
  * own fresh redis-server and broker node, prints a table, appends one JSON line per figure to
  * `bench/results.jsonl` (date, commit, machine, command, scenario, metric, value, unit, target, met)
- * and regenerates the "Latest results" table of `bench/README.md` from the latest run.
+ * and regenerates the "Latest results" section of `docs/benchmarks.md` from the latest full run.
  *
  *   npm run bench                                   # build, then every scenario
  *   node dist/bench/run.js [publish-batches] [github] [single-event] [auth] [memory] [consume] [end-to-end] [commits] [scale-out] [compaction] [compression] [churn] [fan-out]
@@ -11,7 +11,8 @@
  *   BENCH_QUICK=1 node dist/bench/run.js consume    # consumption scenarios: small sizes, to prove they work
  *
  * A missed target never fails the run: it is printed as MISSED. The exit code is 1 only when a
- * scenario crashed (its figures so far are still recorded).
+ * scenario crashed (its figures so far are still recorded). `node dist/bench/run.js --docs` only
+ * regenerates the section from `results.jsonl`.
  */
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -41,7 +42,7 @@ import { demoScenario } from './demo.js';
 
 const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
-const README_FILE = path.join(repoRoot, 'bench', 'README.md');
+const DOCS_FILE = path.join(repoRoot, 'docs', 'benchmarks.md');
 const START_MARKER = '<!-- results:start -->';
 const END_MARKER = '<!-- results:end -->';
 
@@ -142,30 +143,51 @@ function freshPage(machine: Machine): string {
   return machine.fresh_page_us === undefined ? '' : ` · fresh page ${machine.fresh_page_us} µs`;
 }
 
-/** The README block for one run's lines. */
+/** The table of some of one run's lines. */
+function linesTable(lines: readonly ResultLine[]): string[] {
+  const escape = (s: string) => s.replaceAll('|', '\\|');
+  return [
+    '| scenario | metric | value | unit | target | |',
+    '|---|---|--:|---|---|---|',
+    ...lines.map((l) => `| ${l.scenario} | ${escape(l.metric)} | ${formatValue(l.value)} | ${l.unit} | ${escape(describeTarget(l.target ?? undefined))} | ${status(l.met)} |`),
+  ];
+}
+
+/**
+ * The docs block for one run's lines: the run's machine and command, the figures with a target, then
+ * every figure in a collapsed table.
+ */
 function markdownTable(lines: readonly ResultLine[]): string {
   const first = lines[0];
   if (first === undefined) return '_No results yet: run `npm run bench`._';
   const m = first.machine;
-  const escape = (s: string) => s.replaceAll('|', '\\|');
+  const targeted = lines.filter((l) => l.met !== null);
+  const missed = targeted.filter((l) => l.met === false);
   const out = [
     `Run ${first.date} · commit \`${first.commit}\` · ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB · Node ${m.node} · Redis ${m.redis}${freshPage(m)}`,
     '',
     `Command: \`${first.command}\``,
     '',
-    '| scenario | metric | value | unit | target | |',
-    '|---|---|--:|---|---|---|',
-    ...lines.map((l) => `| ${l.scenario} | ${escape(l.metric)} | ${formatValue(l.value)} | ${l.unit} | ${escape(describeTarget(l.target ?? undefined))} | ${status(l.met)} |`),
+    `Targets: **${targeted.length - missed.length} met, ${missed.length} missed**${missed.length > 0 ? ` (${missed.map((l) => `${l.scenario}: ${l.metric}`).join('; ')})` : ''}.`,
+    '',
+    ...linesTable(targeted),
+    '',
+    '<details>',
+    `<summary>Every figure of the run (${lines.length})</summary>`,
+    '',
+    ...linesTable(lines),
+    '',
+    '</details>',
   ];
   return out.join('\n');
 }
 
 /**
- * Rewrites the block between the markers of bench/README.md from results.jsonl: the latest full run
+ * Rewrites the block between the markers of docs/benchmarks.md from results.jsonl: the latest full run
  * (every scenario: `npm run bench`), then the latest run of each command of named scenarios after it,
  * oldest first, so a scenario run again alone adds its table instead of replacing the full run's.
  */
-function updateReadme(): void {
+function updateDocs(): void {
   const all = readFileSync(RESULTS_FILE, 'utf8')
     .split('\n')
     .filter((l) => l.trim() !== '')
@@ -180,18 +202,18 @@ function updateReadme(): void {
   const shown = fullIndex >= 0 ? [runIds[fullIndex] ?? '', ...latestPerCommand] : runIds.slice(-1);
   const tables = shown.map((id, i) => (i === 0 ? '' : '### Run after it\n\n') + markdownTable(all.filter((l) => l.run_id === id)));
   const block = `${START_MARKER}\n${tables.join('\n\n')}\n${END_MARKER}`;
-  const readme = existsSync(README_FILE) ? readFileSync(README_FILE, 'utf8') : '# Benchmarks\n\n## Latest results\n\n';
-  const start = readme.indexOf(START_MARKER);
-  const end = readme.indexOf(END_MARKER);
-  const updated = start >= 0 && end > start ? readme.slice(0, start) + block + readme.slice(end + END_MARKER.length) : `${readme.trimEnd()}\n\n${block}\n`;
-  writeFileSync(README_FILE, updated);
+  const docs = existsSync(DOCS_FILE) ? readFileSync(DOCS_FILE, 'utf8') : '# Benchmarks\n\n## Latest results\n\n';
+  const start = docs.indexOf(START_MARKER);
+  const end = docs.indexOf(END_MARKER);
+  const updated = start >= 0 && end > start ? docs.slice(0, start) + block + docs.slice(end + END_MARKER.length) : `${docs.trimEnd()}\n\n${block}\n`;
+  writeFileSync(DOCS_FILE, updated);
 }
 
 async function main(): Promise<number> {
   const names = process.argv.slice(2);
-  if (names.length === 1 && names[0] === '--readme') {
-    // After results.jsonl was edited or merged from several checkouts: only the table is rewritten.
-    updateReadme();
+  if (names.length === 1 && names[0] === '--docs') {
+    // After results.jsonl was edited or merged from several checkouts: only the section is rewritten.
+    updateDocs();
     return 0;
   }
   const unknown = names.filter((n) => !SCENARIOS.some((s) => s.name === n));
@@ -238,8 +260,8 @@ async function main(): Promise<number> {
   process.stdout.write(`\ntargets: ${withTargets.length - missed.length} MET, ${missed.length} MISSED${missed.length > 0 ? `: ${missed.map((l) => `${l.scenario} / ${l.metric}`).join('; ')}` : ''}\n`);
   if (lines.length > 0) {
     appendFileSync(RESULTS_FILE, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
-    updateReadme();
-    process.stdout.write(`appended ${lines.length} figures to ${path.relative(repoRoot, RESULTS_FILE)}; updated ${path.relative(repoRoot, README_FILE)}\n`);
+    updateDocs();
+    process.stdout.write(`appended ${lines.length} figures to ${path.relative(repoRoot, RESULTS_FILE)}; updated ${path.relative(repoRoot, DOCS_FILE)}\n`);
   }
   if (crashed) process.stdout.write('a scenario crashed: exit code 1\n');
   return crashed ? 1 : 0;

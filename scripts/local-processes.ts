@@ -122,8 +122,8 @@ async function startRedisOnce(options: { appendonly?: boolean; extraArgs?: strin
 
 /**
  * Node flags a broker runs with, as in `npm start`: none, V8's default young generation. A 64 MB one
- * (`--max-semi-space-size=64`, used until 2026-11-26) bought nothing measurable and cost memory and
- * tail latency: same session, alternated, two runs each (bench/README.md "Young generation"):
+ * (`--max-semi-space-size=64`, used before) bought nothing measurable and cost memory and tail latency:
+ * same session, alternated, two runs each (docs/decisions/0010-young-generation-v8-default.md):
  * publish-to-delivery p99 13.4 / 15.3 ms with it, 6.0 / 4.9 ms without; churn RSS growth 144 / 113 MB,
  * 83 / 79 MB without; 1000-event publish 155k (one clean run) vs 159k / 160k events/s.
  */
