@@ -19,8 +19,8 @@ export interface CompactionStep {
 const PRUNE_SCAN_COUNT = 500;
 
 /**
- * Redis side of log compaction (issue 6; spec "EventType" cleanup_policy, `POST
- * /event-types/{name}/deleted-events`). Per partition of a compacted event type, in the partition's
+ * Redis side of log compaction (cleanup_policy `compact` / `compact_and_delete` and `POST
+ * /event-types/{name}/deleted-events`; docs/concepts.md "Retention and compaction"). Per partition of a compacted event type, in the partition's
  * hash-tag slot (keys.ts): the compaction index (key → newest offset, or `d<offset>` for a tombstone) and
  * the tombstone set. Publishing writes the index in the same script as the events (`publishCompacted`);
  * every multi-key change here is one Lua script in one slot, so it works on Redis Cluster.

@@ -1,5 +1,6 @@
 /**
- * Deadlines for waiting on Redis (issue 15 §5.1; README "Redis stalls and graceful stops"). Times are
+ * Deadlines for waiting on Redis, so a stalled Redis makes a request fail in bounded time instead of
+ * hanging (docs/operations.md "Redis stalls"). Times are
  * `performance.now()` milliseconds (monotonic), never wall-clock time.
  */
 

@@ -131,12 +131,14 @@ function releaseOwnership(ownerFile: string): void {
 }
 
 /**
- * Starts the embedded default Redis (issue 2 §1.3; DESIGN.md §1): a child `redis-server` with AOF on
+ * Starts the embedded default Redis, so `npm start` runs a node with one command and no setup
+ * (docs/getting-started.md "The embedded Redis"): a child `redis-server` with AOF on
  * (`appendfsync` from config), `maxmemory-policy noeviction`, no RDB snapshots, data under
  * `embeddedRedis.dataDir`, listening on a unix socket in that directory (TCP on a free loopback port
  * when the socket path is too long).
  *
- * The server belongs to one node (issue 15 §2.2): the node records itself in `<dataDir>/redis.owner`
+ * The server belongs to one node, so a second node started on the same data directory cannot stop the
+ * Redis the first one still uses: the node records itself in `<dataDir>/redis.owner`
  * first, and only the owner stops the server. A second node on the same data directory refuses to start
  * while the owner lives (the message says how to use that Redis anyway: as `BROKER_REDIS_URL`, which it
  * then never stops). A server left running by a node that died (SIGKILL) is adopted: the new node owns

@@ -7,7 +7,7 @@ import { failureOf } from './script-failures.js';
 
 /**
  * An event type as stored: the served record, its topology, the revision used for compare-and-set,
- * its timelines (issue 6 §3.2) and their JSON as stored (the compare value of {@link EventTypeStore.setTimelines}).
+ * its timelines (docs/concepts.md "Timelines and storages") and their JSON as stored (the compare value of {@link EventTypeStore.setTimelines}).
  */
 export interface StoredEventType {
   readonly record: EventType;
@@ -23,17 +23,17 @@ export interface DeletedEventType {
   readonly timelines: TimelineMap;
 }
 
-/** Result codes of {@link EventTypeStore.setTimelines} (STYLE.md habit 3). */
+/** Result codes of {@link EventTypeStore.setTimelines}: expected failures are values the caller maps, not exceptions. */
 export type SetTimelinesOutcome = 'set' | 'NOT_FOUND' | 'VERSION_MOVED';
 
-/** Result codes of {@link EventTypeStore.growPartitions} (STYLE.md habit 3). */
+/** Result codes of {@link EventTypeStore.growPartitions}: expected failures are values the caller maps, not exceptions. */
 export type GrowOutcome = 'grown' | 'unchanged' | 'PARTITION_COUNT_SMALLER' | 'NOT_FOUND';
 
-/** Result codes of {@link EventTypeStore.update} (STYLE.md habit 3). */
+/** Result codes of {@link EventTypeStore.update}: expected failures are values the caller maps, not exceptions. */
 export type UpdateOutcome = 'updated' | 'NOT_FOUND' | 'VERSION_MOVED';
 
 /**
- * Event type metadata in Redis (DESIGN.md §1): one hash per event type (record, topology, revision),
+ * Event type metadata in Redis, so any node can serve any event type (docs/architecture.md "A node"): one hash per event type (record, topology, revision),
  * a hash of schema versions, and the set of names. Every multi-key change is one Lua script.
  * Redis failures surface as `STORAGE_UNAVAILABLE` (503).
  */

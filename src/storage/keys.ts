@@ -27,7 +27,7 @@ export interface Keys {
   /** String with expiry: held by the node trimming an event type's partitions this round. */
   retentionLock(name: string): string;
   /**
-   * Hash (compacted event types only; issue 6): compaction key → offset of its newest event in the
+   * Hash (compacted event types only; docs/concepts.md "Retention and compaction"): compaction key → offset of its newest event in the
    * partition, or `d<offset>` after `deleted-events`: every event of that key before `<offset>` goes.
    */
   partitionCompactionIndex(name: string, timeline: number, partition: string): string;
@@ -59,7 +59,7 @@ export interface Keys {
   /** String with expiry: a cursor reset runs. */
   subscriptionReset(id: string): string;
   /**
-   * Hash: dead-letter state per partition (issue 14 §3): `failed:<event type>:<partition>` → failed
+   * Hash: dead-letter state per partition (docs/consuming.md "Dead letters"): `failed:<event type>:<partition>` → failed
    * sends since the last commit that moved it; `until:<event type>:<partition>` → last offset of the
    * dead-letter search window while it runs.
    */
@@ -79,7 +79,7 @@ export interface Keys {
   readonly settingsAdmins: string;
   /** Pub/sub channel: a setting changed (features, blacklist or admins); every node reloads them. */
   readonly settingsChannel: string;
-  /** Hash: storage id → Storage record JSON (spec "Storage"). */
+  /** Hash: storage id → Storage record JSON (docs/operations.md "Storages and timelines"). */
   readonly storages: string;
   /** String: the id of the default storage. */
   readonly defaultStorage: string;

@@ -11,7 +11,7 @@ export const IDLE_POLL_FACTOR = 10;
 export type WakeupListener = (next: number) => void;
 
 /**
- * The change feed of partitions as readers see it (DESIGN.md §6): notices that a partition has new
+ * The change feed of partitions as readers see it (docs/architecture.md "Wake-ups on sharded channels"): notices that a partition has new
  * events, per notice channel (`keys.partitionNotices(...)`), and whether they currently arrive. The
  * consumption services depend on this interface; {@link PartitionWakeups} implements it over Redis
  * sharded pub/sub.
@@ -26,7 +26,8 @@ export interface PartitionChangeFeed {
 }
 
 /**
- * Wake-up on publish (DESIGN.md §6): the `publishBatch` script SPUBLISHes the partition's new `next`
+ * Wake-up on publish, so readers wake without polling (docs/architecture.md "Wake-ups on sharded
+ * channels"): the `publishBatch` script SPUBLISHes the partition's new `next`
  * offset on the partition's notice channel; this hub holds one sharded subscription per partition that
  * has at least one open reader on this node and calls the readers at once. When a channel's SSUBSCRIBE
  * is answered, and after the connection reconnected, its readers are called with `Infinity` (read now:

@@ -16,7 +16,7 @@ export const MAX_REDIRECTIONS = 16;
 const RETRY_DELAY_MS = 100;
 
 /**
- * Appends confirmed by replicas (`publish.minReplicas` ≥ 1; DESIGN.md §4), as {@link PartitionLogs}
+ * Appends confirmed by replicas (`publish.minReplicas` ≥ 1; docs/operations.md "Durability"), as {@link PartitionLogs}
  * uses them: a standalone deployment ({@link ReplicatedAppender}) or a Redis Cluster
  * ({@link ClusterReplicatedAppender}).
  */
@@ -29,7 +29,8 @@ export interface ReplicatedAppend {
    * Like `PartitionStore.append`, confirmed by `minReplicas` replicas. Never throws.
    * @param keys the key names of the storage written to (another key namespace of the same deployment;
    *   default: the appender's own)
-   * @param deadlineAt `performance.now()` ms by which the batch reports (issue 15 §5.1): then every
+   * @param deadlineAt `performance.now()` ms by which the batch reports, so a stalled replica cannot hold the
+   *   answer: then every
    *   write not yet confirmed is `timed out` (its scripts were sent: they may still be written)
    * @returns per write, in order: ok with its first offset, or failed with a reason (script error, too
    *   few replicas: `acknowledged by k of n replicas within t ms`, or `timed out`)
@@ -83,7 +84,7 @@ async function writeAndWait(lane: Lane, calls: readonly ReturnType<typeof append
 }
 
 /**
- * Appends with replica acknowledgement (DESIGN.md §4; config `publish.minReplicas`) on a standalone
+ * Appends with replica acknowledgement (docs/operations.md "Durability"; config `publish.minReplicas`) on a standalone
  * master: each batch's partition scripts and then `WAIT minReplicas replicaTimeoutMs` go out on one
  * connection in that order. A batch counts as written only when the `WAIT` reports at least
  * `minReplicas` replicas; otherwise every one of its partitions is reported failed (the events stay on
@@ -175,8 +176,7 @@ function hostAndPort(node: string): { host: string; port: number } {
 }
 
 /**
- * Appends with replica acknowledgement on a Redis Cluster (DESIGN.md §4; README "Durability of an
- * acknowledged event"). `WAIT` counts the replicas of the node it runs on that acknowledged the writes
+ * Appends with replica acknowledgement on a Redis Cluster (docs/operations.md "Durability"). `WAIT` counts the replicas of the node it runs on that acknowledged the writes
  * of its connection, and a cluster client sends each command to some node by its slot, so this keeps
  * its own connections per master ({@link REPLICATED_CONNECTIONS} each, opened on first use, closed
  * when a refreshed slot map no longer has that node as a master). A batch's writes are grouped by the

@@ -2,7 +2,8 @@ import { brokerError, type BrokerError, type ErrorArgs, type ErrorCode } from '.
 import type { ScriptName } from './scripts.js';
 
 /**
- * The expected failures a Lua script answers with (STYLE.md habit 3, BullMQ's `ErrorCode`): a negative
+ * The expected failures a Lua script answers with, mapped to errors in this one place (after BullMQ's
+ * `ErrorCode`): a negative
  * integer, alone or as the first element of a table reply; a success is never one. The same numbers are
  * defined in `lua/includes/failures.lua` (a unit test keeps the two in step).
  */

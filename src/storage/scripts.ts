@@ -54,12 +54,13 @@ export function resolveIncludes(lua: string, includeDir: string, file: string, s
 export type ScriptArg = string | number | Buffer;
 
 /**
- * The one script loader (STYLE.md habit 2): registers every `lua/*.lua` file, its `--#include` lines
- * resolved ({@link resolveIncludes}), with ioredis `defineCommand` (EVALSHA with a transparent EVAL
- * fallback) and runs them by name. Expected failures come back as the negative codes of
- * `script-failures.ts`. On a standalone client without auto-pipelining, a call with a Buffer argument of
- * at least `DIRECT_ARGUMENT_MIN_BYTES` (a partition's events) is sent as a {@link DirectArgumentsCommand},
- * which hands that argument to the socket without ioredis's copy (issue 17 §1.4).
+ * The one script loader, so every script is registered and named the same way: registers every
+ * `lua/*.lua` file, its `--#include` lines resolved ({@link resolveIncludes}), with ioredis
+ * `defineCommand` (EVALSHA with a transparent EVAL fallback) and runs them by name. Expected failures
+ * come back as the negative codes of `script-failures.ts`. On a standalone client without
+ * auto-pipelining, a call with a Buffer argument of at least `DIRECT_ARGUMENT_MIN_BYTES` (a partition's
+ * events) is sent as a {@link DirectArgumentsCommand}, which hands that argument to the socket without
+ * ioredis's copy.
  */
 export class Scripts {
   /** Declared key count; -1 = variable (`-n.lua`). */

@@ -2,7 +2,7 @@ import type { AuthorizationAttribute } from '../domain/event-type.js';
 import type { Keys } from './keys.js';
 import type { RedisClient } from './redis-connection.js';
 
-/** The administrators (spec "AdminAuthorization"): each list non-empty. */
+/** The administrators (docs/security.md "Authorization: what a subject may do"): each list non-empty, so the admin endpoints can never lock everyone out. */
 export interface AdminAuthorization {
   readonly admins: readonly AuthorizationAttribute[];
   readonly readers: readonly AuthorizationAttribute[];
@@ -20,7 +20,7 @@ export interface SettingsSnapshot {
 }
 
 /**
- * Administrator settings in Redis (spec "Settings, storages and others"): features, blacklist and
+ * Administrator settings in Redis (docs/operations.md "Administrator settings"): features, blacklist and
  * administrators under the `{settings}` hash tag. Every change is announced on `settingsChannel`.
  */
 export class SettingsStore {

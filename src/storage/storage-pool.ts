@@ -39,7 +39,7 @@ export interface StoragePoolOptions {
 }
 
 /**
- * The storages this node has opened (spec "Storage"; issue 6 §3.1), by id. The node's own storage is
+ * The storages this node has opened (docs/operations.md "Storages and timelines"), by id. The node's own storage is
  * there from the start; another one is opened on first use by a timeline: a storage in the node's own
  * deployment (no `url`, no `cluster_nodes`) shares the node's connections with other key names; another
  * deployment gets its own command connection, scripts and notice subscriber, configured like the

@@ -1,6 +1,7 @@
 --[[
   Applies a new partition assignment of a subscription and the session changes that caused it, if
-  nobody changed the assignment since it was read (compare-and-set on its version; DESIGN.md §6).
+  nobody changed the assignment since it was read (compare-and-set on its version, so two nodes rebalancing at
+  once cannot both win; docs/architecture.md "Subscription sessions").
 
   KEYS[1] topology      (hash)   `version` (integer), `partitions` (JSON array of assignments)
   KEYS[2] sessions      (zset)   stream id → lease expiry, ms on Redis's clock

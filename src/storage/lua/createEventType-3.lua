@@ -10,7 +10,7 @@
   ARGV[3] topology JSON
   ARGV[4] schema version
   ARGV[5] schema record JSON
-  ARGV[6] timelines JSON (the first timeline and its storage; issue 6 §3.2)
+  ARGV[6] timelines JSON (the first timeline and its storage)
 
   Returns 1 when created, ALREADY_EXISTS when the name is taken (include `failures`).
 ]]

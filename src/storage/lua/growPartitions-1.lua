@@ -1,6 +1,6 @@
 --[[
-  Grows an event type's partition count (repartitioning; spec "Event type registry",
-  `POST /event-types/{name}/partition-count`). The count only grows. Existing partitions keep their
+  Grows an event type's partition count (repartitioning, `POST /event-types/{name}/partition-count`;
+  docs/operations.md "Repartitioning"). The count only grows. Existing partitions keep their
   events and offsets; a new partition starts empty, opened by the caller on the active timeline after this
   (`PartitionLogs.openPartitions`: appends refuse a partition never opened).
 

@@ -1,5 +1,5 @@
 --[[
-  Renews the lease of a streaming session (DESIGN.md §6). A session whose lease already expired, or
+  Renews the lease of a streaming session (docs/architecture.md "Subscription sessions"). A session whose lease already expired, or
   that was removed (rebalanced away, reset, subscription deleted), is not renewed: its node must stop
   streaming. Also reports how many other sessions expired, so the caller can sweep them.
 

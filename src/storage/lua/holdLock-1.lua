@@ -1,5 +1,6 @@
 --[[
-  Takes a lock that is free, or renews it for its holder (compaction: one node per event type; issue 6).
+  Takes a lock that is free, or renews it for its holder (compaction: one node per event type, so two nodes never
+  compact the same partitions at once).
 
   KEYS[1] lock               (string with expiry) value = the holder's id
 

@@ -1,5 +1,5 @@
 --[[
-  `POST /event-types/{name}/deleted-events` for one partition of a compacted event type (issue 6):
+  `POST /event-types/{name}/deleted-events` for one partition of a compacted event type:
   a tombstone per compaction key. Every event of that key already in the partition (offset below the
   partition's `next`) is removed by the next compaction round; the tombstone itself occupies no offset
   and is never delivered. Events of the key published afterwards replace the tombstone as usual.

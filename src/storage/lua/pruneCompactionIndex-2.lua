@@ -1,6 +1,6 @@
 --[[
   Drops compaction index fields whose newest event retention already removed (cleanup_policy
-  compact_and_delete; issue 6), so the index does not keep keys that no longer occur in the partition.
+  compact_and_delete), so the index does not keep keys that no longer occur in the partition.
   Atomic with publishing: a key re-published meanwhile points at an offset >= `oldest` and stays.
 
   KEYS[1] partition meta     (hash)   `oldest` = first retained offset

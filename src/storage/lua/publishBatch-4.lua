@@ -1,6 +1,7 @@
 --[[
   Appends the events of one batch that landed in one partition as ONE stream entry, assigning them
-  the next dense offsets (DESIGN.md §3).
+  the next dense offsets, so Redis work grows with batches, not events (docs/architecture.md
+  "One stream entry per partition per batch").
 
   KEYS[1] partition meta   (hash)   field `next` = next offset to assign, `oldest` = first retained offset
   KEYS[2] partition log    (stream) entry id `<next after this entry>-0`, fields n = event count, d = events
@@ -11,7 +12,7 @@
   ARGV[2] events           (bytes: the JSON texts joined by "\n")
   ARGV[3] timeline id      (uuid of the timeline the publisher appends to; absent from nodes that predate it)
 
-  A partition whose timeline was closed (a newer timeline took over, issue 6 §3.2) refuses the append
+  A partition whose timeline was closed (a newer timeline took over) refuses the append
   with TIMELINE_CLOSED, one never opened (its event type was deleted) or opened for another timeline id
   (the name was deleted and created again) with PARTITION_MISSING: include `append-refusal`.
 

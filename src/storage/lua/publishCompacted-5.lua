@@ -1,8 +1,8 @@
 --[[
   Appends the events of one batch that landed in one partition of a compacted event type
-  (cleanup_policy compact / compact_and_delete; issue 6): ONE stream entry PER EVENT, so compaction can
+  (cleanup_policy compact / compact_and_delete): ONE stream entry PER EVENT, so compaction can
   remove a superseded event on its own, and the compaction index points each key at its newest event.
-  Offsets are the same dense offsets as publishBatch's (DESIGN.md §3).
+  Offsets are the same dense offsets as publishBatch's.
 
   KEYS[1] partition meta     (hash)   field `next` = next offset to assign, `oldest` = first retained offset
   KEYS[2] partition log      (stream) entry id `<offset + 1>-0`, fields n = 1, d = the event, k = its compaction key
@@ -15,7 +15,7 @@
   ARGV[3] timeline id        (uuid of the timeline the publisher appends to)
   ARGV[4 .. 3 + count]       compaction key of each event, in the same order
 
-  A partition whose timeline was closed (a newer timeline took over, issue 6 §3.2) refuses the append
+  A partition whose timeline was closed (a newer timeline took over) refuses the append
   with TIMELINE_CLOSED, one never opened (its event type was deleted) or opened for another timeline id
   (the name was deleted and created again) with PARTITION_MISSING: include `append-refusal`.
 

@@ -1,5 +1,5 @@
 --[[
-  Replaces an event type's timelines (issue 6 §3.2: a timeline switch or a clean-up) if nobody changed
+  Replaces an event type's timelines (a timeline switch or a clean-up) if nobody changed
   them since they were read, and makes `active` the active timeline in the topology.
 
   KEYS[1] event type (hash) record, topology (JSON {partitionCount, timeline}), revision, timelines (JSON array)

@@ -2,8 +2,8 @@
   append_refusal(meta, timeline_id): the failure an append for timeline `timeline_id` (a uuid; nil from a
   node that predates timeline ids) to the partition with meta hash `meta` answers, or false when it may
   append (include `failures`):
-  - TIMELINE_CLOSED: a timeline switch closed it (field `closed`: a newer timeline took over, issue 6
-    §3.2); the publisher retries on the new timeline.
+  - TIMELINE_CLOSED: a timeline switch closed it (field `closed`: a newer timeline took over); the
+    publisher retries on the new timeline.
   - PARTITION_MISSING: it was never opened (no field `next`; a partition is opened when its timeline
     is created or the partition count grows). Its event type was deleted and the publishing node still
     held a copy: appending would create keys no event type owns, so the publisher reads the event type

@@ -1,5 +1,5 @@
 --[[
-  Expected failures (STYLE.md habit 3): a script answers one of these negative integers, alone or as the
+  Expected failures, answered as values so they are told apart from Redis errors: a script answers one of these negative integers, alone or as the
   first element of a table reply; a success is never a negative integer. `src/storage/script-failures.ts`
   holds the same numbers and maps each script's failures to the error catalog in one place; its unit
   test checks that the two lists agree.
