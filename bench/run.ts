@@ -55,7 +55,7 @@ interface Machine {
   readonly redis: string;
   /**
    * Microseconds for the kernel to give this process one fresh 4 KB page (first write to newly mapped
-   * memory; {@link freshPageMicroseconds}), measured as the run starts. Absent from runs before 2026-11-26.
+   * memory; {@link freshPageMicroseconds}), measured as the run starts. Absent from older runs.
    */
   readonly fresh_page_us?: number;
 }
@@ -108,11 +108,11 @@ const PAGE_BYTES = 4096;
 /**
  * Microseconds per 4 KB page to write once into {@link FRESH_PAGE_PROBE_BYTES} of newly mapped memory (a
  * buffer that large is its own mapping, so every page faults once). Whatever stores data pays this per
- * page as its memory grows: Redis for every stored event. On the bench machine (a Firecracker VM) it
- * was 12-23 µs on 2026-11-26 (16 GB touched in 91 s; 256 MB probes 12 µs per page an hour later, where a
- * bare-metal machine takes well under 1 µs), which put Redis's `XADD` of a 180 KB entry at 550 µs
- * (330 MB/s) and cut the Redis-alone baselines to a quarter of the figures of the full run 4 hours
- * before; recorded with every run so that figures of different runs can be told apart.
+ * page as its memory grows: Redis for every stored event. On virtual machines of the bench's kind it
+ * ranged from 1.4 to 23 µs (a bare-metal machine takes well under 1 µs); at 12-23 µs Redis's `XADD` of a
+ * 180 KB entry took 550 µs (330 MB/s) and the Redis-alone baselines fell to a quarter of a run on a
+ * machine with cheap pages. Recorded with every run so that figures of different runs can be told apart
+ * (docs/benchmarks.md "The machine, and how figures are compared").
  */
 function freshPageMicroseconds(): number {
   const started = performance.now();
