@@ -11,7 +11,7 @@ import { freePort } from '../../src/storage/free-port.js';
 import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
 
 /**
- * The `jwt` and `tokeninfo` authenticators (spec "Authentication"; DESIGN.md §7) against a local
+ * The `jwt` and `tokeninfo` authenticators (docs/security.md "Authentication: who is asking") against a local
  * identity provider: real keys, a real JWKS document and a real token-info service over HTTP.
  */
 

@@ -3,7 +3,7 @@ import { timelineMapOf } from '../../src/domain/timeline.js';
 import { BatchCutter, type BatchOutput, type BatchRules, type CutPolicy } from '../../src/services/consumption/batch-cutter.js';
 import { StreamPartition } from '../../src/services/consumption/stream-partition.js';
 
-// Batch cutting on its own (spec "Stream parameters"; WIRE.md "Streaming"): no Redis, no clock —
+// Batch cutting on its own (docs/consuming.md "Stream parameters"): no Redis, no clock —
 // times are ms passed to cut(), every partition's first window starts at 0.
 
 const timelines = timelineMapOf(undefined, new Date(0).toISOString());

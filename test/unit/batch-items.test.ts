@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { abortPoint, abortedStep, rejectedItems } from '../../src/domain/batch-items.js';
 import type { PublishStep } from '../../src/domain/batch-item-response.js';
 
-/** Items of a rejected batch (issue 14 §4.5; spec "BatchItemResponse"). */
+/** Items of a rejected batch (docs/publishing.md "Answers"). */
 describe('rejectedItems', () => {
   const failures = (entries: [number, PublishStep][]) => new Map(entries.map(([i, step]) => [i, { step, detail: `item ${i} failed` }]));
   const steps = (count: number, entries: [number, PublishStep][]) =>

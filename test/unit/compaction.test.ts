@@ -11,7 +11,7 @@ import { ValidatorCache } from '../../workers/validator-cache.js';
 import type { PublishSpec } from '../../src/domain/publish-spec.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 
-/** Log compaction and deleted events (issue 6): the pure parts. Redis behaviour is in test/integration/compaction.test.ts. */
+/** Log compaction and deleted events (docs/concepts.md "Retention and compaction"): the pure parts. Redis behaviour is in test/integration/compaction.test.ts. */
 
 const now = '2026-01-01T00:00:00.000Z';
 

@@ -11,7 +11,8 @@ import { bodyMediaTypeProblem } from '../../src/http/body-media-type.js';
 import { ConcurrencyLimiter } from '../../src/http/concurrency-limiter.js';
 
 /**
- * Issue 13 §2.2, §2.3 and §4 as pure rules: count limits on every list of a control-plane body (one
+ * The control plane's limits as pure rules, so that no single request can exhaust a node and no other
+ * site can make a browser change anything: count limits on every list of a control-plane body (one
  * 422 line naming the limit, however long the list), the per-node limiter of size-proportional work,
  * and the media type every state-changing body must declare.
  */
@@ -32,7 +33,7 @@ function eventType(extra: Record<string, unknown>): Record<string, unknown> {
   };
 }
 
-describe('count limits of control-plane lists (issue 13 §2.2)', () => {
+describe('count limits of control-plane lists', () => {
   const authorization = (n: number) => ({ admins: [attribute(0)], readers: many(n, attribute), writers: [attribute(0)] });
 
   it.each([
@@ -64,7 +65,7 @@ describe('count limits of control-plane lists (issue 13 §2.2)', () => {
 
   it('refuses a subscription naming more event types than subscriptions.maxPartitions, in one line, reading each name at most twice', () => {
     const names = many(100_000, (i) => `o.${i}`);
-    // Before issue 13 such a body took 7.4 s and 400 MiB: the rules worked per pair of names. What keeps
+    // Without these limits such a body took 7.4 s and 400 MiB: the rules worked per pair of names. What keeps
     // it cheap is a constant number of reads per name (the schema's item check and one rule pass), so
     // that is what is counted, through a proxy over the array (no clock: a loaded machine cannot fail it).
     let itemReads = 0;
@@ -123,7 +124,7 @@ describe('count limits of control-plane lists (issue 13 §2.2)', () => {
   });
 });
 
-describe('ConcurrencyLimiter (issue 13 §2.3)', () => {
+describe('ConcurrencyLimiter', () => {
   it('runs at most `concurrency` at once, queues up to `queueLength` in order, and refuses the next with 503 OVERLOADED', async () => {
     const limiter = new ConcurrencyLimiter(2, 2);
     const order: string[] = [];
@@ -173,7 +174,7 @@ describe('ConcurrencyLimiter (issue 13 §2.3)', () => {
   });
 });
 
-describe('request bodies must be declared as JSON (issue 13 §4)', () => {
+describe('request bodies must be declared as JSON', () => {
   it.each([
     ['application/json', '10'],
     ['application/json; charset=utf-8', '10'],

@@ -1,5 +1,5 @@
 /**
- * Deadlines for waiting on Redis (issue 15 §5.1): `settleEachBy` lets each work resolve on its own and
+ * Deadlines for waiting on Redis: `settleEachBy` lets each work resolve on its own and
  * reports the ones still pending at the deadline as timed out, with one timer for all (fake timers here).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';

@@ -7,7 +7,7 @@ import { envNameOf, leafKeyPaths, loadConfig, projectRoot } from '../../src/conf
 import { MAX_STREAM_TIMEOUT_SECONDS } from '../../src/domain/stream-parameters.js';
 
 // docker-compose.yml cannot run on the development machines (no Docker engine), so this test keeps it
-// true (issue 5 §4.1): the broker environment against the config schema, the ports from HAProxy's
+// true: the broker environment against the config schema, the ports from HAProxy's
 // frontend to the brokers and Prometheus's targets, the files it mounts, the timeouts of streams.
 
 const BROKERS = ['broker-1', 'broker-2', 'broker-3'] as const;

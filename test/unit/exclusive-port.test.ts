@@ -6,7 +6,7 @@ import { HttpServer } from '../../src/http/server.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { freePort } from '../../src/storage/free-port.js';
 
-// Issue 15 §2.1: uWebSockets.js binds with SO_REUSEPORT by default, so a second node on a taken port
+// uWebSockets.js binds with SO_REUSEPORT by default, so a second node on a taken port
 // used to share it silently. The node's listen is exclusive, and main.ts probes the port first.
 
 const servers: HttpServer[] = [];

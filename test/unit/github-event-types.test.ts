@@ -10,7 +10,7 @@ import { compileSchema, createSchemaCompiler, describeValidationError, type Sche
 const require = createRequire(import.meta.url);
 const EID = '1b4e28ba-2fa1-11d2-883f-0016d3cca427';
 const MIB = 1024 * 1024;
-/** Spec "EventType": the name pattern. */
+/** The event type name pattern (docs/concepts.md "Event types"). */
 const NAME_PATTERN = /^[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$/;
 
 /** Reads the examples package directly (not through the module under test): event name → payload count. */
@@ -101,7 +101,8 @@ describe('GitHub webhook event types', () => {
       });
       const schema = parsedSchema({ name, definition, payloads: [] });
       expect(schema.type, name).toBe('object');
-      // Hash partitioning exactly when the key is a required field (spec: relative to `data` for category data).
+      // Hash partitioning exactly when the key is a required field (relative to `data` for category data;
+      // docs/concepts.md "Partitions").
       const key = lookupField(schema, 'repository.id');
       if (definition.partition_strategy === 'hash') {
         expect(definition.partition_key_fields).toEqual(['repository.id']);

@@ -16,7 +16,8 @@ const Body = Type.Object(
   { 'x-messages': { type: 'must be a JSON object' } },
 );
 
-describe('checkInput (issue 16 §1.1; WIRE.md "Conventions")', () => {
+// Request bodies as docs/http-api.md "Requests" describes them.
+describe('checkInput', () => {
   it('accepts a valid body and types it; enums in any case stay as sent', () => {
     const result = checkInput(Body, { name: 'a', kind: 'ALPHA', count: 2, unknown: true });
     expect(result).toEqual({ ok: true, value: { name: 'a', kind: 'ALPHA', count: 2, unknown: true } });

@@ -5,7 +5,7 @@ import { parseExposition, sampleNames } from '../support/prometheus-text.js';
 import { parse as parseYaml } from 'yaml';
 
 /**
- * The monitoring config shipped in config/ (issue 5 §1.3) stays true to the broker: every PromQL
+ * The monitoring config shipped in config/ (docs/metrics.md "Prometheus", "Grafana dashboard") stays true to the broker: every PromQL
  * expression of the Grafana dashboard names metrics (and labels) the broker registers, the
  * dashboard's datasource is the provisioned one, and prometheus.yml scrapes every node.
  */

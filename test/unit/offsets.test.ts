@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { formatOffset, parseOffset, resolveCursor, shiftOffset } from '../../src/domain/offsets.js';
 
-describe('offsets (WIRE.md "Offsets and cursors")', () => {
+// Offsets as docs/concepts.md "Offsets and cursors" describes them.
+describe('offsets', () => {
   it.each([
     [1, 5, '001-0001-000000000000000005'],
     [1, -1, '001-0001--1'],
@@ -42,7 +43,7 @@ describe('offsets (WIRE.md "Offsets and cursors")', () => {
   });
 });
 
-describe('shiftOffset (issue 14 §4.1: shifted cursors)', () => {
+describe('shiftOffset (shifted cursors)', () => {
   const range = { oldest: 3, newest: 9 };
   it.each([
     [5, 2, 7],

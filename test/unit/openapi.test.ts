@@ -28,7 +28,7 @@ function server(): HttpServer {
   );
 }
 
-describe('the OpenAPI document (issue 16 §2.1)', () => {
+describe('the OpenAPI document', () => {
   it('is a valid OpenAPI 3.1 document (@seriousme/openapi-schema-validator)', async () => {
     const validator = new Validator();
     const result = await validator.validate(document);

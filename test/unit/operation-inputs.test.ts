@@ -15,7 +15,7 @@ function outcome(result: { ok: true; value: unknown } | { ok: false; status: num
   return result.ok ? result.value : { status: result.status, details: result.details };
 }
 
-describe('the administrators body (issue 16 §1.1)', () => {
+describe('the administrators body', () => {
   it('accepts three non-empty lists', () => {
     expect(parseAdminsInput({ admins: [alice], readers: [alice], writers: [alice], other: 1 })).toMatchObject({ ok: true, value: { admins: [alice], readers: [alice], writers: [alice] } });
   });

@@ -7,7 +7,8 @@ import { compileSchema, createSchemaCompiler, describeValidationError } from '..
 import { businessEventType } from '../support/fixtures.js';
 
 /**
- * Issue 17 §2: a new validator is run once over a priming instance before the event type's first batch.
+ * A new validator is run once over a priming instance before the event type's first batch, so that batch
+ * does not pay the validator's first run.
  * The instance must reach deep into the schema (valid where the schema allows it simply: the validator
  * stops at the first error) and stay bounded whatever the schema.
  */

@@ -1,5 +1,5 @@
 /**
- * The machine's ceiling the publish-batches scenario records beside its ratios (issue 17 §5): CPU per
+ * The machine's ceiling the publish-batches scenario records beside its ratios (so a missed target can be told from the machine's limit): CPU per
  * event of the node, Redis and the load generator, and the events/s the cores carry at that cost.
  */
 import { describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * Which small batches the main thread validates itself (issue 17 §2.1): a cheap schema's validator is
+ * Which small batches the main thread validates itself: a cheap schema's validator is
  * instantiated there from standalone code a worker makes. A worker that did not make it in time (busy
  * threads) is asked again after `STANDALONE_RETRY_AFTER_MS`; a schema whose code cannot be made is never
  * asked for again. The pool, the event type cache and Redis are stand-ins: what is under test is the
@@ -92,7 +92,7 @@ describe('main-thread validators for small batches', () => {
   });
 });
 
-describe('preparing an event type (issue 17 §2.1)', () => {
+describe('preparing an event type', () => {
   /** A cache stand-in that records which read each prepare used. */
   function recordingCache(): { cache: CacheReads; reads: string[] } {
     const reads: string[] = [];

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { responseMismatch } from '../support/response-schemas.js';
 
-// The test-support check every integration test's JSON answers go through (issue 16 §1.3).
+// The test-support check every integration test's JSON answers go through, so the API document
+// cannot drift from what the node sends.
 describe('responseMismatch', () => {
   const subscription = {
     id: '0b7a4c36-2b1e-4c55-9a53-3c1f9a0e8c11',

@@ -3,7 +3,8 @@ import { compileSchema, createSchemaCompiler, describeValidationError, instantia
 import type { JsonObject } from '../../src/domain/json-schema-walk.js';
 
 /**
- * Issue 17 §2.1: the main thread instantiates validators from standalone code a worker generated. The
+ * The main thread instantiates validators from standalone code a worker generated, so it never compiles
+ * a schema itself. The
  * code must judge every event exactly as the compiled validator does — with RE2 patterns, ajv-formats'
  * fast formats, ajv's runtime helpers (uniqueItems, string length in code points, URIs) — and describe
  * the first error the same way.

@@ -10,7 +10,7 @@ import { eventTypeRecord } from '../support/fixtures.js';
 import { prng } from '../../bench/events.js';
 
 /**
- * The stored text of each event (issue 17 §1.2): the worker keeps the producer's own bytes and splices
+ * The stored text of each event: the worker keeps the producer's own bytes and splices
  * the enrichment fields into them, or serializes the enriched event when splicing would be wrong. The
  * property: whatever the events and their formatting, every stored line is one line of valid JSON that
  * parses to exactly the object the serializing worker stored — `JSON.stringify` of the parsed event after

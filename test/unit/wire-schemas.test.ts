@@ -18,10 +18,10 @@ type DeepReadonly<T> = T extends readonly (infer E)[] ? readonly DeepReadonly<E>
 type Derived<S extends TSchema> = DeepReadonly<Static<S>>;
 type Loose<T> = DeepReadonly<T>;
 
-// Issue 16 §1: the types derived from the wire schemas (`Static<>`) are the hand-written interfaces
+// The types derived from the wire schemas (`Static<>`) are the hand-written interfaces
 // that describe the same JSON — checked by the compiler (`npm run typecheck`), so either side changing
 // alone fails here. Where they are equal, the interface can become an alias of the derived type once
-// the schemas move below the layers that use them (domain/; issue 16 §4.3).
+// the schemas move below the layers that use them (domain/: imports run down the layers only).
 describe('the wire schemas derive the hand-written wire types', () => {
   it('event types, schemas and compatibility checks', () => {
     expectTypeOf<Derived<typeof wire.EventTypeRecordSchema>>().toEqualTypeOf<Loose<EventType>>();

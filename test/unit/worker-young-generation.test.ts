@@ -4,8 +4,8 @@ import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/config/load-config.js';
 
-// Issue 15 §1.3: V8 flags are process-wide, so a main thread's `--max-semi-space-size=64` (npm start and
-// the Dockerfile had it until 2026-11-26; an operator may add it) also let every worker thread's young
+// V8 flags are process-wide, so a main thread's `--max-semi-space-size=64` (npm start and the Dockerfile
+// once had it; an operator may add it) also let every worker thread's young
 // generation grow to ~134 MB of semi-spaces: most of the churn benchmark's RSS growth then. WorkerPool clears the flag for the threads created after it. A child node
 // run with the flag starts a thread before and one after constructing the pool (from dist/, built by
 // `npm test`); each allocates short-lived objects and reports the size its new space reached.
