@@ -7,16 +7,16 @@ import { brokerError, errorCatalog } from '../errors/catalog.js';
 import type { AdminAuthorization } from '../storage/settings-store.js';
 import type { Feature, Settings } from './settings.js';
 
-/** Operations on an event type (spec "Authentication" 4). */
+/** Operations on an event type (docs/security.md "Authorization: what a subject may do"). */
 export type EventTypeOperation = 'admin' | 'read' | 'write';
-/** Operations on the admin endpoints (spec "AdminAuthorization"): `admin` changes the administrators. */
+/** Operations on the admin endpoints (docs/security.md "Authorization: what a subject may do"): `admin` changes the administrators. */
 export type SettingsOperation = 'admin' | 'read' | 'write';
 
-/** The detail of 403s for blocked producers (WIRE.md "Publishing"). */
+/** The detail of 403s for blocked producers (docs/security.md "Blacklist and feature toggles"). */
 export const PRODUCER_BLOCKED = errorCatalog.PRODUCER_BLOCKED.template;
-/** The closing batch's reason, and the 403 detail, for blocked consumers (WIRE.md "Streaming"). */
+/** The closing batch's reason, and the 403 detail, for blocked consumers (docs/security.md "Blacklist and feature toggles"). */
 export const CONSUMPTION_BLOCKED = errorCatalog.CONSUMPTION_BLOCKED.template;
-/** Why a stream ends when the readers of one of its event types changed (spec "Authentication" 9). */
+/** Why a stream ends when the readers of one of its event types changed: its consumer may no longer be one, and must reconnect to be checked again. */
 export const READERS_CHANGED = 'The readers of an event type of this stream changed; reconnect';
 
 /** Identifies an event type's readers list (order-insensitive), to notice when it changes. */
@@ -25,7 +25,7 @@ export function readersKey(eventType: Pick<EventType, 'authorization'>): string 
 }
 
 /**
- * Who may do what (spec "Authentication" 3–12; WIRE.md "Settings"). Pure decisions over the node's
+ * Who may do what (docs/security.md "Authorization: what a subject may do"). Pure decisions over the node's
  * settings snapshot and the plugin; nothing here calls Redis.
  *
  * - Event types: a missing authorization section means open to every authenticated subject; otherwise
@@ -82,9 +82,9 @@ export class AccessControl {
   }
 
   /**
-   * Read access to every one of `eventTypes` (spec "Authentication" 4: `read` is consuming; issue 13 §3):
-   * what creating a subscription, resetting its cursors and reading its cursors or stats need, as
-   * streaming it does. Administrators get no exception: they may make themselves readers.
+   * Read access to every one of `eventTypes`: what creating a subscription, resetting its cursors and
+   * reading its cursors or stats need, as streaming it does, since each of them reveals or moves
+   * positions in events the subject could otherwise not read. Administrators get no exception: they may make themselves readers.
    * @throws BrokerError 403 `Access on READ event-type:<name> denied` for the first one denied
    */
   requireEventTypesReadable(subject: Subject, eventTypes: readonly Pick<EventType, 'name' | 'authorization'>[]): void {
@@ -92,7 +92,7 @@ export class AccessControl {
   }
 
   /**
-   * Consuming a subscription (spec "Authentication" 5, 9): reader rights on it and read rights on every
+   * Consuming a subscription (docs/security.md "Authorization: what a subject may do"): reader rights on it and read rights on every
    * one of its event types, and not blocked. @throws BrokerError 403
    */
   requireSubscriptionConsumer(subject: Subject, subscription: Pick<Subscription, 'id' | 'authorization'>, eventTypes: readonly Pick<EventType, 'name' | 'authorization'>[]): void {
@@ -112,7 +112,7 @@ export class AccessControl {
   }
 
   /**
-   * Per-event authorization (spec "Authentication" 10): for an event type with an owner selector, a test
+   * Per-event authorization (docs/consuming.md "Per-event authorization"): for an event type with an owner selector, a test
    * of each event's JSON text — may `subject` read it (the selector's name as data type, the owner value
    * as value)? Undefined when every event may be read (no selector, or a static owner the subject holds).
    * A static owner the subject does not hold leaves every event out.
@@ -154,7 +154,7 @@ export class AccessControl {
   }
 
   /**
-   * Attributes the plugin refuses (spec "Authentication" 7), as 422 detail lines.
+   * Attributes the plugin refuses (docs/security.md "The plugin"), as 422 detail lines.
    * @param sections field name prefix → attribute list, e.g. `authorization.readers`
    */
   attributeProblems(sections: Readonly<Record<string, readonly AuthorizationAttribute[] | undefined>>): string[] {

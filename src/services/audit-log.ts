@@ -6,7 +6,7 @@ import type { EventTypeRegistry } from './event-type-registry.js';
 import type { Publisher } from './publisher.js';
 import type { Settings } from './settings.js';
 
-/** The event type the audit log is published to (spec "Events emitted by the service"; issue 6 §4.1). */
+/** The event type the audit log is published to (docs/operations.md "The broker's own event types"). */
 export const AUDIT_EVENT_TYPE = 'broker.audit-log';
 
 /** What changed: `data_type` of the audit event. */
@@ -52,7 +52,7 @@ const DEFINITION = {
 };
 
 /**
- * The audit log (spec "Events emitted by the service"; feature `audit_log_collection`): while the
+ * The audit log (docs/operations.md "The broker's own event types"; feature `audit_log_collection`): while the
  * feature is on, every change to event types, subscriptions and settings is published as a data change
  * event of {@link AUDIT_EVENT_TYPE}: `data_type` the resource type, `data_op` C/U/D, `data` with the
  * resource id, the subject, and the previous and new object. Publishing happens after the change was

@@ -6,7 +6,7 @@ import type { Publisher } from './publisher.js';
 import { administratorsOnly, ensureServiceEventType } from './service-event-types.js';
 import type { Settings } from './settings.js';
 
-/** An event a subscription stream skipped in dead-letter search (issue 14 §3.2). */
+/** An event a subscription stream skipped in dead-letter search (docs/consuming.md "Dead letters"). */
 export interface SkippedEvent {
   readonly subscriptionId: string;
   readonly eventType: string;
@@ -48,7 +48,7 @@ const DEFINITION = {
 const ENVELOPE_BYTES = 2048;
 
 /**
- * The service's dead-letter queue (issue 14 §3): the event type {@link DEAD_LETTER_EVENT_TYPE},
+ * The service's dead-letter queue (docs/consuming.md "Dead letters"): the event type {@link DEAD_LETTER_EVENT_TYPE},
  * created at startup like the audit log, and publishing skipped events to it as
  * `{subscription_id, event_type, partition, offset, error: {message}, event}`. An event too large to
  * fit in a dead-letter event (`publish.maxEventBytes`) is recorded with its `metadata` only, and the

@@ -11,11 +11,12 @@ import type { EventTypeCache } from './event-type-cache.js';
 /** The answer to a deleted-events request: 200 empty, or 422/207 with one BatchItemResponse per event (as publishing). */
 export type DeleteOutcome = { readonly status: 200 } | { readonly status: 422 | 207; readonly items: BatchItemResponse[] };
 
-/** 422 detail for an event type with cleanup_policy `delete` (WIRE.md gives no wording; ours). */
+/** 422 detail for an event type with cleanup_policy `delete`, which has no compaction to apply tombstones. */
 export const NOT_COMPACTED_DETAIL = errorCatalog.EVENT_TYPE_NOT_COMPACTED.template;
 
 /**
- * `POST /event-types/{name}/deleted-events` (spec "Event type registry"; issue 6): tombstones for
+ * `POST /event-types/{name}/deleted-events` (docs/publishing.md "Deleting events of a compacted event
+ * type"): tombstones for
  * the compaction keys of the given events, in the partitions key selection names (every partition under
  * `random`). Earlier events with those keys are removed at the partition's next compaction round
  * (services/compaction.ts); the tombstones take no offset, are never delivered, and are dropped once a
@@ -27,7 +28,7 @@ export class DeletedEvents {
     private readonly cache: EventTypeCache,
     private readonly store: CompactionStore,
     private readonly redis: RedisClient,
-    /** The compaction store of a timeline's storage (issue 6 §3.2): tombstones go to the active timeline. */
+    /** The compaction store of a timeline's storage: tombstones go to the active timeline. */
     private readonly dataStoreOf: (timeline: StoredTimeline) => Promise<CompactionStore> = () => Promise.resolve(store),
   ) {}
 

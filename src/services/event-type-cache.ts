@@ -31,7 +31,7 @@ export function buildPublishSpec(stored: Pick<StoredEventType, 'record' | 'topol
     category: record.category,
     enrich: record.enrichment_strategies.includes('metadata_enrichment'),
     partitionStrategy: record.partition_strategy,
-    // Compacted event types hash the compaction key (issue 6 §1.1, as the reference does): every event of
+    // Compacted event types hash the compaction key (as the reference service does): every event of
     // a key lands in one partition, so compaction keeps exactly one latest event per key.
     partitionKeyPaths: record.cleanup_policy !== 'delete' ? [['metadata', 'partition_compaction_key']] : (record.partition_key_fields ?? []).map((f) => [...prefix, ...f.split('.')]),
     partitionCount: topology.partitionCount,
@@ -52,12 +52,13 @@ export interface EventTypeCacheBounds {
 }
 
 /**
- * Node-local cache of event types for the publish path (DESIGN.md §5). Every change is announced on a
+ * Node-local cache of event types for the publish path (docs/architecture.md "The publishing route and the
+ * event type cache"). Every change is announced on a
  * Redis channel; each node drops the entry at once. A generation counter per name keeps a fetch that
  * raced an invalidation from caching the stale value. Losing the subscription clears the whole cache.
  * Registry reads (`GET /event-types/...`) bypass the cache and read Redis.
  *
- * Nothing outlives its event type (issue 15 §1): entries are bounded (lru-cache, size and age); a
+ * Nothing outlives its event type, so memory stays bounded as event types come and go: entries are bounded (lru-cache, size and age); a
  * change notice whose event type no longer exists drops its generation and tells `onDeleted` listeners
  * (metrics series); a dropped entry's validator key is handed to `onSchemaRetired` listeners (validator
  * caches) once the event type is found deleted or its effective schema changed.

@@ -8,8 +8,8 @@ import type { Publisher } from './publisher.js';
 import type { Settings } from './settings.js';
 
 /**
- * The event types the KPIs are published to (spec "Events emitted by the service", feature
- * `kpi_collection`; issue 6 §4.1). All are `business` events owned by the application `broker`.
+ * The event types the KPIs are published to (docs/operations.md "The broker's own event types", feature
+ * `kpi_collection`). All are `business` events owned by the application `broker`.
  */
 export const KPI_EVENT_TYPES = {
   /** One per answered publish request: who published how much to which event type, how fast. */
@@ -114,7 +114,7 @@ const FLUSH_BATCH = 1000;
 const MAX_PENDING = 20_000;
 
 /**
- * KPI collection (spec "Events emitted by the service", feature `kpi_collection`; issue 6 §4.1).
+ * KPI collection (docs/operations.md "The broker's own event types", feature `kpi_collection`).
  * While the feature is on, the request paths hand their figures to {@link batchPublished},
  * {@link dataStreamed}, {@link changed} and {@link accessed}; each becomes one event kept in memory and
  * published with the others of its event type every `flushIntervalMs` (and on {@link stop}), through the

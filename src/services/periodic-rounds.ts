@@ -13,7 +13,7 @@ export function lockTtlFor(intervalMs: number): number {
 /**
  * Runs `round` every `intervalMs`, one round at a time (a tick while a round runs is skipped); a
  * failed round is logged at warn and retried at the next tick. The timer does not keep the process
- * alive. Shared by retention and compaction (issue 6 §1.5).
+ * alive. Shared by retention and compaction.
  */
 export class PeriodicRounds {
   private timer: NodeJS.Timeout | undefined;

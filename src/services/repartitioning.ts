@@ -23,8 +23,7 @@ export interface RepartitionResult {
 }
 
 /**
- * Repartitioning (spec "Event type registry": `POST /event-types/{name}/partition-count`; "States and
- * transitions": Repartition). The partition count only grows; events stay where they are, new
+ * Repartitioning, `POST /event-types/{name}/partition-count` (docs/operations.md "Repartitioning"). The partition count only grows; events stay where they are, new
  * partitions start empty; hash partitioning maps over the new count afterwards.
  *
  * Order, so that no event published to a new partition can be skipped by a subscription:

@@ -7,8 +7,8 @@ import type { Settings } from './settings.js';
 const SERVICE_CALLER: RegistryCaller = { isAdmin: true, authorizationProblems: () => [], requireAdmin: () => undefined, trusted: true };
 
 /**
- * Registers one of the service's own event types unless it exists (spec "Events emitted by the
- * service"): every node does so at startup and the first wins; an existing one is left as it is.
+ * Registers one of the service's own event types unless it exists (docs/operations.md "The broker's own
+ * event types"): every node does so at startup and the first wins; an existing one is left as it is.
  * @param definition the `POST /event-types` body
  * @throws BrokerError other than EVENT_TYPE_EXISTS (e.g. 503 when Redis is down, 422 for a broken definition)
  */

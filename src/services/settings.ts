@@ -4,7 +4,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Keys } from '../storage/keys.js';
 import type { AdminAuthorization, SettingsSnapshot, SettingsStore } from '../storage/settings-store.js';
 
-/** The feature toggles (spec "Feature"); all are off until enabled. */
+/** The feature toggles (docs/operations.md "Feature toggles"); all are off until enabled. */
 export const FEATURES = [
   'disable_event_type_creation',
   'disable_event_type_deletion',
@@ -23,12 +23,12 @@ export const FEATURES = [
 
 export type Feature = (typeof FEATURES)[number];
 
-/** Blacklist entry types (WIRE.md "Settings"). */
+/** Blacklist entry types (docs/operations.md "Blacklist"). */
 export const BLACKLIST_TYPES = ['CONSUMER_APP', 'CONSUMER_ET', 'PRODUCER_APP', 'PRODUCER_ET'] as const;
 
 export type BlacklistType = (typeof BLACKLIST_TYPES)[number];
 
-/** `GET /settings/blacklist` (WIRE.md "Settings"). */
+/** `GET /settings/blacklist` (docs/operations.md "Blacklist"). */
 export interface BlacklistView {
   readonly producers: { readonly event_types: string[]; readonly apps: string[] };
   readonly consumers: { readonly event_types: string[]; readonly apps: string[] };
@@ -38,7 +38,8 @@ export interface BlacklistView {
 const REFRESH_INTERVAL_MS = 1000;
 
 /**
- * The settings as this node sees them (spec "Feature", blacklist, administrators): a snapshot in memory,
+ * The settings as this node sees them (feature toggles, blacklist, administrators; docs/operations.md
+ * "Administrator settings"): a snapshot in memory,
  * so the publish and stream paths check toggles and the blacklist without a Redis call. A change on any
  * node is announced on `settingsChannel` and re-read at once by every node; a re-read every second
  * bounds staleness when a notice is lost (reconnects). Listeners run after each re-read that changed

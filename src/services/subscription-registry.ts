@@ -21,7 +21,7 @@ import type { PartitionLogs } from '../storage/partition-logs.js';
 import type { SubscriptionStore } from '../storage/subscription-store.js';
 
 /**
- * Filters of `GET /subscriptions` (spec "Subscriptions"): all optional; `eventTypes` must all be read;
+ * Filters of `GET /subscriptions` (docs/http-api.md "Paging"): all optional; `eventTypes` must all be read;
  * `reader` must be listed explicitly in the subscription's `authorization.readers`.
  */
 export interface SubscriptionFilter {
@@ -47,13 +47,14 @@ export interface SubscriptionTokenPage {
   readonly prev: SubscriptionCursor | undefined;
 }
 
-/** Rules the caller applies to a subscription body (spec "Authentication" 4, 5, 7, features). */
+/** Rules the caller applies to a subscription body (authorization, attribute validation, feature toggles). */
 export interface SubscriptionCreationRules {
   /** Runs only when the key is new. @throws BrokerError 403/422/503 to refuse the creation (toggles, attribute validation) */
   check(input: SubscriptionInput): void;
   /**
    * Runs with the stored records of the subscription's event types, also when the key exists already:
-   * the caller must be allowed to read every one of them (issue 13 §3).
+   * the caller must be allowed to read every one of them, or the answer would reveal a subscription of
+   * event types it may not read.
    * @throws BrokerError 403 to refuse
    */
   authorizeRead(eventTypes: readonly EventType[]): void;
@@ -71,8 +72,7 @@ export function subscriptionNotFound(id: string): BrokerError {
 }
 
 /**
- * The subscription registry (spec "Subscription", "Subscriptions" endpoints, "Limits"; WIRE.md
- * "Subscriptions" up to "Streaming"): create-or-get by subscription key, read, list, update of the
+ * The subscription registry (docs/concepts.md "Subscriptions"): create-or-get by subscription key, read, list, update of the
  * mutable fields and delete. Consumption state (offsets, sessions) is not touched here except that a
  * delete removes it.
  */
@@ -141,7 +141,7 @@ export class SubscriptionRegistry {
 
   /**
    * One page of subscriptions, newest first (created_at, then id, descending), optionally only those of
-   * an owning application and reading every given event type (spec "Subscriptions" GET).
+   * an owning application and reading every given event type.
    * Without filters one page is read; with filters the candidates are read and filtered in memory.
    * @throws BrokerError 503
    */
@@ -196,7 +196,8 @@ export class SubscriptionRegistry {
   }
 
   /**
-   * Updates authorization, annotations and labels (spec "Subscriptions": everything else is immutable);
+   * Updates authorization, annotations and labels (everything else is immutable; docs/concepts.md
+   * "Subscriptions");
    * fields absent from the body keep their stored value. Stores a new `updated_at`.
    * @param authorize runs with the stored record and the checked input before anything is written
    * @throws BrokerError 404, 400 (shape), 422 (rules or a changed immutable field), what `authorize` throws, 503

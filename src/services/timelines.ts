@@ -22,8 +22,8 @@ export interface CleanUpResult {
 }
 
 /**
- * Timelines (spec "Timeline", "Event type registry": `GET/POST /event-types/{name}/timelines`, "States
- * and transitions": Timeline created; issue 6 §3.2).
+ * Timelines, `GET/POST /event-types/{name}/timelines` (docs/concepts.md "Timelines and storages";
+ * docs/operations.md "Storages and timelines").
  *
  * A switch moves publishing of an event type to a storage without moving data:
  * 1. every partition of the active timeline is closed in its storage (field `closed` in its meta,

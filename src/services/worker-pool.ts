@@ -10,10 +10,11 @@ import type { SchemaCostLimits } from '../domain/schema-cost.js';
 import { DEFAULT_WORKER_VALIDATOR_BOUNDS, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
 
 /**
- * The piscina pool running `workers/publish-worker.js` (DESIGN.md §5). Task bodies are transferred,
+ * The piscina pool running `workers/publish-worker.js`, so parsing and validating events does not hold
+ * the main thread (docs/architecture.md "Inline or worker"). Task bodies are transferred,
  * never copied twice; a task that overruns its time limit is aborted (piscina terminates and replaces
  * the worker), so a hostile batch or schema cannot stall the node. Schema checks (whose cost a user's
- * schema decides, issue 13 §1) run one at a time per node, so they hold at most one worker and
+ * schema decides) run one at a time per node, so they hold at most one worker and
  * publishing always keeps the others; how many wait is bounded by the control-plane limiter
  * (`http.controlConcurrency`), which admits the requests that run them.
  */
@@ -22,7 +23,7 @@ export class WorkerPool {
   /** Settles when the last queued schema check is done. */
   private schemaCheckTail: Promise<void> = Promise.resolve();
 
-  /** Each spec without its schema text, as tasks carry it (issue 17 §1.3); dropped with the spec. */
+  /** Each publish spec without its schema text, as tasks carry it, so a batch does not copy the schema to a thread that has its validator; dropped with the spec. */
   private readonly leanSpecs = new WeakMap<PublishSpec, PublishTaskSpec>();
 
   /** Validators each thread holds, as its last forget round reported (threadId → count). */
@@ -33,8 +34,8 @@ export class WorkerPool {
     const threads = config.workerThreads > 0 ? config.workerThreads : os.availableParallelism();
     // V8 flags are process-wide: a `--max-semi-space-size` or `--min-semi-space-size` an operator gives the
     // node (NODE_OPTIONS, or the command line) would also size each worker's young generation (and
-    // override `resourceLimits`): with 64, every thread got ~130 MB of semi-spaces it does not need (issue 15
-    // §1.3: the churn benchmark's RSS growth). The main isolate is sized already; clearing the flags leaves
+    // override `resourceLimits`): with 64, every thread would get ~130 MB of semi-spaces it does not need (the
+    // churn benchmark's RSS grew by that much). The main isolate is sized already; clearing the flags leaves
     // V8's defaults for the threads created after.
     v8.setFlagsFromString('--max-semi-space-size=0');
     v8.setFlagsFromString('--min-semi-space-size=0');
@@ -49,7 +50,8 @@ export class WorkerPool {
   }
 
   /**
-   * Drops the validators of retired schema keys in every thread (issue 15 §1.1). Never throws; a thread
+   * Drops the validators of retired schema keys in every thread, so deleted or changed event types do not
+   * keep memory. Never throws; a thread
    * missed keeps the validators until its LRU drops them.
    */
   async forgetSchemas(schemaKeys: readonly string[]): Promise<void> {
@@ -61,7 +63,8 @@ export class WorkerPool {
   }
 
   /**
-   * Compiles a spec's validator in every thread ahead of its first batch (issue 17 §2.1); a thread that
+   * Compiles a publish spec's validator in every thread ahead of its first batch, so that batch does not wait for
+   * a compilation; a thread that
    * holds it already answers at once.
    * @returns the schema's cost when a thread found it within the main thread's budget, else undefined
    * @throws BrokerError BUSY (503) when a round takes longer than `timeoutMs`; Error when the schema does not compile
@@ -124,7 +127,7 @@ export class WorkerPool {
 
   /**
    * Processes one batch in a worker. The task's body buffer is transferred (unusable afterwards). The
-   * effective schema's text travels only to a thread that lacks the validator (issue 17 §1.3): the task
+   * effective schema's text travels only to a thread that lacks the validator: the task
    * goes without it, and a thread that answers `schema-needed` gets it again with the text, within the
    * same time limit.
    * @param task a task whose spec holds the schema text (the cached event type's spec)
