@@ -8,6 +8,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import puppeteer, { type Page } from 'puppeteer-core';
+import { STREAM_ID_HEADER, openStream, streamPath } from '../src/client/stream-client.js';
 import { repoRoot, startBroker, startRedis } from './local-processes.js';
 
 const OUT = path.join(repoRoot, 'docs', 'console');
@@ -90,29 +91,24 @@ async function main(): Promise<void> {
     await waitForText(page, '[data-test=subscriptions]', 'billing');
     await shoot(page, 'subscriptions');
     await page.goto(`${base}/ui#/subscriptions/${sub.id}`);
-    const stream = await fetch(`${base}/subscriptions/${sub.id}/events?batch_limit=5&batch_flush_timeout=1`);
-    const streamId = stream.headers.get('x-broker-streamid') ?? '';
-    const reader = stream.body?.pipeThrough(new TextDecoderStream()).getReader();
-    let rest = '';
+    const stream = await openStream(`${base}${streamPath({ subscription: sub.id }, { batch_limit: 5, batch_flush_timeout: 1 })}`);
+    const streamId = stream.streamId ?? '';
+    // Read batch by batch without leaving a loop: the stream stays open (its partitions assigned) until the shot.
+    const batches = stream[Symbol.asyncIterator]();
     let commits = 0;
     const deadline = Date.now() + 12_000;
-    while (reader !== undefined && Date.now() < deadline && commits < 6) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      rest += value;
-      const lines = rest.split('\n');
-      rest = lines.pop() ?? '';
-      for (const line of lines) {
-        const batch = JSON.parse(line) as { cursor: unknown; events?: unknown[] };
-        if (batch.events === undefined) continue;
-        await sleep(1500); // a slow consumer, so the chart shows the lag falling
-        await send(base, 'POST', `/subscriptions/${sub.id}/cursors`, { items: [batch.cursor] }, { 'X-Broker-StreamId': streamId });
-        commits++;
-      }
+    while (Date.now() < deadline && commits < 6) {
+      const next = await batches.next();
+      if (next.done === true) break;
+      const batch = next.value;
+      if (batch.events === undefined) continue;
+      await sleep(1500); // a slow consumer, so the chart shows the lag falling
+      await send(base, 'POST', `/subscriptions/${sub.id}/cursors`, { items: [batch.cursor] }, { [STREAM_ID_HEADER]: streamId });
+      commits++;
     }
     await waitForText(page, '[data-test=lag-table]', streamId);
     await shoot(page, 'subscription');
-    await reader?.cancel();
+    stream.close();
 
     // The live tail from BEGIN, one event expanded.
     await page.goto(`${base}/ui#/tail?event_type=shop.order.created&from=begin`);

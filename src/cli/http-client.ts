@@ -1,27 +1,19 @@
 /**
  * The `broker` command line's HTTP client: plain requests on keep-alive sockets and
- * `application/x-json-stream` answers read line by line, over `node:http`/`node:https`. Every request
+ * `application/x-json-stream` answers read by the shared stream client (src/client/stream-client.ts),
+ * over `node:http`/`node:https`. Every request
  * carries the bearer token when one is set; control-plane bodies go out as `application/json` (the
  * broker refuses other types with 415).
  */
 import http from 'node:http';
 import https from 'node:https';
+import { StreamRefusedError, openStream as openBatchStream, type StreamBatch } from '../client/stream-client.js';
 import { CliError, EXIT, answerError } from './exit-codes.js';
 
-/** One batch line of a stream (docs/consuming.md "Subscription streams"). */
-export interface StreamLine {
-  readonly cursor: StreamCursor;
-  readonly events?: readonly unknown[];
-  readonly info?: { readonly debug?: string };
-}
+export type { StreamCursor } from '../client/stream-client.js';
 
-/** A cursor as the broker serves it in stream lines; subscription streams add `event_type` and `cursor_token`. */
-export interface StreamCursor {
-  readonly partition: string;
-  readonly offset: string;
-  readonly event_type?: string;
-  readonly cursor_token?: string;
-}
+/** One batch line of a stream (docs/consuming.md "Subscription streams"). */
+export type StreamLine = StreamBatch;
 
 /** A whole answer. */
 export interface Answer {
@@ -47,7 +39,7 @@ export interface RequestOptions {
 export interface OpenStream {
   /** `X-Broker-StreamId` (subscription streams). */
   readonly streamId: string | undefined;
-  /** Lines as they arrive, parsed; reading pauses while the consumer of this iterable does (backpressure). Ends when the broker ends the answer or `close()` was called. @throws CliError (exit 4) on a broken line or a dropped connection */
+  /** Lines as they arrive, parsed; reading pauses while the consumer of this iterable does (backpressure). Ends when the broker ends the answer or `close()` was called; leaving it early closes the stream. @throws CliError (exit 4) on a broken line or a dropped connection */
   readonly lines: AsyncIterable<StreamLine>;
   /** Disconnects, as a consumer that goes away; `lines` then ends. */
   close(): void;
@@ -137,31 +129,15 @@ export class BrokerClient {
    * Opens a stream (`application/x-json-stream`) on its own connection.
    * @throws CliError exit 3/4 when the broker answers anything but 200 (the problem's `title: detail`), exit 4 when unreachable
    */
-  openStream(method: 'GET' | 'POST', path: string, options: { headers?: Record<string, string>; body?: string } = {}): Promise<OpenStream> {
-    return new Promise((resolve, reject) => {
-      const req = this.transport.request(this.urlOf(path), { method, agent: false, headers: this.headersOf(method, { 'accept-encoding': 'identity', ...(options.headers ?? {}) }) }, (res) => {
-        if (res.statusCode !== 200) {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('end', () => reject(answerError(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
-          res.on('error', (err) => reject(this.unreachable(method, path, err)));
-          return;
-        }
-        let closing = false;
-        const header = res.headers['x-broker-streamid'];
-        resolve({
-          streamId: typeof header === 'string' ? header : undefined,
-          lines: readLines(res, () => closing),
-          close: () => {
-            closing = true;
-            res.destroy();
-            req.destroy();
-          },
-        });
-      });
-      req.on('error', (err) => reject(this.unreachable(method, path, err)));
-      req.end(options.body);
-    });
+  async openStream(method: 'GET' | 'POST', path: string, options: { headers?: Record<string, string>; body?: string } = {}): Promise<OpenStream> {
+    let stream;
+    try {
+      stream = await openBatchStream(this.urlOf(path), { method, headers: this.headersOf(method, { 'accept-encoding': 'identity', ...(options.headers ?? {}) }), ...(options.body === undefined ? {} : { body: options.body }) });
+    } catch (err) {
+      if (err instanceof StreamRefusedError) throw answerError(err.status, err.text);
+      throw this.unreachable(method, path, err);
+    }
+    return { streamId: stream.streamId, lines: cliErrors(stream), close: () => stream.close() };
   }
 
   /** Frees the kept-alive sockets so the process can exit. */
@@ -201,42 +177,11 @@ export class BrokerClient {
   }
 }
 
-/**
- * The lines of a stream answer, parsed. Lines are cut at "\n" on the raw bytes (a "\n" byte never
- * occurs inside a multi-byte UTF-8 sequence) and decoded once; empty lines are skipped.
- * @param closing true once the caller closed the stream on purpose (its end is then not an error)
- */
-async function* readLines(res: http.IncomingMessage, closing: () => boolean): AsyncGenerator<StreamLine> {
-  let pending: Buffer[] = [];
+/** The batches of `stream`, its failures (a broken line, a dropped connection) as CliError exit 4. */
+async function* cliErrors(stream: AsyncIterable<StreamLine>): AsyncGenerator<StreamLine> {
   try {
-    for await (const chunk of res as AsyncIterable<Buffer>) {
-      let start = 0;
-      let newline = chunk.indexOf(10, start);
-      while (newline >= 0) {
-        const piece = chunk.subarray(start, newline);
-        const whole = pending.length === 0 ? piece : Buffer.concat([...pending, piece]);
-        pending = [];
-        if (whole.byteLength > 0) yield parseLine(whole);
-        start = newline + 1;
-        newline = chunk.indexOf(10, start);
-      }
-      if (start < chunk.byteLength) pending.push(chunk.subarray(start));
-    }
+    yield* stream;
   } catch (err) {
-    if (err instanceof CliError) throw err;
-    if (closing()) return;
-    throw new CliError(`the stream broke off: ${err instanceof Error ? err.message : String(err)}`, EXIT.serverError);
+    throw new CliError(err instanceof Error ? err.message : String(err), EXIT.serverError);
   }
-  if (!res.complete && !closing()) throw new CliError('the stream broke off before the broker ended it', EXIT.serverError);
-}
-
-function parseLine(bytes: Buffer): StreamLine {
-  let line: unknown;
-  try {
-    line = JSON.parse(bytes.toString('utf8'));
-  } catch (err) {
-    throw new CliError(`unparsable stream line (${bytes.byteLength} bytes): ${(err as Error).message}`, EXIT.serverError);
-  }
-  if (typeof line !== 'object' || line === null || !('cursor' in line)) throw new CliError(`a stream line without a cursor: ${bytes.subarray(0, 200).toString('utf8')}`, EXIT.serverError);
-  return line as StreamLine;
 }

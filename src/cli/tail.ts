@@ -10,9 +10,10 @@
  * upper bounds.
  */
 import { Option, type Command } from 'commander';
+import { CursorCommitter, STREAM_ID_HEADER, commitPath, streamPath, type StreamParameters } from '../client/stream-client.js';
 import { CliError, EXIT, answerError, usageError } from './exit-codes.js';
 import type { CliSession, CommandContext } from './context.js';
-import type { BrokerClient, StreamCursor, StreamLine } from './http-client.js';
+import type { BrokerClient, StreamLine } from './http-client.js';
 import { itemsOf, stringField } from './output.js';
 
 interface TailOptions {
@@ -59,31 +60,33 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
   const flushTimeout = positiveInteger('--flush-timeout', options.flushTimeout) ?? 1;
   const streamTimeout = positiveInteger('--stream-timeout', options.streamTimeout);
   const commitTimeout = positiveInteger('--commit-timeout', options.commitTimeout);
-  const query = new URLSearchParams({ batch_limit: String(batchLimit), batch_flush_timeout: String(flushTimeout) });
-  if (limit !== undefined) query.set('stream_limit', String(limit));
-  if (streamTimeout !== undefined) query.set('stream_timeout', String(streamTimeout));
+  const parameters: StreamParameters = { batch_limit: batchLimit, batch_flush_timeout: flushTimeout, stream_limit: limit, stream_timeout: streamTimeout };
   const { client, output } = ctx;
 
-  let committer: Committer | undefined;
+  let committer: CursorCommitter | undefined;
   let path: string;
   const headers: Record<string, string> = {};
-  if (options.subscription !== undefined) {
-    const id = encodeURIComponent(options.subscription);
+  const subscription = options.subscription;
+  if (subscription !== undefined) {
     // Sending pauses at max_uncommitted_events: room for ten batches while commits are on their way;
     // without commits, as many as will be printed.
-    query.set('max_uncommitted_events', String(options.commit ? batchLimit * 10 : (limit ?? 1_000_000)));
-    if (commitTimeout !== undefined) query.set('commit_timeout', String(commitTimeout));
-    path = `/subscriptions/${id}/events?${query.toString()}`;
+    const maxUncommitted = options.commit ? batchLimit * 10 : (limit ?? 1_000_000);
+    path = streamPath({ subscription }, { ...parameters, max_uncommitted_events: maxUncommitted, commit_timeout: commitTimeout });
   } else {
-    const name = encodeURIComponent(eventType ?? '');
-    if (options.from === 'begin') headers['x-broker-cursors'] = JSON.stringify(await beginCursors(client, name));
-    path = `/event-types/${name}/events?${query.toString()}`;
+    const name = eventType ?? '';
+    if (options.from === 'begin') headers['x-broker-cursors'] = JSON.stringify(await beginCursors(client, encodeURIComponent(name)));
+    path = streamPath({ eventType: name }, parameters);
   }
 
   const stream = await client.openStream('GET', path, { headers });
-  if (options.subscription !== undefined && options.commit) {
-    if (stream.streamId === undefined) throw new CliError('the subscription stream has no X-Broker-StreamId header', EXIT.serverError);
-    committer = new Committer(client, `/subscriptions/${encodeURIComponent(options.subscription)}/cursors`, stream.streamId, (message) => output.err(`commit failed: ${message}`));
+  if (subscription !== undefined && options.commit) {
+    const streamId = stream.streamId;
+    if (streamId === undefined) throw new CliError(`the subscription stream has no ${STREAM_ID_HEADER} header`, EXIT.serverError);
+    // At most one commit in flight; the next one carries the latest cursor of every partition printed meanwhile.
+    committer = new CursorCommitter(
+      (items) => client.request('POST', commitPath(subscription), { body: JSON.stringify({ items }), headers: { [STREAM_ID_HEADER]: streamId }, use: 'commits' }),
+      { onFailure: (failure) => output.err(`commit failed: ${failure.status === 0 ? failure.text : answerError(failure.status, failure.text).message}`) },
+    );
   }
 
   let stopping = false;
@@ -148,58 +151,4 @@ export function offsetBefore(offset: string, back: number): string {
   if (prefix === undefined || digits === undefined) return '?';
   const n = BigInt(digits) - BigInt(back);
   return n < 0n ? '?' : `${prefix}${n.toString().padStart(18, '0')}`;
-}
-
-/**
- * Commits cursors of one subscription stream as they are printed: at most one commit in flight; the
- * next one carries the latest cursor of every partition that got a batch meanwhile.
- */
-class Committer {
-  private readonly pending = new Map<string, StreamCursor>();
-  private inFlight: Promise<void> | undefined;
-  /** Commits refused or not answered. */
-  failures = 0;
-
-  constructor(
-    private readonly client: BrokerClient,
-    private readonly path: string,
-    private readonly streamId: string,
-    private readonly report: (message: string) => void,
-  ) {}
-
-  /** Takes a printed batch's cursor and commits it (or the latest ones) as described above. */
-  add(cursor: StreamCursor): void {
-    this.pending.set(`${cursor.event_type ?? ''}\n${cursor.partition}`, cursor);
-    if (this.inFlight === undefined) void this.kick();
-  }
-
-  /** Commits what is pending and waits until no commit is in flight. */
-  async flush(): Promise<void> {
-    while (this.inFlight !== undefined || this.pending.size > 0) await (this.inFlight ?? this.kick());
-  }
-
-  private kick(): Promise<void> {
-    const running = this.run().finally(() => {
-      if (this.inFlight === running) this.inFlight = undefined;
-    });
-    this.inFlight = running;
-    return running;
-  }
-
-  private async run(): Promise<void> {
-    while (this.pending.size > 0) {
-      const items = [...this.pending.values()];
-      this.pending.clear();
-      try {
-        const answer = await this.client.request('POST', this.path, { body: JSON.stringify({ items }), headers: { 'x-broker-streamid': this.streamId }, use: 'commits' });
-        if (answer.status !== 204 && answer.status !== 200) {
-          this.failures += 1;
-          this.report(answerError(answer.status, answer.text).message);
-        }
-      } catch (err) {
-        this.failures += 1;
-        this.report(err instanceof Error ? err.message : String(err));
-      }
-    }
-  }
 }
