@@ -31,7 +31,7 @@ const WARMED_KEYS_KEPT = 10_000;
  */
 export const STANDALONE_RETRY_AFTER_MS = 60_000;
 
-/** The answer to a publish request (WIRE.md "Publishing"): 200 empty, or 422/207 with one item per event. */
+/** The answer to a publish request (docs/publishing.md "Answers"): 200 empty, or 422/207 with one item per event. */
 export type PublishOutcome =
   | { readonly status: 200; readonly events: number; readonly bytes: number }
   | { readonly status: 422 | 207; readonly items: BatchItemResponse[]; readonly events: number; readonly bytes: number };
@@ -44,7 +44,7 @@ export interface PublisherOptions {
   readonly logs: PartitionLogs;
   readonly redis: RedisClient;
   readonly config: BrokerConfig['publish'];
-  /** `redis.commandTimeoutMs`: the time a publish may wait for Redis over all its Redis steps (issue 15 §5.1). */
+  /** `redis.commandTimeoutMs`: the time a publish may wait for Redis over all its Redis steps, so a stalled Redis fails the request in bounded time (docs/operations.md "Redis stalls"). */
   readonly redisTimeoutMs: number;
   /** `eventTypes.schemaCompileTimeoutMs`: how long preparing a validator may take in a worker, in ms. */
   readonly compileTimeoutMs: number;
@@ -63,13 +63,13 @@ export interface PublishContext {
 }
 
 /**
- * Publishing `POST /event-types/{name}/events` (spec "Publishing"; DESIGN.md §5): event type from the
- * cache, the body to a worker (batches up to `publish.inlineMaxBytes` are processed on the main thread
- * when it holds the schema's validator: only schemas a worker measured as cheap, from code a worker
- * generated — the main thread never compiles a schema; issue 13 §1.3, issue 17 §2.1),
+ * Publishing `POST /event-types/{name}/events` (docs/publishing.md; docs/architecture.md "Publish path"):
+ * event type from the cache, the body to a worker (batches up to `publish.inlineMaxBytes` are processed
+ * on the main thread when it holds the schema's validator: only schemas a worker measured as cheap, from
+ * code a worker generated — the main thread never compiles a schema, so a costly one cannot stall it),
  * one `publishBatch` script per partition of the active timeline, then 200 / 207 / 422.
  * Nothing is written unless every event passed validation, size and partitioning.
- * While the event type switches timelines (issue 6 §3.2) the old timeline's partitions refuse appends;
+ * While the event type switches timelines (docs/concepts.md "Timelines and storages") the old timeline's partitions refuse appends;
  * the batch waits for the new timeline (at most `publish.timelineSwitchWaitMs`) and writes there, or
  * is refused with 503 when nothing of it was written. A node still holding a deleted event type's copy
  * finds its partitions gone (PARTITION_MISSING) and answers 404: nothing of the batch stays (what was
@@ -118,7 +118,8 @@ export class Publisher {
   }
 
   /**
-   * Gets an event type's validation ready before its first batch (issue 17 §2.1): compiles its validator
+   * Gets an event type's validation ready before its first batch, so that batch does not wait for a
+   * compilation: compiles its validator
    * in every worker thread and, when the workers measured it as cheap, instantiates on the main thread the
    * standalone code a worker generated for it. Called when an event type is created or changed (the
    * registry awaits it before answering) and when a change notice names one. A change arriving while it
@@ -150,11 +151,11 @@ export class Publisher {
   }
 
   /**
-   * Prepares the validators of event types that existed before this node started (issue 17 §2.1: no
-   * node hears a change notice for them), one after the other so that publishes arriving meanwhile wait
+   * Prepares the validators of event types that existed before this node started (this node
+   * hears no change notice for them), one after the other so that publishes arriving meanwhile wait
    * behind at most one compile per worker thread. The node awaits it before listening for at most
    * `eventTypes.prepareAtStartMs` (src/app.ts) and lets the rest run while it serves; a batch that
-   * arrives first for a type not prepared yet compiles on demand as before.
+   * arrives first for a type not prepared yet compiles on demand.
    * @param eventTypes the candidates (name and `updated_at`, ISO 8601); the most recently changed
    *   `limit` are prepared, newest first
    * @param limit what a worker thread's validator cache holds (`caches.workerValidatorEntries` and
@@ -183,7 +184,7 @@ export class Publisher {
   private async prepareOnce(name: string, serves: boolean): Promise<void> {
     const eventType = serves ? await this.cache.get(name) : await this.cache.read(name);
     // This node may never have cached the event type, so the cache retires nothing for it: what was
-    // prepared for the name goes when it is deleted or its schema changes (issue 15 §1).
+    // prepared for the name goes when it is deleted or its schema changes, so memory stays bounded.
     const previous = this.preparedKeys.get(name);
     if (previous !== undefined && previous !== eventType?.publishSpec.schemaKey) {
       this.preparedKeys.delete(name);
@@ -208,8 +209,8 @@ export class Publisher {
   }
 
   /**
-   * Drops a schema key's validators on the main thread and in every worker thread (issue 15 §1.1: its
-   * event type was deleted or its schema changed). Never throws.
+   * Drops a schema key's validators on the main thread and in every worker thread (its event type was
+   * deleted or its schema changed), so they do not keep memory. Never throws.
    */
   async retire(schemaKey: string): Promise<void> {
     this.forgetSchemas([schemaKey]);
@@ -284,7 +285,7 @@ export class Publisher {
     // One turn of the event loop first: an event type change another node announced before this request
     // arrived (its notice is already on the subscriber socket) is applied to the cache before it is read.
     await new Promise<void>((resolve) => setImmediate(resolve));
-    // Every request waits for Redis at most its own budget (issue 15 §5.1), whatever other requests wait for.
+    // Every request waits for Redis at most its own budget, whatever other requests wait for.
     const budget = this.budget();
     const eventType = await budget.wait(this.cache.get(name), () => {
       throw notAnsweredInTime(budget);
@@ -303,9 +304,9 @@ export class Publisher {
       publishedBy: context.publishedBy,
       flowId: context.flowId,
     };
-    // A small batch costs less to validate than to hand to a thread and back (DESIGN.md §5 trade-off):
-    // it runs here, bounded by its size, but only when this thread holds the validator — made from a
-    // worker's code for a schema the worker found cheap (issue 13 §1.3, 17 §2.1); until then, and for
+    // A small batch costs less to validate than to hand to a thread and back (docs/architecture.md
+    // "Inline or worker"): it runs here, bounded by its size, but only when this thread holds the
+    // validator — made from a worker's code for a schema the worker found cheap; until then, and for
     // every other schema, validation runs in a worker.
     const spec = eventType.publishSpec;
     const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || this.validators.has(spec.schemaKey));
