@@ -19,7 +19,7 @@ import type { EventTypeCache } from './event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
 /**
- * Who asks, and the authorization rules the registry applies for them (spec "Authentication" 4–8):
+ * Who asks, and the authorization rules the registry applies for them (docs/security.md "Authorization: what a subject may do"):
  * administrators may widen retention bounds and relax compatibility modes.
  */
 export interface RegistryCaller {
@@ -42,8 +42,8 @@ export const TRUSTED_SCHEMA_CHECK_TIMEOUT_MS = 60_000;
 const FIRST_VERSION = '1.0.0';
 
 /**
- * The answer of `POST /event-types/{name}/schemas/{version}/compatibility-check` (issue 14 §4.2; the
- * reference's fields): whether the schema could become the event type's next version under its mode.
+ * The answer of `POST /event-types/{name}/schemas/{version}/compatibility-check` (the reference
+ * service's fields; docs/publishing.md "Schema versions"): whether the schema could become the event type's next version under its mode.
  */
 export interface CompatibilityCheck {
   readonly compatible: boolean;
@@ -70,19 +70,20 @@ export interface EventTypeRegistryOptions {
   readonly config: BrokerConfig['eventTypes'];
   /** Partition data over all timelines (deleted with the event type). */
   readonly logs: PartitionLogs;
-  /** The id of the default storage, where a new event type's first timeline goes (spec "Storage"). */
+  /** The id of the default storage, where a new event type's first timeline goes (docs/operations.md "Storages and timelines"). */
   readonly defaultStorage: () => Promise<string>;
   /**
    * Gets a created or changed event type's validation ready on this node before the registry answers
-   * (issue 17 §2.1: `Publisher.prepare`); never throws. Default: nothing.
+   * (`Publisher.prepare`), so its first batch does not wait for a compilation; never throws. Default: nothing.
    */
   readonly prepare?: (name: string) => Promise<void>;
 }
 
 /**
- * The event type registry (spec "Event type registry"; WIRE.md "Event types", "Schema versions"):
- * input rules, untrusted-schema checks (the guard, the validation cost budget and compilation, each
- * in a worker under a time limit, one at a time per node), schema evolution under the compatibility mode, storage and cache invalidation on every node.
+ * The event type registry (docs/concepts.md "Event types", "Schema versions"): input rules,
+ * untrusted-schema checks (the guard, the validation cost budget and compilation, each in a worker under
+ * a time limit, one at a time per node), schema evolution under the compatibility mode, storage and cache
+ * invalidation on every node.
  */
 export class EventTypeRegistry {
   private readonly store: EventTypeStore;
@@ -130,7 +131,7 @@ export class EventTypeRegistry {
 
   /**
    * Updates an event type; a changed schema becomes a new version when its mode allows the change.
-   * Fields absent from the body keep their stored value where the spec makes them fixed
+   * Fields absent from the body keep their stored value where they cannot change
    * (`default_statistic`) or optional with a stored default (`options`).
    * @throws BrokerError 404, 400, 422 (rules, immutable fields, incompatible schema), 409 (concurrent update), 503
    */
@@ -141,7 +142,7 @@ export class EventTypeRegistry {
   }
 
   /**
-   * Adds a schema version (`POST /event-types/{name}/schemas`; issue 14 §4.2): an update whose input
+   * Adds a schema version (`POST /event-types/{name}/schemas`): an update whose input
    * is the stored event type with only its `schema` replaced by `body` (`{type, schema}`), so it passes
    * exactly the checks of {@link update} — the admin right, the input rules, the schema checks in a
    * worker, evolution under the compatibility mode, the effective schema and its fields. A schema with
@@ -159,7 +160,7 @@ export class EventTypeRegistry {
   /**
    * Whether `body.schema` could become the next schema of the event type, compared with its stored
    * version `version` (`latest` allowed) under the event type's compatibility mode
-   * (`POST /event-types/{name}/schemas/{version}/compatibility-check`; issue 14 §4.2). The schema goes
+   * (`POST /event-types/{name}/schemas/{version}/compatibility-check`). The schema goes
    * through the checks of {@link addSchema} (in a worker where a PUT runs them) but nothing is stored.
    * A change the mode refuses answers `compatible: false` with the reason; a schema that is invalid in
    * itself or for the event type's fields is a 422, as for an update.
@@ -185,7 +186,7 @@ export class EventTypeRegistry {
 
   /**
    * The newest stored schema version whose schema equals `body.schema` as JSON (key order and
-   * whitespace aside; `POST /event-types/{name}/schemas?fetch=true`, issue 14 §4.2). Reads only.
+   * whitespace aside; `POST /event-types/{name}/schemas?fetch=true`). Reads only.
    * @throws BrokerError 404 (event type, or no equal schema), 400 (body not an object), 422 (no string
    *   `schema`, unsupported `type`: `SchemaFetchInputSchema`; `schema` not JSON)
    */
@@ -262,10 +263,10 @@ export class EventTypeRegistry {
   /**
    * Every event type as the JSON `GET /event-types` answers (UTF-8: an array of the records, sorted by
    * name), optionally only those of one owning application and those whose `writers` list names `writer`
-   * explicitly (spec "Event type registry": `GET /event-types?writer=`). The records go out as stored
-   * (`JSON.stringify` of each, the same text serializing the parsed record gives); only a filter parses
-   * them, to test them. At 10,000 event types (16 MB) decoding, parsing and serializing every record
-   * again cost a quarter of the listing's time, most of it garbage collection (issue 17 §4.3).
+   * explicitly (`GET /event-types?writer=`). The records go out as stored (`JSON.stringify` of each, the
+   * same text serializing the parsed record gives); only a filter parses them, to test them. At 10,000
+   * event types (16 MB) decoding, parsing and serializing every record again would cost a quarter of the
+   * listing's time, most of it garbage collection.
    * @throws BrokerError 503
    */
   async listJson(filter: { owningApplication?: string; writer?: AuthorizationAttribute }): Promise<Buffer> {
@@ -306,7 +307,7 @@ export class EventTypeRegistry {
   }
 
   /**
-   * The submitted schema checked in a worker under `schemaCompileTimeoutMs` (issue 13 §1: the
+   * The submitted schema checked in a worker under `schemaCompileTimeoutMs` (the
    * meta-schema check and the keyword bounds cost what the user's schema decides), then parsed here:
    * once accepted it is proven bounded (size, depth, subschemas, enum sizes), so the rules below that
    * walk it on the main thread are too. @throws BrokerError 422, 503 (BUSY: too many checks waiting)
@@ -366,7 +367,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** The stored record: validated input plus the service-set fields, in the spec's field order. */
+/** The stored record: validated input plus the service-set fields, in the reference service's field order. */
 function toRecord(input: EventTypeInput, schema: EventTypeSchema, createdAt: string, updatedAt: string): EventType {
   return {
     name: input.name,
