@@ -80,6 +80,11 @@ export interface ConsumptionMeter {
   rebalanced(): void;
   /** A subscription stream skipped a poison event of `eventType` (docs/consuming.md "Dead letters"). */
   deadLettered(subscriptionId: string, eventType: string): void;
+  /**
+   * A subscription's committed offset passed `count` events of `eventType` that retention removed
+   * before the subscription read them (`broker_subscription_expired_events_total`).
+   */
+  expiredPassed(subscriptionId: string, eventType: string, count: number): void;
   /** The subscription was deleted: its series go. */
   forgetSubscription(subscriptionId: string): void;
 }
@@ -133,4 +138,4 @@ const NOOP = (): void => undefined;
 export const NO_STREAM_METER: StreamMeter = { opened: NOOP, closed: NOOP, sent: NOOP };
 
 /** A consumption meter that records nothing (services built without metrics, e.g. in tests). */
-export const NO_CONSUMPTION_METER: ConsumptionMeter = { stream: () => NO_STREAM_METER, commits: NOOP, rebalanced: NOOP, deadLettered: NOOP, forgetSubscription: NOOP };
+export const NO_CONSUMPTION_METER: ConsumptionMeter = { stream: () => NO_STREAM_METER, commits: NOOP, rebalanced: NOOP, deadLettered: NOOP, expiredPassed: NOOP, forgetSubscription: NOOP };

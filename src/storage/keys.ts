@@ -65,6 +65,11 @@ export interface Keys {
    */
   subscriptionDeadLetters(id: string): string;
   /**
+   * Hash: `<event type>:<partition>` → events of that partition that retention removed before the
+   * subscription read them, counted when the subscription's committed offset passed them.
+   */
+  subscriptionExpiredEvents(id: string): string;
+  /**
    * Sharded pub/sub channel (SPUBLISH, same slot as the subscription's state): its topology, offsets or
    * sessions changed. Messages: `topology`, `commit`, `reset`, `authz` (see `SubscriptionNotices`). Only
    * nodes that stream the subscription subscribe to it.
@@ -123,6 +128,7 @@ export function createKeys(prefix: string): Keys {
     subscriptionTopology: (id) => `${subscriptionState(id)}:topology`,
     subscriptionReset: (id) => `${subscriptionState(id)}:reset`,
     subscriptionDeadLetters: (id) => `${subscriptionState(id)}:dead-letters`,
+    subscriptionExpiredEvents: (id) => `${subscriptionState(id)}:expired-events`,
     subscriptionNotices: (id) => `${subscriptionState(id)}:notices`,
     settingsFeatures: `${prefix}{settings}:features`,
     settingsBlacklist: `${prefix}{settings}:blacklist`,

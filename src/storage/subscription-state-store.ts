@@ -243,6 +243,23 @@ export class SubscriptionStateStore {
     for (const [err] of results ?? []) if (err) storageError(err);
   }
 
+  /**
+   * Adds `expired` to the events of partition `field` that retention removed before the subscription
+   * read them (docs/consuming.md "Events removed before they were read"). @throws BrokerError 503
+   */
+  async addExpiredEvents(id: string, field: string, expired: number): Promise<void> {
+    await this.redis.hincrby(this.keys.subscriptionExpiredEvents(id), field, expired).catch(storageError);
+  }
+
+  /**
+   * Events that retention removed before the subscription read them, by offsets field; partitions
+   * without any are absent. @throws BrokerError 503
+   */
+  async expiredEvents(id: string): Promise<Map<string, number>> {
+    const all = await this.redis.hgetall(this.keys.subscriptionExpiredEvents(id)).catch(storageError);
+    return new Map(Object.entries(all).map(([field, value]) => [field, Number(value)]));
+  }
+
   /** Forgets every partition's dead-letter state (a cursor reset). @throws BrokerError 503 */
   async clearDeadLetters(id: string): Promise<void> {
     await this.redis.del(this.keys.subscriptionDeadLetters(id)).catch(storageError);

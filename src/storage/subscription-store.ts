@@ -98,7 +98,7 @@ export class SubscriptionStore {
       .catch(storageError);
     if (failureOf(removed, ['NOT_FOUND'])) return false;
     const k = this.keys;
-    await this.redis.del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id), k.subscriptionDeadLetters(id)).catch(storageError);
+    await this.redis.del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id), k.subscriptionDeadLetters(id), k.subscriptionExpiredEvents(id)).catch(storageError);
     await this.redis.spublish(k.subscriptionNotices(id), 'topology').catch(storageError);
     return true;
   }

@@ -54,8 +54,12 @@ class FakeStore implements SessionStore {
     return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer);
   }
 
-  async commit(): Promise<CommitOutcome> {
-    return Promise.resolve({ kind: 'ok', committed: [true] });
+  /** Commits the broker made for the stream (offsets passed over without delivery), in order. */
+  readonly commits: { field: string; offset: number }[][] = [];
+
+  async commit(_id: string, _streamId: string, cursors: readonly { field: string; offset: number }[]): Promise<CommitOutcome> {
+    this.commits.push([...cursors]);
+    return Promise.resolve({ kind: 'ok', committed: cursors.map(() => true) });
   }
 
   async deadLetters(): Promise<Map<string, PartitionDeadLetterState>> {
@@ -137,6 +141,15 @@ class FakeLoop implements SessionLoop {
     if (count > 0) this.policy.sent(p, count);
     return count;
   }
+
+  /** The reader found the next `removed` offsets gone (retention or compaction) and moved the cursor over them. */
+  passOver(removed: number, expired: number): void {
+    const p = this.partitions.get(FIELD);
+    if (p === undefined) throw new Error('the stream holds no partition');
+    p.sent += removed;
+    p.read = p.sent;
+    this.policy.passedOver?.(p, expired);
+  }
 }
 
 interface Harness {
@@ -145,6 +158,8 @@ interface Harness {
   readonly runner: SessionRunner;
   readonly changes: SessionChange[];
   readonly node: { stopping: boolean };
+  /** What the runner reported as expired events passed by the broker's commits: (subscription, field, count). */
+  readonly expired: [string, string, number][];
   loop(): FakeLoop;
   /** The stream starts (`run`); resolves once it holds its partition. */
   start(): Promise<void>;
@@ -152,11 +167,12 @@ interface Harness {
   tick(ms: number): Promise<void>;
 }
 
-function harness(options: { annotations?: Record<string, string> } = {}): Harness {
+function harness(options: { annotations?: Record<string, string>; streamLimit?: number } = {}): Harness {
   const clock = new FakeClock();
   const store = new FakeStore();
   const changes: SessionChange[] = [];
   const node = { stopping: false };
+  const expired: [string, string, number][] = [];
   let loop: FakeLoop | undefined;
   const owner: SessionOwner = {
     deps: {
@@ -174,6 +190,7 @@ function harness(options: { annotations?: Record<string, string> } = {}): Harnes
       return node.stopping;
     },
     streamedListener: undefined,
+    expiredPassed: (subscriptionId, field, count) => expired.push([subscriptionId, field, count]),
     noticesLive: () => true,
     applyChange: (_subscription, change) => {
       changes.push(change);
@@ -192,7 +209,7 @@ function harness(options: { annotations?: Record<string, string> } = {}): Harnes
     updated_at: new Date(0).toISOString(),
   };
   const subscription: ResolvedSubscription = { record, partitions: [{ eventType: EVENT_TYPE, partition: '0', timelines: TIMELINES }], eventTypes: [] };
-  const runner = new SessionRunner({ owner, subscription, streamId: STREAM_ID, params: params(), subject: UNAUTHENTICATED, filters: new Map() });
+  const runner = new SessionRunner({ owner, subscription, streamId: STREAM_ID, params: params(options.streamLimit), subject: UNAUTHENTICATED, filters: new Map() });
   const sink: Parameters<SessionRunner['run']>[0] = { write: () => true, drained: () => Promise.resolve(), bufferedBytes: 0, closed: false, signal: new AbortController().signal };
   const h: Harness = {
     clock,
@@ -200,6 +217,7 @@ function harness(options: { annotations?: Record<string, string> } = {}): Harnes
     runner,
     changes,
     node,
+    expired,
     loop: () => {
       if (loop === undefined) throw new Error('the stream did not start');
       return loop;
@@ -217,8 +235,9 @@ function harness(options: { annotations?: Record<string, string> } = {}): Harnes
   return h;
 }
 
-function params(): StreamParameters {
-  const parsed = parseStreamParameters({ commit_timeout: COMMIT_TIMEOUT_S, max_uncommitted_events: 5, batch_limit: 1 }, undefined, 'subscription');
+function params(streamLimit?: number): StreamParameters {
+  const query = { commit_timeout: COMMIT_TIMEOUT_S, max_uncommitted_events: 5, batch_limit: 1, ...(streamLimit === undefined ? {} : { stream_limit: streamLimit }) };
+  const parsed = parseStreamParameters(query, undefined, 'subscription');
   if (!parsed.ok) throw new Error(parsed.detail);
   return parsed.value;
 }
@@ -363,6 +382,69 @@ describe('subscription session on a fake clock', () => {
     expect(h.runner.state).toBe('released');
     expect(h.store.failedSends).toEqual([]);
     expect(h.clock.now()).toBe(COMMIT_TIMEOUT_MS);
+  });
+
+  it('never counts offsets passed over without delivery as in flight: max_uncommitted_events, the commit window and the hand-over see sent events only', async () => {
+    const h = harness();
+    await h.start();
+    // 195 offsets removed by retention before the stream read them (more than max_uncommitted_events = 5).
+    h.loop().passOver(195, 195);
+    await settle();
+    expect(h.runner.allowance()).toBe(5);
+    expect(h.runner.msUntilEnd()).toBeUndefined();
+    // Nothing was in flight: the broker commits the cursor past them at once and reports them once.
+    expect(h.store.commits).toEqual([[{ field: FIELD, offset: 194 }]]);
+    expect(h.expired).toEqual([[SUBSCRIPTION_ID, FIELD, 195]]);
+    // Events after the jump flow as usual; a commit of their cursor frees the window.
+    expect(h.loop().send(3)).toBe(3);
+    expect(h.runner.allowance()).toBe(2);
+    h.store.offsetsNow.set(FIELD, 197);
+    h.runner.notice('commit');
+    await settle();
+    expect(h.runner.allowance()).toBe(5);
+    expect(h.runner.msUntilEnd()).toBeUndefined();
+  });
+
+  it('commits a jump only once the events sent before it are committed, and counts compaction gaps as nothing expired', async () => {
+    const h = harness();
+    await h.start();
+    expect(h.loop().send(2)).toBe(2);
+    // Compaction removed 40 offsets after them; then 3 more events arrive.
+    h.loop().passOver(40, 0);
+    expect(h.loop().send(3)).toBe(3);
+    await settle();
+    // 5 events in flight, not 45 offsets.
+    expect(h.runner.allowance()).toBe(0);
+    expect(h.store.commits).toEqual([]);
+    // The client commits the batch before the gap (offset 1): the broker's commit of the gap follows.
+    h.store.offsetsNow.set(FIELD, 1);
+    h.runner.notice('commit');
+    await settle();
+    expect(h.runner.allowance()).toBe(2);
+    expect(h.store.commits).toEqual([[{ field: FIELD, offset: 41 }]]);
+    expect(h.expired).toEqual([]);
+    // A commit of the cursor after the gap covers the 3 events sent after it.
+    h.store.offsetsNow.set(FIELD, 44);
+    h.runner.notice('commit');
+    await settle();
+    expect(h.runner.allowance()).toBe(5);
+  });
+
+  it('stream_limit counts committed events, not the offsets a commit passes', async () => {
+    const h = harness({ streamLimit: 3 });
+    await h.start();
+    h.loop().passOver(100, 100);
+    expect(h.loop().send(2)).toBe(2);
+    h.store.offsetsNow.set(FIELD, 101);
+    h.runner.notice('commit');
+    await settle();
+    expect(h.runner.allowance()).toBe(1);
+    expect(h.runner.endReason()).toBeUndefined();
+    expect(h.loop().send(1)).toBe(1);
+    h.store.offsetsNow.set(FIELD, 102);
+    h.runner.notice('commit');
+    await settle();
+    expect(h.runner.endReason()).toBe(END_REASONS.streamLimit(3));
   });
 
   it('leaves at once when nothing is uncommitted, or when the stream must release now (cursor reset)', async () => {

@@ -71,6 +71,7 @@ export interface PartitionStats {
   readonly consumer_lag_seconds?: number;
   readonly stream_id: string;
   readonly assignment_type: string;
+  readonly expired_events?: number;
 }
 
 /** `GET /subscriptions/{id}/stats`. */

@@ -149,7 +149,7 @@ export class BatchWriter implements BatchOutput {
 
   /**
    * One batch as bytes, framed for the stream's format. `json-stream`: the line
-   * `{"cursor":…,"events":[…],"info":{"debug":…}}\n`. `event-stream`: the same JSON as one event,
+   * `{"cursor":…,"events":[…],"info":{"debug":…,"expired_events":…}}\n` (`info` only when it has a field). `event-stream`: the same JSON as one event,
    * `id: <id>\ndata: <JSON>\n\n` (the first batch's `info` also carries `stream_id` when the policy has
    * one), or the comment `: keep-alive\n\n` for a batch with neither events nor info; the first frame
    * starts with `retry: <SSE_RETRY_MS>`. The events are copied once, as stored (events of an entry are
@@ -161,6 +161,11 @@ export class BatchWriter implements BatchOutput {
     this.first = false;
     const debugText = debug ?? (first ? 'Stream started' : undefined);
     let info = debugText !== undefined && this.policy.debugInfo ? `"debug":${JSON.stringify(debugText)}` : '';
+    if (p !== undefined && p.expiredEvents > 0 && this.policy.debugInfo) {
+      // The first batch of the partition after a jump over events retention removed unread says how many.
+      info += `${info === '' ? '' : ','}"expired_events":${p.expiredEvents}`;
+      p.expiredEvents = 0;
+    }
     let prefix = '';
     let end = '\n';
     if (this.format === 'event-stream') {

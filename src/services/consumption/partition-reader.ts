@@ -10,10 +10,17 @@ import type { StreamPartition } from './stream-partition.js';
 /** What reading asks of the stream's policy (part of `StreamPolicy`, event-stream.ts). */
 export interface ReadPolicy {
   /**
-   * Whether an event goes to the client (per-event authorization, issue 4); skipped events are not
-   * sent but the cursor moves past them. Absent = every event.
+   * Whether an event goes to the client (per-event authorization); skipped events are not sent but the
+   * cursor moves past them. Absent = every event.
    */
   accept?(partition: StreamPartition, event: string): boolean;
+  /**
+   * Called when the reader moved `partition`'s cursor (`partition.sent`) over offsets with no event
+   * behind them, the stream having nothing of the partition buffered: retention removed them before the
+   * stream reached them (`expired` of them), or compaction did (docs/consuming.md "Events removed
+   * before they were read"). Absent = nothing to do (the low-level stream just goes on from there).
+   */
+  passedOver?(partition: StreamPartition, expired: number): void;
 }
 
 /** Where reading finds an event type's current timelines (the event type cache; undefined = unknown). */
@@ -105,6 +112,7 @@ export class PartitionReader {
     });
     // Filtering and batch_timespan look at single events; otherwise whole entries travel as they are.
     const perEvent = this.policy.accept !== undefined || this.rules.batchTimespanSeconds > 0;
+    const jumps: { p: StreamPartition; after: number; first: number }[] = [];
     due.forEach((p, i) => {
       const slice = slices[i];
       if (!slice || !p.active || this.partitions.get(p.key) !== p) return;
@@ -115,7 +123,9 @@ export class PartitionReader {
         return;
       }
       if (head.first > p.read + 1 && p.bufferedEvents === 0) {
-        // Retention removed events the stream had not reached: continue at the oldest kept one.
+        // Retention or compaction removed the events the stream would read next: continue at the first
+        // kept one. Nothing was sent of the offsets in between, so nothing of them is in flight.
+        jumps.push({ p, after: p.read, first: head.first });
         p.sent = head.first - 1;
       }
       let bytes = 0;
@@ -129,6 +139,30 @@ export class PartitionReader {
       // A read cut at readEntries leaves more behind: read again without waiting for a notice.
       if (slice.more) p.knownNext = Number.POSITIVE_INFINITY;
       else if (p.knownNext - 1 <= p.read) p.knownNext = p.read + 1;
+    });
+    if (jumps.length > 0 && this.policy.passedOver !== undefined) await this.reportJumps(jumps, this.policy.passedOver.bind(this.policy));
+  }
+
+  /**
+   * Tells the policy of each jump over removed offsets, with the events of it that retention removed:
+   * the offsets of the jump below the partition's oldest retained offset (compaction never moves that,
+   * so offsets it removed count as none). When the range cannot be read (Redis failing) the jump is
+   * reported with 0 expired events rather than failing a read that already filled the buffers.
+   */
+  private async reportJumps(jumps: readonly { p: StreamPartition; after: number; first: number }[], passedOver: (p: StreamPartition, expired: number) => void): Promise<void> {
+    const oldest = await Promise.all(
+      jumps.map(({ p }) =>
+        this.logs.ranges(p.eventType, p.timelines, [p.partition]).then(
+          (ranges) => ranges[0]?.oldest ?? 0,
+          () => 0,
+        ),
+      ),
+    );
+    jumps.forEach(({ p, after, first }, i) => {
+      if (!p.active || this.partitions.get(p.key) !== p) return;
+      const expired = Math.max(0, Math.min(first, oldest[i] ?? 0) - 1 - after);
+      p.expiredEvents += expired;
+      passedOver(p, expired);
     });
   }
 

@@ -18,6 +18,8 @@ export interface SessionDeadLettersOptions {
   readonly batchLimit: number;
   /** The stream's committed offsets by offsets field (`SessionCommits.committed`): a skipped event's commit lands there. */
   readonly committed: Map<string, number>;
+  /** Events of a partition the stream sent and that are not committed (`SessionCommits.uncommittedOf`). */
+  readonly uncommittedOf: (partition: StreamPartition) => number;
   /** The timelines of an event type as the stream has them now. */
   readonly timelinesOf: (eventType: string) => TimelineMap;
 }
@@ -63,7 +65,7 @@ export class SessionDeadLetters {
   /** Dead-letter search (issue 14 §3): one event per batch, each once everything sent before it is committed. */
   partitionAllowance(partition: StreamPartition): number {
     if (!this.searching.has(partition.key)) return Number.POSITIVE_INFINITY;
-    return (this.options.committed.get(partition.key) ?? -1) >= partition.sent ? 1 : 0;
+    return this.options.uncommittedOf(partition) === 0 ? 1 : 0;
   }
 
   /**
@@ -142,8 +144,8 @@ export class SessionDeadLetters {
 
   /** The stream ends with events of some of `partitions` sent and not committed: each counts one failed send. */
   async countFailedSends(partitions: Iterable<StreamPartition>): Promise<void> {
-    const { committed, deps, subscriptionId } = this.options;
-    const fields = [...partitions].filter((p) => p.sent > (committed.get(p.key) ?? p.sent)).map((p) => p.key);
+    const { uncommittedOf, deps, subscriptionId } = this.options;
+    const fields = [...partitions].filter((p) => uncommittedOf(p) > 0).map((p) => p.key);
     await deps.state.addFailedSends(subscriptionId, fields);
   }
 }

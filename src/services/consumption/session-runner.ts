@@ -120,10 +120,12 @@ export class SessionRunner implements StreamPolicy {
     });
     const partitions = (): Iterable<StreamPartition> => this.loop?.current ?? [];
     const onCommitted = (field: string, offset: number): void => this.deadLetters?.committedTo(field, offset);
-    this.commits = new SessionCommits({ ...ids, store: state, logger, clock: this.clock, partitions, onCommitted });
+    const onExpiredPassed = (field: string, expired: number): void => owner.expiredPassed(this.subscriptionId, field, expired);
+    this.commits = new SessionCommits({ ...ids, store: state, logger, clock: this.clock, partitions, onCommitted, onExpiredPassed });
     const policy = deadLetterPolicyOf(subscription.record.annotations);
     const timelinesOf = (eventType: string): TimelineMap => this.timelinesOf(eventType);
-    this.deadLetters = policy && new SessionDeadLetters({ ...ids, policy, deps: owner.deps, batchLimit: params.batchLimit, committed: this.commits.committed, timelinesOf });
+    const uncommittedOf = (p: StreamPartition): number => this.commits.uncommittedOf(p);
+    this.deadLetters = policy && new SessionDeadLetters({ ...ids, policy, deps: owner.deps, batchLimit: params.batchLimit, committed: this.commits.committed, uncommittedOf, timelinesOf });
   }
 
   /** Where the session stands (see `SESSION_TRANSITIONS`). */
@@ -252,9 +254,17 @@ export class SessionRunner implements StreamPolicy {
     this.commits.sent(partition, count);
   }
 
-  /** Skipped events are committed by the broker once everything sent before them is (issue 3 §2.7). */
+  /** Skipped events are committed by the broker once everything sent before them is (docs/consuming.md "Commits"). */
   skipped(partition: StreamPartition): void {
     this.commits.skipped(partition);
+  }
+
+  /**
+   * Offsets removed before the stream read them (docs/consuming.md "Events removed before they were
+   * read") are committed by the broker like skipped events, once everything sent before them is.
+   */
+  passedOver(partition: StreamPartition, expired: number): void {
+    this.commits.skipped(partition, expired);
   }
 
   /** Before this stream holds a partition: the cursor of a partition it is about to get (or any), at its committed offset. */
@@ -326,7 +336,7 @@ export class SessionRunner implements StreamPolicy {
       if (a.state === 'assigned' && a.session === this.streamId) {
         if (!p || !p.active) {
           let start = offsets.get(field) ?? -1;
-          this.commits.committed.set(field, start);
+          this.commits.begin(field, start);
           if (this.deadLetters) {
             const taken = await this.deadLetters.take(a, start);
             if (taken === undefined) continue;
@@ -341,7 +351,7 @@ export class SessionRunner implements StreamPolicy {
         // ever having read it (it moved on again before this stream's refresh took it, or a hand-over
         // failed after `remove`): nothing is uncommitted, so the hand-over completes at once — waiting
         // would keep the partition from every stream until this one ends.
-        if (!p || (this.commits.committed.get(field) ?? -1) >= p.sent) {
+        if (!p || this.commits.uncommittedOf(p) === 0) {
           if (p) loop.remove(a.eventType, a.partition);
           await this.owner.applyChange(this.subscription, { complete: { eventType: a.eventType, partition: a.partition, from: this.streamId } });
         }

@@ -105,4 +105,10 @@ export interface SessionOwner {
    * @throws BrokerError 503
    */
   applyChange(subscription: ResolvedSubscription, change: SessionChange): Promise<'ok' | 'CURSOR_RESET_RUNNING'>;
+  /**
+   * The broker's commit moved partition `field` of subscription `subscriptionId` past `expired` events
+   * that retention removed before they were read: counted in Redis (the stats) and in the node's metric.
+   * Never throws (a failure is logged).
+   */
+  expiredPassed(subscriptionId: string, field: string, expired: number): void;
 }

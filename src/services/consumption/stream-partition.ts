@@ -21,7 +21,7 @@ export interface StreamPartitionStart {
 export class StreamPartition {
   readonly eventType: string;
   readonly partition: string;
-  /** The event type's timelines, refreshed every round (a switch adds one; issue 6 §3.2). */
+  /** The event type's timelines, refreshed every round (a timeline switch adds one). */
   timelines: TimelineMap;
   /** Last offset handed to the client (or the start cursor). */
   sent: number;
@@ -37,6 +37,11 @@ export class StreamPartition {
   entryBytes = 0;
   /** Highest offset read and skipped after the last buffered event (-1 = none): the cursor may move there. */
   skippedThrough = -1;
+  /**
+   * Events retention removed before the stream read them, passed over since the partition's last batch:
+   * the next batch of the partition reports them (`info.expired_events` on subscription streams), then 0.
+   */
+  expiredEvents = 0;
   /** When the current batch window started (ms, `performance.now()`): reset by every batch sent. */
   windowStartedAt: number;
   /** Empty batches sent in a row. */

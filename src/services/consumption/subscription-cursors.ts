@@ -31,6 +31,11 @@ export interface PartitionStats {
   failed_send_count?: number;
   /** Dead-letter queue: the last offset of the dead-letter search window, while the partition is in it. */
   dead_letter_search_until?: string;
+  /**
+   * Events of the partition that retention removed before the subscription read them, since it was
+   * created (docs/consuming.md "Events removed before they were read"); absent while there are none.
+   */
+  expired_events?: number;
 }
 
 /** Answer of a commit: 204 when every cursor advanced, else 200 with a result per cursor. */
@@ -70,7 +75,10 @@ export class SubscriptionCursors {
       const field = offsetField(c.event_type, c.partition);
       const partition = byField.get(field);
       if (!partition) throw brokerError('PARTITION_NOT_IN_SUBSCRIPTION', { index: i, eventType: c.event_type, partition: c.partition });
-      return { field, offset: this.offsetOf(c, partition, ranges.get(field), i) };
+      // A cursor the stream delivered commits whether or not retention removed its events since: only
+      // malformed, foreign and future offsets are invalid here (docs/consuming.md "Events removed before they were read").
+      const range = ranges.get(field);
+      return { field, offset: this.offsetOf(c, partition, range && { oldest: 0, newest: range.newest }, i) };
     });
     const outcome = await this.state.commit(id, streamId, cursors);
     if (outcome.kind !== 'ok') this.metrics.commits('refused', cursors.length);
@@ -167,11 +175,12 @@ export class SubscriptionCursors {
     const subscription = await this.streams.resolve(id);
     authorize?.(subscription);
     const fields = subscription.partitions.map((p) => offsetField(p.eventType, p.partition));
-    const [state, offsets, ranges, deadLetters] = await Promise.all([
+    const [state, offsets, ranges, deadLetters, expired] = await Promise.all([
       this.state.read(id),
       this.state.offsets(id),
       this.streams.rangesOf(subscription.partitions),
       this.state.deadLetters(id, fields),
+      this.state.expiredEvents(id),
     ]);
     const live = new Set(state.sessions.filter((s) => s.expiresAt > state.nowMs).map((s) => s.id));
     const byEventType = new Map<string, PartitionStats[]>(subscription.record.event_types.map((name) => [name, []]));
@@ -199,6 +208,8 @@ export class SubscriptionCursors {
         const deadLetter = deadLetters.get(field);
         if (deadLetter !== undefined && deadLetter.failedSends > 0) entry.failed_send_count = deadLetter.failedSends;
         if (deadLetter?.searchUntil !== undefined && deadLetter.searchUntil > (committed ?? -1)) entry.dead_letter_search_until = p.timelines.format(p.partition, deadLetter.searchUntil);
+        const expiredEvents = expired.get(field) ?? 0;
+        if (expiredEvents > 0) entry.expired_events = expiredEvents;
         byEventType.get(p.eventType)?.push(entry);
       }),
     );

@@ -352,6 +352,15 @@ export class SubscriptionStreams implements SessionOwner {
     throw brokerError('ASSIGNMENT_CONTENDED');
   }
 
+  /** See {@link SessionOwner.expiredPassed}. */
+  expiredPassed(subscriptionId: string, field: string, expired: number): void {
+    const at = field.lastIndexOf(':');
+    this.metrics.expiredPassed(subscriptionId, field.slice(0, at), expired);
+    this.state.addExpiredEvents(subscriptionId, field, expired).catch((err: unknown) => {
+      this.logger.warn({ err: (err as Error).message, subscription: subscriptionId }, 'could not count events that expired unread in the subscription stats');
+    });
+  }
+
   /** Refuses new streams and ends the open ones at once; their sessions are released (DESIGN.md §6). */
   async close(): Promise<void> {
     this.shuttingDown = true;

@@ -72,6 +72,7 @@ export const PartitionStatsSchema = Type.Object(
     assignment_type: AssignmentType,
     failed_send_count: Type.Optional(Type.Integer({ minimum: 1, description: 'dead-letter queue: sends of its events that ended without a commit' })),
     dead_letter_search_until: Type.Optional(Type.String({ description: 'dead-letter queue: the last offset of the search window' })),
+    expired_events: Type.Optional(Type.Integer({ minimum: 1, description: 'events of the partition that retention removed before the subscription read them (counted when its committed offset passed them); absent while there are none' })),
   },
   Closed,
 );
@@ -98,5 +99,20 @@ export { StreamParametersBodySchema } from '../../../domain/stream-parameters.js
 export const StreamBatchSchema = Type.Object({
   cursor: Type.Object({ partition: Type.String(), offset: Type.String(), event_type: Type.Optional(Type.String()), cursor_token: Type.Optional(Type.String()) }),
   events: Type.Optional(Type.Array(EventSchema)),
-  info: Type.Optional(Type.Object({}, { description: 'debug information, on the first batch or a notice' })),
+  info: Type.Optional(
+    Type.Object(
+      {
+        debug: Type.Optional(Type.String({ description: 'why the stream starts (the first batch) or ends (the last batch)' })),
+        stream_id: Type.Optional(Type.String({ description: 'the stream id, on the first event of a server-sent-event subscription stream' })),
+        expired_events: Type.Optional(
+          Type.Integer({
+            minimum: 1,
+            description:
+              'subscription streams: on the first batch of a partition after its cursor passed events that retention removed before they were read, how many; the stream continued at the oldest event kept',
+          }),
+        ),
+      },
+      { description: 'information about the stream, on the first batch, the last one, or a batch with news; fields may be added' },
+    ),
+  ),
 });
