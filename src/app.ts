@@ -52,6 +52,7 @@ import { timelineRoutes } from './http/routes/timelines.js';
 import { openReplicatedAppender } from './storage/replicated-append.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, type RedisClient } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
+import { assertRedisRequirements } from './storage/redis-checks.js';
 import { consoleRoutes, loadConsoleAssets } from './http/routes/console.js';
 import { apiDocsRoutes } from './http/routes/api-docs.js';
 import { SubscriptionStore } from './storage/subscription-store.js';
@@ -82,6 +83,12 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const cluster = config.redis.clusterNodes.length > 0;
   const url = cluster ? '' : config.redis.url || (embedded = await startEmbeddedRedis(config.embeddedRedis, logger, config.port)).url;
   const redis: RedisClient = cluster ? await connectCluster(config.redis.clusterNodes, config.redis, logger) : await connectRedis(url, config.redis, logger);
+  // Version and eviction policy, before anything else starts; a refused Redis leaves nothing running.
+  await assertRedisRequirements(redis, logger).catch(async (err: unknown) => {
+    redis.disconnect();
+    await embedded?.stop();
+    throw err;
+  });
   const subscriber = duplicateForSubscribe(redis, logger);
   const keys = createKeys(config.redis.keyPrefix);
   const scripts = new Scripts(redis);
