@@ -55,6 +55,7 @@ import { Scripts } from './storage/scripts.js';
 import { assertRedisRequirements } from './storage/redis-checks.js';
 import { consoleRoutes, loadConsoleAssets } from './http/routes/console.js';
 import { apiDocsRoutes } from './http/routes/api-docs.js';
+import { operationRoutes } from './http/routes/operations.js';
 import { SubscriptionStore } from './storage/subscription-store.js';
 import { BrokerMetrics } from './observability/metrics.js';
 import { ConsumerLagReader } from './services/consumption/consumer-lag.js';
@@ -221,9 +222,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
 
   const http = new HttpServer(config.http, authenticator, logger, metrics);
   http.onAnswered((entry) => kpi.accessed(entry));
-  http.route('GET', '/health', () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }), { public: true });
-  // Prometheus text format; authenticated like every route but /health (open in auth mode `off`).
-  http.route('GET', '/metrics', async () => ({ status: 200, body: await metrics.scrape(), contentType: metrics.contentType }));
+  // /health, public; /metrics (Prometheus text format), authenticated like every route but /health (open in auth mode `off`).
+  operationRoutes(http, metrics);
   eventTypeRoutes(http, registry, access, {
     of: async (name) => (await subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).map((s) => s.id),
     delete: (id) => subscriptionRegistry.delete(id),

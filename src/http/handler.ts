@@ -1,5 +1,5 @@
 /**
- * What a route handler sees and answers (DESIGN.md §1): the request context the pipeline builds
+ * What a route handler sees and answers (docs/architecture.md "HTTP pipeline"): the request context the pipeline builds
  * (src/http/request-pipeline.ts) and the two kinds of answer, plain or streamed
  * (src/domain/stream-sink.ts). Types only; routes import them through src/http/server.ts.
  */
@@ -27,12 +27,13 @@ export interface RequestContext {
   readonly query: URLSearchParams;
   /**
    * The path parameters, query and declared headers after the check against the route's schemas, values
-   * coerced to their declared types; typed with `inputOf` (src/http/request-inputs.ts).
+   * coerced to their declared types; a route's handler sees them typed by its schemas (`RouteContext`,
+   * src/http/api/route-model.ts).
    */
   readonly input: CheckedInputs;
   readonly headers: Readonly<Record<string, string>>;
   readonly flowId: string;
-  /** Who asks: authenticated before the handler runs (routes registered `public` get `unauthenticated`). */
+  /** Who asks: authenticated before the handler runs (routes declared `access: 'public'` get `unauthenticated`). */
   readonly subject: Subject;
   readonly log: Logger;
   /** The body bytes, inflated when sent with `Content-Encoding: gzip` or `zstd`, within the size limits. @throws BrokerError 400/413/415 */

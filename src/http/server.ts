@@ -1,8 +1,8 @@
 /**
- * The broker's HTTP server (DESIGN.md §1): the entry that assembles the HTTP layer — the engine with
- * its workarounds (engine-workarounds.ts), the request pipeline (request-pipeline.ts), body reading
- * (body-reader.ts) and the stream writer (stream-writer.ts) — and registers routes. Routes import the
- * handler types from here.
+ * The broker's HTTP server (docs/architecture.md "HTTP pipeline"): the entry that assembles the HTTP
+ * layer — the engine with its workarounds (engine-workarounds.ts), the request pipeline
+ * (request-pipeline.ts), body reading (body-reader.ts) and the stream writer (stream-writer.ts) — and
+ * registers route declarations (src/http/api/route-model.ts). Routes import the handler types from here.
  */
 import type HyperExpress from 'hyper-express';
 import type { Logger } from '../observability/logger.js';
@@ -13,14 +13,15 @@ import { ConcurrencyLimiter } from './concurrency-limiter.js';
 import { routeBodyLimits, type BodyLimit, type BodyLimitOptions } from './body-reader.js';
 import { createEngine, listenExclusive } from './engine-workarounds.js';
 import { RequestPipeline, type RouteSettings } from './request-pipeline.js';
-import type { Handler, Method } from './handler.js';
+import type { Method } from './handler.js';
 import { routeInputs } from './request-inputs.js';
+import { enginePath, type Route } from './api/route-model.js';
 
 export type { Handler, HttpAnswer, Method, RequestContext } from './handler.js';
 
-/** Body limits in bytes, the control-plane limiter and CORS (config `http.*`; issue 13 §2, §4). */
+/** Body limits in bytes, the control-plane limiter and CORS (config `http.*`; docs/operations.md). */
 export interface HttpServerOptions extends BodyLimitOptions {
-  /** Holders of the control-plane limiter ({@link RouteOptions.limited}). */
+  /** Holders of the control-plane limiter (routes declared `limited`). */
   readonly controlConcurrency: number;
   /** Waiters of the control-plane limiter; one more is refused with 503 OVERLOADED. */
   readonly controlQueueLength: number;
@@ -28,32 +29,14 @@ export interface HttpServerOptions extends BodyLimitOptions {
   readonly corsAllowedOrigins: readonly string[];
 }
 
-/** Per-route options. */
-export interface RouteOptions {
-  /** Served without authentication (only `/health`): the handler sees the subject `unauthenticated`. */
-  readonly public?: boolean;
-  /**
-   * Which body limit applies: `events` — publishing and deleted events, `http.maxBodyBytes` as sent and
-   * `http.maxInflatedBodyBytes` inflated — or `control` (the default) — `http.maxControlBodyBytes` both
-   * as sent and inflated, or the `events` limit when that is smaller.
-   */
-  readonly body?: 'events' | 'control';
-  /**
-   * The handler's work grows with the request's size (body parse, list validation, Redis lookups per
-   * item): it runs, body reading included, holding a slot of the node's control-plane limiter
-   * ({@link HttpServer.controlLimiter}), and answers 503 OVERLOADED when its queue is full.
-   */
-  readonly limited?: boolean;
-}
-
 /**
- * The broker's HTTP server on hyper-express (DESIGN.md §1): every route runs through one pipeline
+ * The broker's HTTP server on hyper-express: every route runs through one pipeline
  * ({@link RequestPipeline}); requests no route takes are answered 404 or 405 with a problem.
  */
 export class HttpServer {
   private readonly app: HyperExpress.Server = createEngine();
   private readonly routes: { pattern: RegExp; method: Method; path: string }[] = [];
-  /** The node's limiter of control-plane work that grows with request size (issue 13 §2.3); also for handlers that limit only part of their work. */
+  /** The node's limiter of control-plane work that grows with request size (docs/operations.md); also for handlers that limit only part of their work. */
   readonly controlLimiter: ConcurrencyLimiter;
   private readonly pipeline: RequestPipeline;
   private readonly limits: { readonly events: BodyLimit; readonly control: BodyLimit };
@@ -81,25 +64,31 @@ export class HttpServer {
   }
 
   /**
-   * Registers a route; `path` uses `:param` segments. Parameters arrive URL-decoded and checked, with the
-   * query and declared headers, against the route table's schemas for it (src/http/api/route-table.ts).
+   * Registers routes in their order, each at its {@link enginePath}, its handler given `deps`. Path
+   * parameters arrive URL-decoded and checked, with the query and declared headers, against the
+   * route's schemas; `access: 'public'` routes run without authentication (the handler sees the subject
+   * `unauthenticated`). @throws Error when a route's schema does not compile
    */
-  route(method: Method, path: string, handler: Handler, options: RouteOptions = {}): void {
-    this.routes.push({ method, path, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
-    const register = method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
-    const settings: RouteSettings = {
-      method,
-      handler,
-      isPublic: options.public === true,
-      limit: options.body === 'events' ? this.limits.events : this.limits.control,
-      limited: options.limited === true,
-      record: this.metrics?.route(method, path),
-      inputs: routeInputs(method, path),
-    };
-    this.app[register](path, (req, res) => this.pipeline.handle(settings, req, res));
+  register<D>(routes: readonly Route<D>[], deps: D): void {
+    for (const route of routes) {
+      const { method } = route;
+      const path = enginePath(route);
+      this.routes.push({ method, path, pattern: new RegExp('^' + path.replace(/:[a-z_]+/g, '[^/]+') + '/?$') });
+      const register = method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
+      const settings: RouteSettings = {
+        method,
+        handler: (ctx) => route.handle(ctx, deps),
+        isPublic: route.access === 'public',
+        limit: route.bodyLimit === 'events' ? this.limits.events : this.limits.control,
+        limited: route.limited === true,
+        record: this.metrics?.route(method, path),
+        inputs: routeInputs(route),
+      };
+      this.app[register](path, (req, res) => this.pipeline.handle(settings, req, res));
+    }
   }
 
-  /** Every route registered so far, as given to {@link route} (the API document must describe each; issue 16 §2.1). */
+  /** Every route registered so far, by its engine path (the API document must describe each: docs/http-api.md). */
   registeredRoutes(): readonly { readonly method: Method; readonly path: string }[] {
     return this.routes.map(({ method, path }) => ({ method, path }));
   }

@@ -5,10 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { NoAuthentication } from '../../src/auth/authenticator.js';
 import { buildOpenApiDocument, type JsonDocValue } from '../../src/http/api/openapi.js';
 import { INPUT_SCHEMA_EXTENSIONS } from '../../src/domain/input-check.js';
-import { routeKey } from '../../src/http/api/route-model.js';
+import { routeKey, routesOf } from '../../src/http/api/route-model.js';
 import { findRoute, missingRoutes, ROUTES } from '../../src/http/api/route-table.js';
 import { NAMED_SCHEMAS } from '../../src/http/api/wire-schemas.js';
 import { apiDocsRoutes } from '../../src/http/routes/api-docs.js';
+import { OPERATION_ROUTES, type MetricsScrape } from '../../src/http/routes/operations.js';
 import { HttpServer } from '../../src/http/server.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { FEATURES } from '../../src/services/settings.js';
@@ -126,8 +127,12 @@ describe('the route table against the server', () => {
 
   it('refuses to register the document on a server with an undescribed route (the node does not start)', () => {
     const http = server();
-    http.route('GET', '/health', () => Promise.resolve({ status: 200 }));
-    http.route('PATCH', '/event-types/:name', () => Promise.resolve({ status: 200 }));
+    // `/health` is in the table; a PATCH of an event type is not.
+    const undescribed = routesOf<MetricsScrape>()({
+      method: 'PATCH', path: '/event-types/{name}', operationId: 'patchEventType', tag: 'Event types', access: 'authenticated', summary: 'not in the table', responses: {},
+      handler: () => Promise.resolve({ status: 200 }),
+    });
+    http.register([...OPERATION_ROUTES.filter((r) => r.path === '/health'), undescribed], { scrape: () => Promise.resolve(''), contentType: 'text/plain' });
     expect(() => apiDocsRoutes(http, 'test', new Map())).toThrow('the API document lacks 1 registered route(s): PATCH /event-types/:name');
     const described = server();
     apiDocsRoutes(described, 'test', new Map());

@@ -4,9 +4,8 @@ import { checkBody } from '../../src/domain/rule-problems.js';
 import { CompatibilityCheckInputSchema, SchemaAdditionCheck, SchemaFetchInputSchema } from '../../src/domain/schema-version-input.js';
 import { FeatureInputSchema, parseAdminsInput } from '../../src/domain/settings-input.js';
 import { TimelineInputSchema } from '../../src/domain/timeline.js';
-import { ListEventTypesQuery, SchemaListQuery } from '../../src/http/api/event-type-routes.js';
-import { BlacklistParams } from '../../src/http/api/operation-routes.js';
-import { attributeOf } from '../../src/http/routes/event-types.js';
+import { attributeOf, ListEventTypesQuery, SchemaListQuery } from '../../src/http/routes/event-types.js';
+import { BlacklistParams } from '../../src/http/routes/settings.js';
 
 const alice = { data_type: 'user', value: 'alice' };
 

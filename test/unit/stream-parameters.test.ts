@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseStreamParameters, SubscriptionStreamQuerySchema, type StreamParameters, type StreamParametersResult } from '../../src/domain/stream-parameters.js';
 import { checkInput, inputDetail } from '../../src/domain/input-check.js';
-import { LowLevelStreamQuery } from '../../src/http/api/event-type-routes.js';
+import { LowLevelStreamQuery } from '../../src/http/routes/low-level-streams.js';
 
 const half = (): number => 0.5;
 /** The query checked against its route's schema as the request pipeline does (400/422 before the handler), then the parameters. */

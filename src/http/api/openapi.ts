@@ -1,17 +1,18 @@
 /**
- * The OpenAPI 3.1 document of the node (issue 16 §2.1), generated from the route table: paths with their
- * parameters, bodies and answers (streams as `application/x-json-stream` and `text/event-stream`,
- * problems as `application/problem+json`, BatchItemResponse arrays for 207/422), the answer headers
- * (`X-Flow-Id` on every answer, `X-Broker-StreamId`, `Location`, …), the security schemes of the auth
- * modes, and in `info.description` the catalogs of `broker.io/` annotations, feature toggles and
- * configuration keys (the last generated from the config schema).
+ * The OpenAPI 3.1 document of the node (docs/http-api.md), derived from the route declarations
+ * (route-table.ts): paths with their parameters, bodies and answers (streams as
+ * `application/x-json-stream` and `text/event-stream`, problems as `application/problem+json`,
+ * BatchItemResponse arrays for 207/422), the answer headers (`X-Flow-Id` on every answer,
+ * `X-Broker-StreamId`, `Location`, …), the security schemes of the auth modes, and in
+ * `info.description` the catalogs of `broker.io/` annotations, feature toggles and configuration keys
+ * (the last generated from the config schema).
  */
 import type { TSchema } from '@sinclair/typebox';
 import { configSchema } from '../../config/config-schema.js';
 import { problemTypes } from '../../errors/catalog.js';
 import { MAX_EVENT_SEND_COUNT_ANNOTATION, UNPROCESSABLE_EVENT_POLICY_ANNOTATION } from '../../domain/dead-letter.js';
 import { FEATURES, type Feature } from '../../services/settings.js';
-import { DEFAULT_PROBLEM, FLOW_ID_HEADER, type HeaderSpec, type ResponseSpec, type RouteSpec } from './route-model.js';
+import { DEFAULT_PROBLEM, FLOW_ID_HEADER, TAGS, type HeaderSpec, type ResponseSpec, type RouteSpec } from './route-model.js';
 import { ROUTES } from './route-table.js';
 import { NAMED_SCHEMAS } from './wire-schemas.js';
 
@@ -20,7 +21,7 @@ export type JsonDocValue = null | boolean | number | string | JsonDocValue[] | {
 /** The document (and any object in it). */
 export type OpenApiDocument = { [key: string]: JsonDocValue };
 
-/** What each feature toggle does (spec "Feature"; `POST /settings/features`). Typed by {@link Feature}: a new feature must be described. */
+/** What each feature toggle does (docs/operations.md "Feature toggles"; `POST /settings/features`). Typed by {@link Feature}: a new feature must be described. */
 export const FEATURE_NOTES: Readonly<Record<Feature, string>> = {
   disable_event_type_creation: 'POST /event-types answers 403',
   disable_event_type_deletion: 'DELETE /event-types/{name} answers 403 (administrators still may)',
@@ -37,7 +38,7 @@ export const FEATURE_NOTES: Readonly<Record<Feature, string>> = {
   token_subscription_iteration: 'GET /subscriptions pages by `token`',
 };
 
-/** The service's annotations (README "How consumption works"). */
+/** The service's annotations (docs/consuming.md). */
 const ANNOTATIONS: readonly (readonly [string, string])[] = [
   [MAX_EVENT_SEND_COUNT_ANNOTATION, 'subscription: sends of an event without a commit before it is dead-lettered (1 to 1,000,000)'],
   [UNPROCESSABLE_EVENT_POLICY_ANNOTATION, 'subscription: `SKIP_EVENT` or `DEAD_LETTER_QUEUE` (to the event type `broker.dead.letter.queue`)'],
@@ -48,7 +49,7 @@ function field(value: unknown, key: string): unknown {
   return typeof value === 'object' && value !== null ? (Object.getOwnPropertyDescriptor(value, key)?.value as unknown) : undefined;
 }
 
-/** A table row `| key | description |` for every leaf of the config schema, dotted (README "Configuration" has defaults and env names). */
+/** A table row `| key | description |` for every leaf of the config schema, dotted (docs/configuration.md has defaults and env names). */
 function configKeys(schema: unknown, prefix = ''): string[] {
   const properties = field(schema, 'properties');
   if (typeof properties !== 'object' || properties === null) {
@@ -174,7 +175,8 @@ function operation(route: RouteSpec, refs: ReadonlyMap<string, string>): JsonDoc
 }
 
 /**
- * The OpenAPI 3.1 document of `routes`.
+ * The OpenAPI 3.1 document of `routes`: their paths in the order given, the sections (tags) in
+ * {@link TAGS} order.
  * @param version the API version shown (the package's)
  */
 export function buildOpenApiDocument(version: string, routes: readonly RouteSpec[] = ROUTES): OpenApiDocument {
@@ -182,7 +184,8 @@ export function buildOpenApiDocument(version: string, routes: readonly RouteSpec
   for (const [name, schema] of Object.entries(NAMED_SCHEMAS)) refs.set(JSON.stringify(schema), name);
   const paths: { [path: string]: { [method: string]: JsonDocValue } } = {};
   for (const route of routes) (paths[route.path] ??= {})[route.method.toLowerCase()] = operation(route, refs);
-  const tags = [...new Set(routes.map((r) => r.tag))].map((name) => ({ name }));
+  const used = new Set(routes.map((r) => r.tag));
+  const tags = TAGS.filter((tag) => used.has(tag)).map((name) => ({ name }));
   return {
     openapi: '3.1.0',
     info: { title: 'Event Broker', version, description: DESCRIPTION },

@@ -1,8 +1,8 @@
-/** Pieces the route table's entries share (parameters, headers, stream answers). */
+/** Pieces several route declarations share (parameters, headers, stream answers). */
 import { Type } from '@sinclair/typebox';
 import { StreamBatchSchema } from './wire-schemas.js';
 import { streamQueryProperties } from '../../domain/stream-parameters.js';
-import { EVENT_STREAM_MEDIA, JSON_STREAM_MEDIA, type HeaderSpec, type ResponseSpec, type RouteSpec } from './route-model.js';
+import { EVENT_STREAM_MEDIA, JSON_STREAM_MEDIA, type HeaderSpec, type ResponseSpec } from './route-model.js';
 
 /** `{name}`: an event type. */
 export const NameParam = Type.Object({ name: Type.String({ description: 'event type name' }) });
@@ -18,7 +18,7 @@ export const Bool = (description: string, anyCase = false) =>
       description,
     }),
   );
-/** `offset`/`limit` paging (WIRE.md "Subscriptions": limit 1..1000, default 20; offset ≥ 0; anything else 400); read with `pageOf` (src/http/routes/paging.ts). */
+/** `offset`/`limit` paging (docs/http-api.md: limit 1..1000, default 20; offset ≥ 0; anything else 400); read with {@link pageOf}. */
 export const Paging = {
   offset: Type.Optional(
     Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0, 'x-status': 400, 'x-messages': { minimum: 'must not be negative', fraction: 'must be an integer' } }),
@@ -27,15 +27,29 @@ export const Paging = {
     Type.Integer({ minimum: 1, maximum: 1000, default: 20, 'x-status': 400, 'x-messages': { minimum: 'must be between 1 and 1000', maximum: 'must be between 1 and 1000', fraction: 'must be an integer' } }),
   ),
 };
+/** A page of a listing: `offset` ≥ 0, `limit` 1..1000. */
+export interface Page {
+  readonly offset: number;
+  readonly limit: number;
+}
+
+/**
+ * The page of a listing whose query declares {@link Paging}, as the pipeline checked it (400 `Field
+ * "limit" must be between 1 and 1000`, `Field "offset" must not be negative`, `… must be an integer`):
+ * the defaults the schema declares for what the request left out.
+ */
+export function pageOf(query: { readonly offset?: number; readonly limit?: number }): Page {
+  return { offset: query.offset ?? 0, limit: query.limit ?? 20 };
+}
+
 /** `Location` of a created resource. */
 export const Location: HeaderSpec = { description: 'the created (or existing) resource', schema: Type.String(), required: true };
 /** `X-Broker-StreamId` of a subscription stream. */
 export const STREAM_ID: HeaderSpec = { description: 'the stream\'s id: commits name it in `X-Broker-StreamId`', schema: Type.String({ format: 'uuid' }), required: true };
 
 /**
- * Query parameters of both streams (spec "Stream parameters"; WIRE.md "Low-level stream", "Streaming"):
- * non-negative int32 values (else 400), an empty value is absent; declared and read in
- * src/domain/stream-parameters.ts.
+ * Query parameters of both streams (docs/consuming.md): non-negative int32 values (else 400), an empty
+ * value is absent; declared and read in src/domain/stream-parameters.ts.
  */
 export const streamQuery = streamQueryProperties;
 
@@ -49,9 +63,4 @@ export function stream(description: string, headers: Readonly<Record<string, Hea
     },
     headers,
   };
-}
-
-/** A route entry (typed where it is written; test/unit/openapi.test.ts checks `params` names every `{…}` of the path). */
-export function route(spec: RouteSpec): RouteSpec {
-  return spec;
 }

@@ -1,20 +1,45 @@
 /**
- * Every route the node serves, with its parameters, body and answers as TypeBox schemas (issue 16 §1.3,
- * §2.1; spec "Endpoints"; WIRE.md). The OpenAPI document (`GET /openapi.json`) is generated from this
- * table, the node refuses to start when a registered route is missing from it
- * ({@link missingRoutes}), and the integration tests validate every JSON answer against it.
+ * Every route the node serves, from the declarations of each API area (src/http/routes/*.ts: method,
+ * path, parameters, body, answers and handler together; docs/http-api.md). The OpenAPI document
+ * (`GET /openapi.json`) is derived from this list, the node refuses to start when it registers a route
+ * missing from it ({@link missingRoutes}), and the integration tests validate every JSON answer against it.
  */
 import { routeKey, type RouteSpec } from './route-model.js';
-import { EVENT_TYPE_ROUTES, PUBLISHING_ROUTES } from './event-type-routes.js';
-import { SUBSCRIPTION_ROUTES } from './subscription-routes.js';
-import { OPERATION_ROUTES, SETTINGS_ROUTES } from './operation-routes.js';
+import { EVENT_TYPE_ROUTES } from '../routes/event-types.js';
+import { PUBLISHING_ROUTES } from '../routes/publishing.js';
+import { DELETED_EVENTS_ROUTES } from '../routes/deleted-events.js';
+import { PARTITION_COUNT_ROUTES } from '../routes/partition-count.js';
+import { TIMELINE_ROUTES } from '../routes/timelines.js';
+import { LOW_LEVEL_STREAM_ROUTES } from '../routes/low-level-streams.js';
+import { SUBSCRIPTION_ROUTES } from '../routes/subscriptions.js';
+import { SUBSCRIPTION_STREAM_ROUTES } from '../routes/subscription-streams.js';
+import { SETTINGS_ROUTES } from '../routes/settings.js';
+import { STORAGE_ROUTES } from '../routes/storages.js';
+import { AVRO_SCHEMA_ROUTES } from '../routes/avro-schemas.js';
+import { API_DOCS_ROUTES, OPERATION_ROUTES } from '../routes/operations.js';
+import { CONSOLE_ROUTES } from '../routes/console.js';
 
-/** Every route the node serves. */
-export const ROUTES: readonly RouteSpec[] = [...EVENT_TYPE_ROUTES, ...PUBLISHING_ROUTES, ...SUBSCRIPTION_ROUTES, ...SETTINGS_ROUTES, ...OPERATION_ROUTES];
+/** Every route the node serves, in the order the document lists them. */
+export const ROUTES: readonly RouteSpec[] = [
+  ...EVENT_TYPE_ROUTES,
+  ...PUBLISHING_ROUTES,
+  ...DELETED_EVENTS_ROUTES,
+  ...PARTITION_COUNT_ROUTES,
+  ...TIMELINE_ROUTES,
+  ...LOW_LEVEL_STREAM_ROUTES,
+  ...SUBSCRIPTION_ROUTES,
+  ...SUBSCRIPTION_STREAM_ROUTES,
+  ...SETTINGS_ROUTES,
+  ...STORAGE_ROUTES,
+  ...AVRO_SCHEMA_ROUTES,
+  ...OPERATION_ROUTES,
+  ...API_DOCS_ROUTES,
+  ...CONSOLE_ROUTES,
+];
 
 /**
- * The routes a server registers that the table lacks, as `METHOD path` (issue 16 §2.1: the document
- * covers every route). Paths compare with their parameters blanked ({@link routeKey}).
+ * The routes a server registers that the table lacks, as `METHOD path` (the document must cover every
+ * route). Paths compare with their parameters blanked ({@link routeKey}).
  */
 export function missingRoutes(registered: readonly { readonly method: string; readonly path: string }[], table: readonly RouteSpec[] = ROUTES): string[] {
   const described = new Set(table.map((r) => routeKey(r.method, r.path)));

@@ -2,11 +2,14 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Type } from '@sinclair/typebox';
 import type { Subject } from '../../auth/subject.js';
 import type { EventType } from '../../domain/event-type.js';
 import type { Subscription } from '../../domain/subscription.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
+import { empty, json, problems, routesOf, type Route } from '../api/route-model.js';
+import { ConsoleAccessSchema } from '../api/wire-schemas.js';
 import type { HttpAnswer, HttpServer, RequestContext } from '../server.js';
 
 /** One file of the console, read into memory at startup. */
@@ -34,7 +37,7 @@ const MEDIA_TYPES: Readonly<Record<string, string>> = {
 export const DEFAULT_CONSOLE_DIR = fileURLToPath(new URL('../../../ui', import.meta.url));
 
 /**
- * The console's assets (issue 18 §1): every file under `dir` with a served extension, keyed by its path
+ * The console's assets: every file under `dir` with a served extension, keyed by its path
  * relative to `dir` with `/` separators. This manifest is the only thing the `/ui` routes serve, so no
  * request path ever reaches the file system. An absent directory (a build without the console) gives an
  * empty manifest: `/ui` then answers 404.
@@ -87,8 +90,32 @@ export interface ConsoleLookups {
   subscription(id: string): Promise<Pick<Subscription, 'id' | 'authorization' | 'event_types'>>;
 }
 
+/** What the console routes serve and ask. */
+export interface ConsoleDeps {
+  /** The console's files ({@link loadConsoleAssets}). */
+  readonly assets: ReadonlyMap<string, ConsoleAsset>;
+  readonly access: AccessControl;
+  readonly lookups: ConsoleLookups;
+}
+
+/** A console file: `/ui` and `/ui/` are `index.html`. */
+const serve = (ctx: Pick<RequestContext, 'path' | 'headers'>, { assets }: ConsoleDeps): Promise<HttpAnswer> => {
+  const relative = ctx.path === '/ui' || ctx.path === '/ui/' ? 'index.html' : ctx.path.slice('/ui/'.length);
+  const asset = assets.get(relative);
+  if (asset === undefined) {
+    throw assets.size === 0 ? brokerError('CONSOLE_NOT_BUILT') : brokerError('CONSOLE_ASSET_NOT_FOUND', { path: ctx.path });
+  }
+  const headers = { 'Cache-Control': 'no-cache', ETag: asset.etag, 'X-Content-Type-Options': 'nosniff', ...asset.headers };
+  if (ctx.headers['if-none-match'] === asset.etag) return Promise.resolve({ status: 304, headers });
+  return Promise.resolve({ status: 200, body: asset.body, contentType: asset.contentType, headers });
+};
+
+const TEXT_ASSET = Type.String({ description: 'the file' });
+
+const route = routesOf<ConsoleDeps>();
+
 /**
- * The console (issue 18 §1): its assets, public, and one authenticated helper route.
+ * The console (docs/console.md): its assets, public, and one authenticated helper route.
  *
  * - `GET /ui`, `GET /ui/` → `index.html`; `GET /ui/<path>` → the asset of that path in the manifest
  *   ({@link loadConsoleAssets}), else 404. Public: the files carry no data; every API call the console
@@ -101,41 +128,50 @@ export interface ConsoleLookups {
  *   and streaming it; `reset`: admin plus reading every event type). Authenticated like the API (401
  *   without a valid token in modes `jwt` and `tokeninfo`); 404 for an unknown event type or subscription.
  */
-export function consoleRoutes(http: HttpServer, assets: ReadonlyMap<string, ConsoleAsset>, access: AccessControl, lookups: ConsoleLookups): void {
-  const serve = (ctx: RequestContext): Promise<HttpAnswer> => {
-    const relative = ctx.path === '/ui' || ctx.path === '/ui/' ? 'index.html' : ctx.path.slice('/ui/'.length);
-    const asset = assets.get(relative);
-    if (asset === undefined) {
-      throw assets.size === 0 ? brokerError('CONSOLE_NOT_BUILT') : brokerError('CONSOLE_ASSET_NOT_FOUND', { path: ctx.path });
-    }
-    const headers = { 'Cache-Control': 'no-cache', ETag: asset.etag, 'X-Content-Type-Options': 'nosniff', ...asset.headers };
-    if (ctx.headers['if-none-match'] === asset.etag) return Promise.resolve({ status: 304, headers });
-    return Promise.resolve({ status: 200, body: asset.body, contentType: asset.contentType, headers });
-  };
-  http.route('GET', '/ui', serve, { public: true });
-  http.route('GET', '/ui/*', serve, { public: true });
+export const CONSOLE_ROUTES: readonly Route<ConsoleDeps>[] = [
+  route({
+    method: 'GET', path: '/ui', operationId: 'console', tag: 'Console', access: 'public',
+    summary: 'The console (web page)', responses: { '200': { description: 'the page', content: { 'text/html': TEXT_ASSET } }, '304': empty('not modified (If-None-Match)'), ...problems(404) },
+    handler: serve,
+  }),
+  route({
+    method: 'GET', path: '/ui/{asset}', restOfPath: true, operationId: 'consoleAsset', tag: 'Console', access: 'public',
+    params: Type.Object({ asset: Type.String({ description: 'path of a console file (may contain /)' }) }),
+    summary: 'A file of the console', responses: { '200': { description: 'the file (html, js, css, json, png, svg, txt)', content: { 'application/octet-stream': TEXT_ASSET } }, '304': empty('not modified (If-None-Match)'), ...problems(404) },
+    handler: serve,
+  }),
+  route({
+    method: 'GET', path: '/ui/api/access', operationId: 'consoleAccess', tag: 'Console', access: 'authenticated',
+    summary: 'What the caller may do (for the console)',
+    query: Type.Object({ event_type: Type.Optional(Type.String()), subscription: Type.Optional(Type.String()) }),
+    responses: { '200': json('the caller\'s rights', ConsoleAccessSchema), ...problems(404) },
+    handler: async (ctx, { access, lookups }) => {
+      const subject = ctx.subject;
+      const body: Record<string, unknown> = {
+        subject: subject.id,
+        administrator: access.isAdministrator(subject),
+        settings: { read: may(() => access.requireSettings(subject, 'read')), write: may(() => access.requireSettings(subject, 'write')), admin: may(() => access.requireSettings(subject, 'admin')) },
+      };
+      const name = ctx.query.get('event_type');
+      if (name !== null) {
+        const eventType = await lookups.eventType(name);
+        body.event_type = { name, read: access.mayAccessEventType(subject, eventType, 'read'), write: access.mayAccessEventType(subject, eventType, 'write'), admin: access.mayAccessEventType(subject, eventType, 'admin') };
+      }
+      const id = ctx.query.get('subscription');
+      if (id !== null) {
+        const subscription = await lookups.subscription(id);
+        const readsAll = await readsEveryEventType(subject, subscription.event_types, access, lookups);
+        const admin = access.maySubscription(subject, subscription, 'admin');
+        body.subscription = { id, read: readsAll && access.maySubscription(subject, subscription, 'read'), admin, reset: admin && readsAll };
+      }
+      return { status: 200, body };
+    },
+  }),
+];
 
-  http.route('GET', '/ui/api/access', async (ctx) => {
-    const subject = ctx.subject;
-    const body: Record<string, unknown> = {
-      subject: subject.id,
-      administrator: access.isAdministrator(subject),
-      settings: { read: may(() => access.requireSettings(subject, 'read')), write: may(() => access.requireSettings(subject, 'write')), admin: may(() => access.requireSettings(subject, 'admin')) },
-    };
-    const name = ctx.query.get('event_type');
-    if (name !== null) {
-      const eventType = await lookups.eventType(name);
-      body.event_type = { name, read: access.mayAccessEventType(subject, eventType, 'read'), write: access.mayAccessEventType(subject, eventType, 'write'), admin: access.mayAccessEventType(subject, eventType, 'admin') };
-    }
-    const id = ctx.query.get('subscription');
-    if (id !== null) {
-      const subscription = await lookups.subscription(id);
-      const readsAll = await readsEveryEventType(subject, subscription.event_types, access, lookups);
-      const admin = access.maySubscription(subject, subscription, 'admin');
-      body.subscription = { id, read: readsAll && access.maySubscription(subject, subscription, 'read'), admin, reset: admin && readsAll };
-    }
-    return { status: 200, body };
-  });
+/** Registers the console routes ({@link CONSOLE_ROUTES}) serving `assets`. */
+export function consoleRoutes(http: HttpServer, assets: ReadonlyMap<string, ConsoleAsset>, access: AccessControl, lookups: ConsoleLookups): void {
+  http.register(CONSOLE_ROUTES, { assets, access, lookups });
 }
 
 /** True when `check` does not throw (a 403 means false). */

@@ -1,23 +1,133 @@
+import { Type } from '@sinclair/typebox';
 import type { PublishOutcome, Publisher } from '../../services/publisher.js';
 import type { CursorService } from '../../services/cursor-service.js';
+import { CursorDistancesInputSchema, CursorsLagInputSchema, ShiftedCursorsInputSchema } from '../../domain/cursor-input.js';
 import { brokerError, BrokerError } from '../../errors/catalog.js';
 import type { PublishBatchResult, PublishCounts, PublishMeter } from '../../observability/meters.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { EventTypeRegistry } from '../../services/event-type-registry.js';
-import type { HttpServer, RequestContext } from '../server.js';
 import type { KpiCollector } from '../../services/kpi.js';
+import { batchItems, empty, json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
+import { NameParam } from '../api/route-parts.js';
+import { CursorDistanceResultSchema, CursorSchema, EventSchema, PartitionSchema } from '../api/wire-schemas.js';
+import type { HttpServer, RequestContext } from '../server.js';
 import { name } from './event-types.js';
-import { inputOf } from '../request-inputs.js';
-import { PartitionQuery, PartitionsQuery } from '../api/event-type-routes.js';
+
+/** The services the publishing and partition routes use. */
+export interface PublishingDeps {
+  readonly publisher: Publisher;
+  readonly cursors: CursorService;
+  readonly registry: EventTypeRegistry;
+  readonly access: AccessControl;
+  /** Counts each publish request once (result, events, bytes, latency, batch size; docs/metrics.md). */
+  readonly metrics?: PublishMeter;
+  /** Told of every answered batch while `kpi_collection` is on (KPI `broker.batch.published`). */
+  readonly kpi?: KpiCollector;
+}
+
+/** The query of `GET /event-types/{name}/partitions`. */
+export const PartitionsQuery = Type.Object({ cursors: Type.Optional(Type.String({ description: 'JSON array of cursors, each partition at most once: adds unconsumed_events to their partitions (malformed: 422)' })) });
+/** The query of `GET /event-types/{name}/partitions/{partition}`. */
+export const PartitionQuery = Type.Object({ consumed_offset: Type.Optional(Type.String({ description: 'adds unconsumed_events after this offset (invalid: 422)' })) });
+
+const route = routesOf<PublishingDeps>();
+
+/** The `{name}` of a request whose subject may read that event type. @throws BrokerError 404, 403 */
+async function readable(ctx: Pick<RequestContext, 'params' | 'subject'>, { registry, access }: PublishingDeps): Promise<string> {
+  const eventType = name(ctx.params);
+  access.requireEventType(ctx.subject, await registry.get(eventType), 'read');
+  return eventType;
+}
 
 /**
- * Publishing and partition routes (spec "Publishing", "Event type registry"; WIRE.md "Publishing",
- * "Offsets and cursors"; issue 14 §4.1, §4.3): `POST /event-types/{name}/events`, partitions (with
- * `unconsumed_events` for given cursors), cursor distances, lag and shifted cursors.
- * Publishing checks, in WIRE.md's order: blacklist (403), body (400), event type (404), the event
- * type's `writers` (403), then per event. The partition and cursor endpoints need its `readers`.
- * @param metrics counts each publish request once (result, events, bytes, latency, batch size; DESIGN.md §8)
+ * Publishing and partition routes (docs/publishing.md; docs/consuming.md "Offsets and cursors"):
+ * `POST /event-types/{name}/events`, partitions (with `unconsumed_events` for given cursors), cursor
+ * distances, lag and shifted cursors. Publishing checks, in this order: blacklist (403), body (400),
+ * event type (404), the event type's `writers` (403), then per event — so a blocked or malformed request
+ * costs no lookup. The partition and cursor endpoints need its `readers`.
  */
+export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
+  route({
+    method: 'POST', path: '/event-types/{name}/events', operationId: 'publishEvents', tag: 'Publishing', access: 'authenticated', params: NameParam, bodyLimit: 'events',
+    summary: 'Publish a batch of events',
+    description: 'Checks in order: blacklist (403), body (400), event type (404), `writers` (403), then per event. 422: nothing was written; 207: storage failed some partitions (retry the `failed` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted.',
+    body: jsonBody(Type.Array(EventSchema)),
+    responses: {
+      '200': empty('every event submitted'),
+      '207': batchItems('some partitions could not be written: one item per event, in input order'),
+      '422': batchItems('validation, partitioning or enrichment failed for some events; nothing was written'),
+      ...problems(400, 403, 404, 413, 415, 503),
+    },
+    handler: async (ctx, { publisher, access, metrics, kpi }) => {
+      // Only a name the publisher found becomes a label value: clients cannot make up series.
+      let found: string | undefined;
+      let started = performance.now();
+      try {
+        const eventType = name(ctx.params);
+        access.requireProducerNotBlocked(ctx.subject, eventType);
+        const body = await ctx.body();
+        if (body.byteLength === 0) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of events' });
+        started = performance.now();
+        const bodyBytes = body.byteLength; // the body goes to a worker and is not read afterwards
+        const outcome = await publisher.publish(eventType, body, {
+          publishedBy: ctx.subject.id,
+          flowId: ctx.flowId,
+          authorize: (record) => {
+            found = record.name;
+            access.requireEventType(ctx.subject, record, 'write');
+          },
+        });
+        const seconds = (performance.now() - started) / 1000;
+        const counts = publishCounts(outcome);
+        metrics?.batch(eventType, BATCH_RESULTS[outcome.status], seconds, counts);
+        if (kpi?.enabled) kpi.batchPublished({ eventType, app: ctx.subject.id, result: BATCH_RESULTS[outcome.status], events: counts.submitted, bytes: bodyBytes, ms: seconds * 1000 });
+        if (outcome.status === 200) return { status: 200 };
+        return { status: outcome.status, body: outcome.items };
+      } catch (err) {
+        metrics?.batch(found, err instanceof BrokerError && err.status < 500 ? 'refused' : 'failed', (performance.now() - started) / 1000);
+        throw err;
+      }
+    },
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}/partitions', operationId: 'listPartitions', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
+    summary: 'List partitions',
+    query: PartitionsQuery,
+    responses: { '200': json('the partitions', Type.Array(PartitionSchema)), ...problems(400, 403, 404, 422) },
+    // `?cursors=<JSON array of cursors>` adds unconsumed_events to the partitions named there.
+    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.list(await readable(ctx, deps), ctx.input.query.cursors) }),
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}/partitions/{partition}', operationId: 'getPartition', tag: 'Partitions and cursors', access: 'authenticated',
+    params: Type.Object({ name: Type.String(), partition: Type.String() }),
+    summary: 'Get one partition',
+    query: PartitionQuery,
+    responses: { '200': json('the partition', PartitionSchema), ...problems(400, 403, 404, 422) },
+    // `?consumed_offset=<offset>` adds unconsumed_events after it.
+    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.get(await readable(ctx, deps), ctx.input.params.partition, ctx.input.query.consumed_offset) }),
+  }),
+  // The cursor tools' work grows with the number of cursors: they run under the control-plane limiter.
+  route({
+    method: 'POST', path: '/event-types/{name}/cursor-distances', operationId: 'cursorDistances', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam, limited: true,
+    summary: 'Distances between cursors', body: jsonBody(CursorDistancesInputSchema),
+    responses: { '200': json('one result per query', Type.Array(CursorDistanceResultSchema)), ...problems(400, 403, 404, 422) },
+    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.distances(await readable(ctx, deps), await ctx.json()) }),
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/cursors-lag', operationId: 'cursorsLag', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam, limited: true,
+    summary: 'Events after each cursor', body: jsonBody(CursorsLagInputSchema),
+    responses: { '200': json('the partitions with unconsumed_events', Type.Array(PartitionSchema)), ...problems(400, 403, 404, 422) },
+    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.lag(await readable(ctx, deps), await ctx.json()) }),
+  }),
+  route({
+    method: 'POST', path: '/event-types/{name}/shifted-cursors', operationId: 'shiftCursors', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam, limited: true,
+    summary: 'Move cursors by a number of events', body: jsonBody(ShiftedCursorsInputSchema),
+    responses: { '200': json('the moved cursors', Type.Array(CursorSchema)), ...problems(400, 403, 404, 422) },
+    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.shift(await readable(ctx, deps), await ctx.json()) }),
+  }),
+];
+
+/** Registers the publishing and partition routes ({@link PUBLISHING_ROUTES}) with their services. */
 export function publishingRoutes(
   http: HttpServer,
   publisher: Publisher,
@@ -25,62 +135,9 @@ export function publishingRoutes(
   registry: EventTypeRegistry,
   access: AccessControl,
   metrics?: PublishMeter,
-  /** Told of every answered batch while `kpi_collection` is on (KPI `broker.batch.published`). */
   kpi?: KpiCollector,
 ): void {
-  http.route('POST', '/event-types/:name/events', async (ctx) => {
-    // Only a name the publisher found becomes a label value: clients cannot make up series.
-    let found: string | undefined;
-    let started = performance.now();
-    try {
-      const eventType = name(ctx.params);
-      access.requireProducerNotBlocked(ctx.subject, eventType);
-      const body = await ctx.body();
-      if (body.byteLength === 0) throw brokerError('BAD_REQUEST', { reason: 'the body must be a JSON array of events' });
-      started = performance.now();
-      const bodyBytes = body.byteLength; // the body goes to a worker and is not read afterwards
-      const outcome = await publisher.publish(eventType, body, {
-        publishedBy: ctx.subject.id,
-        flowId: ctx.flowId,
-        authorize: (record) => {
-          found = record.name;
-          access.requireEventType(ctx.subject, record, 'write');
-        },
-      });
-      const seconds = (performance.now() - started) / 1000;
-      const counts = publishCounts(outcome);
-      metrics?.batch(eventType, BATCH_RESULTS[outcome.status], seconds, counts);
-      if (kpi?.enabled) kpi.batchPublished({ eventType, app: ctx.subject.id, result: BATCH_RESULTS[outcome.status], events: counts.submitted, bytes: bodyBytes, ms: seconds * 1000 });
-      if (outcome.status === 200) return { status: 200 };
-      return { status: outcome.status, body: outcome.items };
-    } catch (err) {
-      metrics?.batch(found, err instanceof BrokerError && err.status < 500 ? 'refused' : 'failed', (performance.now() - started) / 1000);
-      throw err;
-    }
-  }, { body: 'events' });
-
-  /** The `{name}` of a request whose subject may read that event type. @throws BrokerError 404, 403 */
-  const readable = async (ctx: RequestContext): Promise<string> => {
-    const eventType = name(ctx.params);
-    access.requireEventType(ctx.subject, await registry.get(eventType), 'read');
-    return eventType;
-  };
-
-  // `?cursors=<JSON array of cursors>` adds unconsumed_events to the partitions named there (issue 14 §4.3).
-  http.route('GET', '/event-types/:name/partitions', async (ctx) => ({ status: 200, body: await cursors.list(await readable(ctx), inputOf(PartitionsQuery, ctx.input.query, 'query').cursors) }));
-
-  // `?consumed_offset=<offset>` adds unconsumed_events after it (issue 14 §4.3).
-  http.route('GET', '/event-types/:name/partitions/:partition', async (ctx) => ({
-    status: 200,
-    body: await cursors.get(await readable(ctx), ctx.params.partition ?? '', inputOf(PartitionQuery, ctx.input.query, 'query').consumed_offset),
-  }));
-
-  // Work grows with the number of cursors (issue 13 §2.3): under the control-plane limiter.
-  http.route('POST', '/event-types/:name/cursor-distances', async (ctx) => ({ status: 200, body: await cursors.distances(await readable(ctx), await ctx.json()) }), { limited: true });
-
-  http.route('POST', '/event-types/:name/cursors-lag', async (ctx) => ({ status: 200, body: await cursors.lag(await readable(ctx), await ctx.json()) }), { limited: true });
-
-  http.route('POST', '/event-types/:name/shifted-cursors', async (ctx) => ({ status: 200, body: await cursors.shift(await readable(ctx), await ctx.json()) }), { limited: true });
+  http.register(PUBLISHING_ROUTES, { publisher, cursors, registry, access, metrics, kpi });
 }
 
 /** `broker_publish_batches_total` result of each answer the publisher returns. */

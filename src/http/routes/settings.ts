@@ -1,73 +1,132 @@
+import { Type } from '@sinclair/typebox';
 import { checkBody } from '../../domain/rule-problems.js';
-import { FeatureInputSchema, parseAdminsInput } from '../../domain/settings-input.js';
+import { AdminsInputSchema, FeatureInputSchema, parseAdminsInput } from '../../domain/settings-input.js';
 import { brokerError, invalidInput } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
-import { isBlacklistType, isFeature, type BlacklistType, type Settings } from '../../services/settings.js';
+import { BLACKLIST_TYPES, isBlacklistType, isFeature, type BlacklistType, type Settings } from '../../services/settings.js';
 import type { AuditLog } from '../../services/audit-log.js';
 import type { AdminAuthorization } from '../../storage/settings-store.js';
-import { BlacklistParams } from '../api/operation-routes.js';
-import { inputOf } from '../request-inputs.js';
-import type { Handler, HttpServer } from '../server.js';
+import { empty, json, jsonBody, problems, routesOf, type Route, type RouteHandler } from '../api/route-model.js';
+import { AdminAuthorizationSchema, BlacklistSchema, FeatureListSchema } from '../api/wire-schemas.js';
+import type { HttpServer } from '../server.js';
+
+/** The services the settings routes use. */
+export interface SettingsDeps {
+  readonly settings: Settings;
+  readonly access: AccessControl;
+  readonly audit: AuditLog;
+}
 
 /**
- * Administrator settings (spec "Settings, storages and others"; WIRE.md "Settings"):
- * `GET/POST /settings/admins`, `GET /settings/blacklist`, `PUT/DELETE /settings/blacklist/{type}/{name}`,
- * `GET/POST /settings/features`. Reading features and the blacklist needs only authentication; changing
- * them needs the admin `writers` list, changing the administrators the `admins` list. While
- * `disable_db_write_operations` is on, only features can change (so it can be turned off again).
+ * `{type}` and `{name}` of `PUT`/`DELETE /settings/blacklist/{type}/{name}` (docs/security.md
+ * "Blacklist"): a blacklist type in any case and a name of 1 to 255 characters; anything else is 400.
  */
-export function settingsRoutes(http: HttpServer, settings: Settings, access: AccessControl, audit: AuditLog): void {
-  http.route('GET', '/settings/admins', (ctx) => {
-    access.requireSettings(ctx.subject, 'read');
-    return Promise.resolve({ status: 200, body: settings.admins() });
-  });
+export const BlacklistParams = Type.Object({
+  type: Type.String({
+    'x-any-case-enum': BLACKLIST_TYPES.map((t) => t.toLowerCase()),
+    'x-status': 400,
+    'x-messages': { 'x-any-case-enum': `has unknown blacklist type {value}; use ${BLACKLIST_TYPES.slice(0, -1).join(', ')} or ${BLACKLIST_TYPES.at(-1) ?? ''}` },
+    description: `${BLACKLIST_TYPES.join(', ')} (any case)`,
+  }),
+  name: Type.String({ minLength: 1, maxLength: 255, 'x-status': 400, 'x-messages': { minLength: 'must have 1 to 255 characters', maxLength: 'must have 1 to 255 characters' }, description: 'the application or event type' }),
+});
 
-  const setAdmins: Handler = async (ctx) => {
-    access.requireSettings(ctx.subject, 'admin');
-    access.requireWritable();
-    const admins = parseAdmins(await ctx.json(), access);
-    const previous = settings.admins();
-    await settings.setAdmins(admins);
-    audit.record({ subject: ctx.subject, resource: 'admins', resourceId: 'admins', op: 'U', previous, next: admins });
-    return { status: 200, body: admins };
-  };
-  http.route('POST', '/settings/admins', setAdmins, { limited: true });
-  http.route('PUT', '/settings/admins', setAdmins, { limited: true });
+const route = routesOf<SettingsDeps>();
 
-  http.route('GET', '/settings/blacklist', () => Promise.resolve({ status: 200, body: settings.blacklist() }));
+const setAdmins: RouteHandler<SettingsDeps, undefined, undefined, undefined> = async (ctx, { settings, access, audit }) => {
+  access.requireSettings(ctx.subject, 'admin');
+  access.requireWritable();
+  const admins = parseAdmins(await ctx.json(), access);
+  const previous = settings.admins();
+  await settings.setAdmins(admins);
+  audit.record({ subject: ctx.subject, resource: 'admins', resourceId: 'admins', op: 'U', previous, next: admins });
+  return { status: 200, body: admins };
+};
 
-  for (const [method, blocked] of [['PUT', true], ['DELETE', false]] as const) {
-    http.route(method, '/settings/blacklist/:type/:name', async (ctx) => {
-      access.requireSettings(ctx.subject, 'write');
-      const params = inputOf(BlacklistParams, ctx.input.params, 'path');
-      const type = blacklistTypeOf(params.type);
-      const name = params.name;
-      access.requireWritable();
-      const entry = { type, name };
-      const was = settings.isBlocked(type, name);
-      await settings.setBlocked(type, name, blocked);
-      if (was !== blocked) audit.record({ subject: ctx.subject, resource: 'blacklist', resourceId: `${type}:${name}`, op: blocked ? 'C' : 'D', ...(blocked ? { next: entry } : { previous: entry }) });
-      return { status: 204 };
-    });
-  }
-
-  http.route('GET', '/settings/features', () => Promise.resolve({ status: 200, body: { items: settings.features() } }));
-
-  http.route('POST', '/settings/features', async (ctx) => {
+/** `PUT` blocks, `DELETE` unblocks an application or event type. */
+const setBlocked =
+  (blocked: boolean): RouteHandler<SettingsDeps, typeof BlacklistParams, undefined, undefined> =>
+  async (ctx, { settings, access, audit }) => {
     access.requireSettings(ctx.subject, 'write');
-    const checked = checkBody(FeatureInputSchema, await ctx.json());
-    if (!checked.ok) throw invalidInput(checked.status, checked.details, checked.errors);
-    const { feature, enabled } = checked.value;
-    const name = feature.toLowerCase();
-    const previous = isFeature(name) ? settings.enabled(name) : undefined;
-    const entry = { subject: ctx.subject, resource: 'feature', resourceId: name, op: 'U', previous: { feature: name, enabled: previous }, next: { feature: name, enabled } } as const;
-    // Turning the audit log off is its last entry: recorded while it is still on.
-    const disablingAudit = name === 'audit_log_collection' && previous === true && !enabled;
-    if (disablingAudit) audit.record(entry);
-    await settings.setFeature(name, enabled);
-    if (!disablingAudit) audit.record(entry);
+    const type = blacklistTypeOf(ctx.input.params.type);
+    const name = ctx.input.params.name;
+    access.requireWritable();
+    const entry = { type, name };
+    const was = settings.isBlocked(type, name);
+    await settings.setBlocked(type, name, blocked);
+    if (was !== blocked) audit.record({ subject: ctx.subject, resource: 'blacklist', resourceId: `${type}:${name}`, op: blocked ? 'C' : 'D', ...(blocked ? { next: entry } : { previous: entry }) });
     return { status: 204 };
-  });
+  };
+
+/**
+ * Administrator settings (docs/operations.md "Administrator settings", "Feature toggles"; docs/security.md
+ * "Blacklist"): `GET/POST/PUT /settings/admins`, `GET /settings/blacklist`, `PUT/DELETE
+ * /settings/blacklist/{type}/{name}`, `GET/POST /settings/features`. Reading features and the blacklist
+ * needs only authentication; changing them needs the admin `writers` list, changing the administrators
+ * the `admins` list. While `disable_db_write_operations` is on, only features can change (so it can be
+ * turned off again).
+ */
+export const SETTINGS_ROUTES: readonly Route<SettingsDeps>[] = [
+  route({
+    method: 'GET', path: '/settings/admins', operationId: 'getAdmins', tag: 'Settings', access: 'authenticated',
+    summary: 'The administrators', responses: { '200': json('the three lists', AdminAuthorizationSchema), ...problems(403) },
+    handler: (ctx, { settings, access }) => {
+      access.requireSettings(ctx.subject, 'read');
+      return Promise.resolve({ status: 200, body: settings.admins() });
+    },
+  }),
+  ...(['POST', 'PUT'] as const).map((method) =>
+    route({
+      method, path: '/settings/admins', operationId: method === 'POST' ? 'setAdmins' : 'setAdminsPut', tag: 'Settings', access: 'authenticated', limited: true,
+      summary: 'Replace the administrators', body: jsonBody(AdminsInputSchema),
+      responses: { '200': json('the new administrators', AdminAuthorizationSchema), ...problems(400, 403, 422, 503) },
+      handler: setAdmins,
+    }),
+  ),
+  route({
+    method: 'GET', path: '/settings/blacklist', operationId: 'getBlacklist', tag: 'Settings', access: 'authenticated',
+    summary: 'The blacklist', responses: { '200': json('blocked producers and consumers', BlacklistSchema) },
+    handler: (_ctx, { settings }) => Promise.resolve({ status: 200, body: settings.blacklist() }),
+  }),
+  ...(['PUT', 'DELETE'] as const).map((method) =>
+    route({
+      method, path: '/settings/blacklist/{type}/{name}', operationId: method === 'PUT' ? 'block' : 'unblock', tag: 'Settings', access: 'authenticated',
+      params: BlacklistParams,
+      summary: method === 'PUT' ? 'Block an application or event type' : 'Unblock an application or event type',
+      responses: { '204': empty(method === 'PUT' ? 'blocked' : 'unblocked'), ...problems(400, 403, 503) },
+      handler: setBlocked(method === 'PUT'),
+    }),
+  ),
+  route({
+    method: 'GET', path: '/settings/features', operationId: 'getFeatures', tag: 'Settings', access: 'authenticated',
+    summary: 'Feature toggles', responses: { '200': json('every feature and whether it is on', FeatureListSchema) },
+    handler: (_ctx, { settings }) => Promise.resolve({ status: 200, body: { items: settings.features() } }),
+  }),
+  route({
+    method: 'POST', path: '/settings/features', operationId: 'setFeature', tag: 'Settings', access: 'authenticated',
+    summary: 'Turn a feature on or off', body: jsonBody(FeatureInputSchema),
+    responses: { '204': empty('set'), ...problems(400, 403) },
+    handler: async (ctx, { settings, access, audit }) => {
+      access.requireSettings(ctx.subject, 'write');
+      const checked = checkBody(FeatureInputSchema, await ctx.json());
+      if (!checked.ok) throw invalidInput(checked.status, checked.details, checked.errors);
+      const { feature, enabled } = checked.value;
+      const name = feature.toLowerCase();
+      const previous = isFeature(name) ? settings.enabled(name) : undefined;
+      const entry = { subject: ctx.subject, resource: 'feature', resourceId: name, op: 'U', previous: { feature: name, enabled: previous }, next: { feature: name, enabled } } as const;
+      // Turning the audit log off is its last entry: recorded while it is still on.
+      const disablingAudit = name === 'audit_log_collection' && previous === true && !enabled;
+      if (disablingAudit) audit.record(entry);
+      await settings.setFeature(name, enabled);
+      if (!disablingAudit) audit.record(entry);
+      return { status: 204 };
+    },
+  }),
+];
+
+/** Registers the settings routes ({@link SETTINGS_ROUTES}) with their services. */
+export function settingsRoutes(http: HttpServer, settings: Settings, access: AccessControl, audit: AuditLog): void {
+  http.register(SETTINGS_ROUTES, { settings, access, audit });
 }
 
 /**

@@ -1,59 +1,125 @@
+import { Type } from '@sinclair/typebox';
 import type { SubscriptionCursors } from '../../services/consumption/subscription-cursors.js';
 import type { SubscriptionStreams } from '../../services/consumption/subscription-streams.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription } from '../../services/consumption/subscription-streams.js';
-import type { HttpServer, RequestContext } from '../server.js';
+import { SubscriptionCursorsInputSchema } from '../../domain/cursor-input.js';
 import { negotiateStreamFormat } from '../../domain/stream-format.js';
 import { SubscriptionStreamQuerySchema } from '../../domain/stream-parameters.js';
-import { inputOf } from '../request-inputs.js';
-import { SubscriptionParam } from '../api/route-parts.js';
-import { CommitHeaders, StatsQuery } from '../api/subscription-routes.js';
+import type { ConcurrencyLimiter } from '../concurrency-limiter.js';
+import { empty, json, jsonBody, problems, routesOf, type ResponseSpec, type Route } from '../api/route-model.js';
+import { Bool, STREAM_ID, stream, SubscriptionParam } from '../api/route-parts.js';
+import { CursorCommitResultsSchema, StreamParametersBodySchema, SubscriptionCursorsSchema, SubscriptionStatsSchema } from '../api/wire-schemas.js';
+import type { HttpServer } from '../server.js';
+
+/** The services the subscription consumption routes use. */
+export interface SubscriptionStreamDeps {
+  readonly streams: SubscriptionStreams;
+  readonly cursors: SubscriptionCursors;
+  readonly access: AccessControl;
+  /** The node's control-plane limiter: a cursor reset reads and parses its body holding a slot. */
+  readonly controlLimiter: ConcurrencyLimiter;
+}
+
+/** The headers of a commit: `X-Broker-StreamId` names the stream (missing or empty: 400; docs/consuming.md "Commits"). */
+export const CommitHeaders = Type.Object(
+  {
+    'X-Broker-StreamId': Type.String({
+      minLength: 1,
+      'x-status': 400,
+      'x-messages': { required: 'is required: it names the stream whose cursors these are', minLength: 'is required: it names the stream whose cursors these are' },
+      description: 'the stream whose cursors these are (its `X-Broker-StreamId`)',
+    }),
+  },
+  { 'x-status': 400 },
+);
+/** The query of `GET /subscriptions/{subscription_id}/stats`. */
+export const StatsQuery = Type.Object({ show_time_lag: Type.Optional(Bool('add consumer_lag_seconds')) });
+
+const streamResponses: Readonly<Record<string, ResponseSpec>> = {
+  '200': stream('the stream: a batch per line; the first says `Stream started`, the last why it ended', { 'X-Broker-StreamId': STREAM_ID }, true),
+  ...problems(400, 403, 404, 409, 422, 503),
+};
+
+/** Read access to every event type of the subscription, for `subject`. */
+const readable = (access: AccessControl, subject: Subject) => (subscription: ResolvedSubscription) => access.requireEventTypesReadable(subject, subscription.eventTypes);
+
+const route = routesOf<SubscriptionStreamDeps>();
 
 /**
- * Subscription consumption routes (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset,
- * stats"): streams (GET, or POST with a body for direct assignment), commits, committed cursors,
- * cursor reset and stats. Streaming and commits need reader rights on the subscription and its event
- * types; a cursor reset needs admin rights on the subscription and read access to every one of its
- * event types; reading its cursors or stats needs read access to every one of its event types (issue
- * 13 §3: they show positions in and counts of their events). A reset's body is read and parsed under
- * the control-plane limiter; its wait for the streams to close is not. Path, query and headers are
- * checked by the pipeline against the route table's schemas (src/http/api/subscription-routes.ts)
- * first; the bodies by the services.
+ * Subscription consumption routes (docs/consuming.md): streams (GET, or POST with a body for direct
+ * assignment), commits, committed cursors, cursor reset and stats. Streaming and commits need reader
+ * rights on the subscription and its event types; a cursor reset needs admin rights on the
+ * subscription and read access to every one of its event types; reading its cursors or stats needs
+ * read access to every one of its event types (they show positions in and counts of their events). A
+ * reset's body is read and parsed under the control-plane limiter; its wait for the streams to close is
+ * not. Path, query and headers are checked by the pipeline against the route's schemas first; the
+ * bodies by the services.
  */
+export const SUBSCRIPTION_STREAM_ROUTES: readonly Route<SubscriptionStreamDeps>[] = [
+  route({
+    method: 'GET', path: '/subscriptions/{subscription_id}/events', operationId: 'streamSubscription', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
+    summary: 'Stream a subscription',
+    description: 'Partitions are balanced over the subscription\'s streams. `Accept: text/event-stream` asks for server-sent events; `Accept-Encoding: zstd` or `gzip` compresses the stream.',
+    query: SubscriptionStreamQuerySchema,
+    responses: streamResponses,
+    handler: async (ctx, { streams }) => streams.open(ctx.input.params.subscription_id, ctx.input.query, undefined, ctx.subject, negotiateStreamFormat(ctx.headers.accept)),
+  }),
+  route({
+    method: 'POST', path: '/subscriptions/{subscription_id}/events', operationId: 'streamSubscriptionDirect', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
+    summary: 'Stream a subscription with parameters in the body (direct assignment with `partitions`)',
+    query: SubscriptionStreamQuerySchema,
+    body: jsonBody(StreamParametersBodySchema, 'stream parameters; a field overrides the query parameter of the same name', false),
+    responses: streamResponses,
+    handler: async (ctx, { streams }) => {
+      const body = await ctx.body();
+      return streams.open(ctx.input.params.subscription_id, ctx.input.query, body.byteLength === 0 ? undefined : await ctx.json(), ctx.subject, negotiateStreamFormat(ctx.headers.accept));
+    },
+  }),
+  route({
+    method: 'POST', path: '/subscriptions/{subscription_id}/cursors', operationId: 'commitCursors', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
+    summary: 'Commit cursors of a stream',
+    headers: CommitHeaders,
+    body: jsonBody(SubscriptionCursorsInputSchema),
+    responses: { '204': empty('every cursor advanced'), '200': json('some cursors did not advance: a result per cursor', CursorCommitResultsSchema), ...problems(400, 403, 404, 422) },
+    handler: async (ctx, { cursors }) => {
+      const answer = await cursors.commit(ctx.input.params.subscription_id, ctx.input.headers['X-Broker-StreamId'], await ctx.json(), ctx.subject);
+      return answer.status === 204 ? { status: 204 } : { status: 200, body: answer.body };
+    },
+  }),
+  route({
+    method: 'GET', path: '/subscriptions/{subscription_id}/cursors', operationId: 'getCursors', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
+    summary: 'Committed cursors', responses: { '200': json('the committed cursors (empty before first use)', SubscriptionCursorsSchema), ...problems(403, 404) },
+    handler: async (ctx, { cursors, access }) => ({ status: 200, body: await cursors.committed(ctx.input.params.subscription_id, readable(access, ctx.subject)) }),
+  }),
+  route({
+    method: 'PATCH', path: '/subscriptions/{subscription_id}/cursors', operationId: 'resetCursors', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
+    summary: 'Reset cursors', description: 'Closes every stream of the subscription, then writes the cursors; new streams get 409 meanwhile.',
+    body: jsonBody(SubscriptionCursorsInputSchema),
+    responses: { '204': empty('reset'), ...problems(400, 403, 404, 409, 422, 503) },
+    handler: async (ctx, { cursors, access, controlLimiter }) => {
+      access.requireWritable();
+      const body = await controlLimiter.run(() => ctx.json());
+      await cursors.reset(ctx.input.params.subscription_id, body, (subscription) => {
+        access.requireSubscription(ctx.subject, subscription.record, 'admin');
+        readable(access, ctx.subject)(subscription);
+      });
+      return { status: 204 };
+    },
+  }),
+  route({
+    method: 'GET', path: '/subscriptions/{subscription_id}/stats', operationId: 'getSubscriptionStats', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
+    summary: 'Subscription statistics', query: StatsQuery,
+    responses: { '200': json('per event type and partition', SubscriptionStatsSchema), ...problems(403, 404) },
+    handler: async (ctx, { cursors, access }) => ({
+      status: 200,
+      body: await cursors.stats(ctx.input.params.subscription_id, ctx.input.query.show_time_lag === 'true', readable(access, ctx.subject)),
+    }),
+  }),
+];
+
+/** Registers the subscription consumption routes ({@link SUBSCRIPTION_STREAM_ROUTES}) with their services. */
 export function subscriptionStreamRoutes(http: HttpServer, streams: SubscriptionStreams, cursors: SubscriptionCursors, access: AccessControl): void {
-  const id = (ctx: RequestContext): string => inputOf(SubscriptionParam, ctx.input.params, 'path').subscription_id;
-  const streamQuery = (ctx: RequestContext) => inputOf(SubscriptionStreamQuerySchema, ctx.input.query, 'query');
-  /** Read access to every event type of the subscription, for `subject`. */
-  const readable = (subject: Subject) => (subscription: ResolvedSubscription) => access.requireEventTypesReadable(subject, subscription.eventTypes);
-
-  http.route('GET', '/subscriptions/:subscription_id/events', async (ctx) => streams.open(id(ctx), streamQuery(ctx), undefined, ctx.subject, negotiateStreamFormat(ctx.headers.accept)));
-
-  http.route('POST', '/subscriptions/:subscription_id/events', async (ctx) => {
-    const body = await ctx.body();
-    return streams.open(id(ctx), streamQuery(ctx), body.byteLength === 0 ? undefined : await ctx.json(), ctx.subject, negotiateStreamFormat(ctx.headers.accept));
-  });
-
-  http.route('POST', '/subscriptions/:subscription_id/cursors', async (ctx) => {
-    const streamId = inputOf(CommitHeaders, ctx.input.headers, 'header')['X-Broker-StreamId'];
-    const answer = await cursors.commit(id(ctx), streamId, await ctx.json(), ctx.subject);
-    return answer.status === 204 ? { status: 204 } : { status: 200, body: answer.body };
-  });
-
-  http.route('GET', '/subscriptions/:subscription_id/cursors', async (ctx) => ({ status: 200, body: await cursors.committed(id(ctx), readable(ctx.subject)) }));
-
-  http.route('PATCH', '/subscriptions/:subscription_id/cursors', async (ctx) => {
-    access.requireWritable();
-    const body = await http.controlLimiter.run(() => ctx.json());
-    await cursors.reset(id(ctx), body, (subscription) => {
-      access.requireSubscription(ctx.subject, subscription.record, 'admin');
-      readable(ctx.subject)(subscription);
-    });
-    return { status: 204 };
-  });
-
-  http.route('GET', '/subscriptions/:subscription_id/stats', async (ctx) => ({
-    status: 200,
-    body: await cursors.stats(id(ctx), inputOf(StatsQuery, ctx.input.query, 'query').show_time_lag === 'true', readable(ctx.subject)),
-  }));
+  http.register(SUBSCRIPTION_STREAM_ROUTES, { streams, cursors, access, controlLimiter: http.controlLimiter });
 }
