@@ -5,7 +5,7 @@ import { ROUTES } from '../../src/http/api/route-table.js';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
 
-// The served API description (issue 16 §2): /openapi.json and /docs on a node in auth mode jwt, fetched
+// The served API description (docs/http-api.md "API description"): /openapi.json and /docs on a node in auth mode jwt, fetched
 // without a token (both are public), and the reference page rendered by Debian's chromium (installed
 // by .ci/run when absent), driven by puppeteer-core. Every wait is for a text, never a sleep.
 

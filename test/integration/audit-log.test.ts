@@ -4,7 +4,7 @@ import { businessEventType } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
 /**
- * The audit log (issue 6 §4.1, spec "Events emitted by the service"; feature `audit_log_collection`):
+ * The audit log (docs/operations.md "The broker's own event types"; feature `audit_log_collection`):
  * the event type `broker.audit-log` exists from startup; while the feature is on, changes to event
  * types, subscriptions and settings are published to it with who, what, before and after.
  */

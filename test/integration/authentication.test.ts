@@ -4,7 +4,7 @@ import { call, startTestBroker, type Answer, type TestBroker } from '../support/
 import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
 
 /**
- * Authentication over HTTP (spec "Authentication"; DESIGN.md §7): a broker node in auth mode `jwt`
+ * Authentication over HTTP (docs/security.md "Authentication: who is asking"): a broker node in auth mode `jwt`
  * (keys from the test issuer's JWKS) and one in mode `tokeninfo` (the test issuer's token-info
  * service), each with the administrator `user`/`admin`.
  */
@@ -92,7 +92,7 @@ describe('auth mode jwt', () => {
     expect((await call(jwtBroker.url, 'GET', '/health')).status).toBe(200);
   });
 
-  it('serves GET /metrics only with a token (issue 5 §1: every route but /health is authenticated)', async () => {
+  it('serves GET /metrics only with a token (every route but /health is authenticated)', async () => {
     expectUnauthorized(await call(jwtBroker.url, 'GET', '/metrics'), /No bearer token/);
     const scraped = await call(jwtBroker.url, 'GET', '/metrics', undefined, auth(await jwtFor('prometheus')));
     expect(scraped.status).toBe(200);

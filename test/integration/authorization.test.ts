@@ -6,8 +6,8 @@ import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
 
 /**
- * Authorization over HTTP (spec "Authentication" 3–12, "AdminAuthorization", "EventOwnerSelector";
- * WIRE.md "Publishing" order of checks, "Settings"): one broker node in auth mode `jwt` with real signed
+ * Authorization over HTTP (docs/security.md "Authorization: what a subject may do"; docs/publishing.md
+ * "Publish a batch" for the order of checks; docs/operations.md "Administrator settings"): one broker node in auth mode `jwt` with real signed
  * tokens from the test issuer and the default authorization plugin (data types `user` ← `sub`,
  * `service` ← `client_id`, `team` ← `teams`; wildcard `*`/`*`). The system administrator is `user`/`admin`.
  *
@@ -210,7 +210,7 @@ describe('event type authorization', () => {
     await createEventType(name, { authorization: AUTHZ });
     expectStatus(await publish(CAROL, name, [orderEvent('c-1')]), 200);
     for (const who of [BOB, DAVE, ALICE, ADMIN]) expectForbidden(await publish(who, name, [orderEvent('x')]), `Access on WRITE event-type:${name} denied`);
-    // The write check comes before the events are looked at (WIRE.md "Publishing"): invalid events still 403.
+    // The write check comes before the events are looked at (docs/publishing.md "Publish a batch"): invalid events still 403.
     expectForbidden(await publish(BOB, name, [{ no: 'metadata' }]), `Access on WRITE event-type:${name} denied`);
     // ... and after the event type lookup: an unknown event type is 404 for everyone.
     expectStatus(await publish(BOB, 'authz.et.write-missing', [orderEvent('x')]), 404);
@@ -242,7 +242,7 @@ describe('event type authorization', () => {
     }
   });
 
-  it('changing the readers disconnects live low-level consumers; only those still authorized reconnect (spec "Authentication" 9)', async () => {
+  it('changing the readers disconnects live low-level consumers; only those still authorized reconnect', async () => {
     const name = 'authz.et.readers-change';
     const body = await createEventType(name, { authorization: { ...AUTHZ, readers: [user('bob'), user('erin')] } });
     const open = async (who: Who): Promise<StreamClient> =>
@@ -464,7 +464,7 @@ describe('subscription authorization', () => {
     bob.close();
   });
 
-  it('a live consumer that loses read access to one of the event types is disconnected (spec "Authentication" 9)', async () => {
+  it('a live consumer that loses read access to one of the event types is disconnected', async () => {
     const d = 'authz.sub.d';
     const body = await createEventType(d, { authorization: { admins: [user('alice')], readers: [user('bob'), user('erin')], writers: [user('carol')] } });
     const id = await subscribe([A, d], SUB_AUTHZ);
@@ -563,7 +563,7 @@ describe('subscription authorization', () => {
 
 // =====================================================================================================
 
-describe('read access to the event types of a subscription (issue 13 §3)', () => {
+describe('read access to the event types of a subscription', () => {
   // carol writes and reads A but may not read B: its GET /event-types/B/partitions answers 403.
   const [A, B] = ['authz.read.a', 'authz.read.b'];
 
@@ -854,7 +854,7 @@ describe('administrators', () => {
 
   it('event type and subscription admins act on their own resources without being system admins', async () => {
     const name = 'authz.admins.own';
-    // alice administers and reads the event type (a cursor reset needs read access to it, issue 13 §3).
+    // alice administers and reads the event type (a cursor reset needs read access to it).
     const body = await createEventType(name, { authorization: { admins: [user('alice')], readers: [user('bob'), user('alice')], writers: [user('carol')] } }, CAROL);
     const id = await createSubscription([name], { admins: [user('alice')], readers: [user('bob')] }, BOB);
     expectStatus(await api(ALICE, 'PUT', `/event-types/${name}`, { ...body, annotations: { 'example.org/by': 'alice' } }), 200);

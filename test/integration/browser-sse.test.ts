@@ -4,7 +4,7 @@ import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 /**
- * A browser consumes the broker's server-sent events (issue 18 §3.2; README "Server-sent events"):
+ * A browser consumes the broker's server-sent events (docs/server-sent-events.md "What a browser cannot do"):
  * headless Chromium (Debian's `/usr/bin/chromium`, driven by puppeteer-core, which downloads no
  * browser; `.ci/run` installs it when absent) opens a page on the broker itself (`/health`, so
  * `EventSource` and `fetch` are same-origin and need no CORS), reads a subscription with

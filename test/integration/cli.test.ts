@@ -10,7 +10,7 @@ import { freePort, repoRoot } from '../../scripts/local-processes.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
-// The `broker` command line (issue 18 §2) run as a process (`node dist/src/cli/main.js`) against a
+// The `broker` command line (docs/cli.md) run as a process (`node dist/src/cli/main.js`) against a
 // real node, as a user runs it.
 const CLI = path.join(repoRoot, 'dist', 'src', 'cli', 'main.js');
 let broker: TestBroker;

@@ -6,7 +6,7 @@ import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 /**
- * `publish.minReplicas` on a Redis Cluster (issue 15 §4; DESIGN.md §4), project `cluster` only. A
+ * `publish.minReplicas` on a Redis Cluster (docs/operations.md "Durability", "Redis Cluster"), project `cluster` only. A
  * cluster of its own: 3 masters with one replica each, and one broker node with `minReplicas` 1 and
  * `replicaTimeoutMs` 300. Every master a batch writes to must have its replica confirm (`WAIT` on the
  * connection that took that master's writes): pausing one replica (SIGSTOP) fails exactly the items of
@@ -233,7 +233,7 @@ describe('publish.minReplicas on a Redis Cluster', () => {
     expect(await errorCount(target, 'TRYAGAIN')).toBeGreaterThan(refused);
   });
 
-  it('waits for the replicas of a cluster storage a timeline moved to (issue 6 §3.2; no longer refused with 422)', async () => {
+  it('waits for the replicas of a cluster storage a timeline moved to (not refused with 422)', async () => {
     const moved = 'cl.moved';
     expect((await call(broker.url, 'POST', '/event-types', businessEventType(moved))).status).toBe(201);
     const storage = await call(broker.url, 'POST', '/storages', { id: 'cl-other', storage_type: 'redis', redis_configuration: { cluster_nodes: [...cluster.nodes], key_prefix: 'cl-other:' } });

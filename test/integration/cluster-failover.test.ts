@@ -7,7 +7,7 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
 /**
- * Redis Cluster failover under publish load (issue 5 §2.3; DESIGN.md §4), project `cluster` only. A
+ * Redis Cluster failover under publish load (docs/operations.md "Redis Cluster"), project `cluster` only. A
  * cluster of its own: 3 masters with one replica each, `cluster-node-timeout` 1 s, one broker node.
  * Producers publish continuously (every batch writes all 8 partitions, so every master); one master
  * is SIGKILLed. Publishes touching its partitions fail (207 naming those partitions, or 503) only until

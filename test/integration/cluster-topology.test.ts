@@ -6,7 +6,7 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
 /**
- * Where the broker's keys land on a Redis Cluster (issue 5 §2.1; keys.ts hash-tag rule), against the
+ * Where the broker's keys land on a Redis Cluster (docs/architecture.md "Redis key layout"; keys.ts hash-tag rule), against the
  * harness's 3-master cluster (project `cluster` only): partitions spread over the masters while each
  * partition's keys share one slot; one batch writes every partition in one request (grouped per node);
  * a subscription's state shares one slot; publish notices (sharded pub/sub) wake readers on every master.

@@ -8,8 +8,9 @@ import { businessEventType } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
 /**
- * Log compaction and deleted events (issue 6; spec "EventType" cleanup_policy, EventMetadata
- * `partition_compaction_key`, `POST /event-types/{name}/deleted-events`).
+ * Log compaction and deleted events (docs/concepts.md "Retention and compaction"; docs/publishing.md
+ * "Deleting events of a compacted event type"): `cleanup_policy`, `metadata.partition_compaction_key`,
+ * `POST /event-types/{name}/deleted-events`.
  *
  * The node compacts every 200 ms with no lag: an event is compacted once a later second began, so
  * tests wait for the expected state with a deadline instead of sleeping a fixed time.

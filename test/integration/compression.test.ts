@@ -9,7 +9,7 @@ import { CompressedStreamClient } from '../support/compressed-stream.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 /**
- * Compression both ways (issue 14 §1; spec "What the service does" item 9; WIRE.md "Conventions"):
+ * Compression both ways (docs/compression.md "Streams", "Publishing"):
  * consumption streams sent with zstd or gzip as `Accept-Encoding` asks, each batch flushed as complete
  * compressed blocks; publish bodies accepted with `Content-Encoding: zstd` as well as gzip, within
  * `http.maxInflatedBodyBytes`.

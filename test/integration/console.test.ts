@@ -5,7 +5,7 @@ import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { StreamClient } from '../support/stream-client.js';
 import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
 
-// The console at /ui (issue 18 §1) in a real browser: Debian's chromium (installed by .ci/run when
+// The console at /ui (docs/console.md) in a real browser: Debian's chromium (installed by .ci/run when
 // absent) driven by puppeteer-core against real broker nodes. Every wait is for a selector or a text,
 // never a sleep.
 
@@ -226,6 +226,52 @@ describe('the console in auth mode off', () => {
     await waitForText(page, '.error', 'Conflict (409)');
     expect(errors).toEqual([]);
     await page.close();
+  });
+});
+
+describe('the console and events that expired unread', () => {
+  it('shows on the subscription page how many events retention removed before the subscription read them', { timeout: 60_000 }, async () => {
+    const node = await startTestBroker({ BROKER_EVENT_TYPES_MIN_RETENTION_TIME_MS: '1000', BROKER_RETENTION_CHECK_INTERVAL_MS: '300' });
+    try {
+      const name = `console.expired-${randomUUID().slice(0, 8)}`;
+      const body = {
+        name,
+        owning_application: 'console-test',
+        category: 'business',
+        enrichment_strategies: ['metadata_enrichment'],
+        partition_strategy: 'random',
+        options: { retention_time: 1000 },
+        schema: { type: 'json_schema', schema: '{"type":"object"}' },
+      };
+      expect((await call(node.url, 'POST', '/event-types', body)).status).toBe(201);
+      const event = (): Record<string, unknown> => ({ metadata: { eid: randomUUID(), occurred_at: new Date().toISOString() } });
+      expect((await call(node.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 20 }, event))).status).toBe(200);
+      const created = await call(node.url, 'POST', '/subscriptions', { owning_application: 'console-test', event_types: [name], read_from: 'begin' });
+      const id = (created.json as { id: string }).id;
+      // Initialized before retention removes the 20 events: the subscription never read them.
+      expect((await call(node.url, 'PATCH', `/subscriptions/${id}/cursors`, { items: [] })).status).toBe(204);
+      const deadline = Date.now() + WAIT_MS;
+      while (((await call(node.url, 'GET', `/event-types/${name}/partitions/0`)).json as { oldest_available_offset: string }).oldest_available_offset.endsWith('000020') === false) {
+        if (Date.now() > deadline) throw new Error('retention did not remove the events');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect((await call(node.url, 'PUT', `/event-types/${name}`, { ...body, options: { retention_time: 172_800_000 } })).status).toBe(200);
+      expect((await call(node.url, 'POST', `/event-types/${name}/events`, [event()])).status).toBe(200);
+      const stream = await StreamClient.open(`${node.url}/subscriptions/${id}/events?batch_flush_timeout=1`);
+      const [batch] = await stream.events(1);
+      expect((batch?.info as { expired_events?: number } | undefined)?.expired_events).toBe(20);
+
+      const { page, errors } = await openPage();
+      await page.goto(`${node.url}/ui#/subscriptions/${id}`);
+      await page.waitForFunction(() => (globalThis as unknown as InPage).document.querySelector('[data-test=total-expired]')?.textContent === '20', { timeout: WAIT_MS, polling: 100 });
+      await waitForText(page, '[data-test=expired-note]', 'Retention removed some events before this subscription read them');
+      expect(await textsIn(page, '[data-test=expired]')).toEqual(['20']);
+      stream.close();
+      expect(errors).toEqual([]);
+      await page.close();
+    } finally {
+      await node.stop();
+    }
   });
 });
 

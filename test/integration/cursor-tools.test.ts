@@ -4,7 +4,7 @@ import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 /**
- * Cursor tools of an event type (issue 14 §4.1, §4.3): `POST /event-types/{name}/shifted-cursors`,
+ * Cursor tools of an event type (docs/consuming.md "Cursor tools"): `POST /event-types/{name}/shifted-cursors`,
  * and `unconsumed_events` on `GET /event-types/{name}/partitions?cursors=` and
  * `GET /event-types/{name}/partitions/{partition}?consumed_offset=`. One node (the development subject
  * administers it) with a second key namespace of the harness Redis as storage `ns` for timelines, and a

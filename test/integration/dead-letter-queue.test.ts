@@ -5,9 +5,9 @@ import { parseExposition, valueOf } from '../support/prometheus-text.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 /**
- * Issue 14 §3: the automatic dead-letter queue. A consumer that never commits one poison event among
- * others: once the poison event's batch was sent `subscription-max-event-send-count` times without a
- * commit, the partition is searched one event per batch, the poison event is skipped (stored once in
+ * The automatic dead-letter queue (docs/consuming.md "Dead letters"). A consumer that never commits one
+ * poison event among others: once the poison event's batch was sent `subscription-max-event-send-count`
+ * times without a commit, the partition is searched one event per batch, the poison event is skipped (stored once in
  * `broker.dead.letter.queue`), every other event is delivered and committed, nothing else is skipped —
  * on one node, and with the consumer's streams spread over two nodes.
  */

@@ -11,7 +11,7 @@ import { Scripts } from '../../src/storage/scripts.js';
 import { clusterRun, uniquePrefix } from '../support/broker.js';
 
 /**
- * Appends whose payloads go to the socket as they are (`DirectArgumentsCommand`, issue 17 §1.4), on the
+ * Appends whose payloads go to the socket as they are (`DirectArgumentsCommand`; docs/decisions/0014-direct-script-arguments.md), on the
  * node's own kind of standalone connection (`connectRedis`: no auto-pipelining, writes corked per
  * event-loop turn), against a Redis of its own: a fresh Redis holds no script, so the first calls also
  * take the `NOSCRIPT` → `EVAL` path. Standalone only (a cluster client auto-pipelines and keeps

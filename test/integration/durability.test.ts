@@ -5,7 +5,7 @@ import { call } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 /**
- * `publish.minReplicas` (issue 5 §3; DESIGN.md §4): a harness-started master with one replica; a batch
+ * `publish.minReplicas` (docs/operations.md "Durability"): a harness-started master with one replica; a batch
  * is acknowledged only after `WAIT` confirms the replica, and its items are failed (207) while the
  * replica is paused.
  */
@@ -83,7 +83,7 @@ describe('publish.minReplicas', () => {
     expect((await call(broker.url, 'POST', '/event-types/durable.orders/events', [orderEvent('B1')])).status).toBe(200);
   });
 
-  it('waits for replicas on a timeline in another key namespace of the deployment too (issue 6 §3.2)', async () => {
+  it('waits for replicas on a timeline in another key namespace of the deployment too', async () => {
     expect((await call(broker.url, 'POST', '/event-types', businessEventType('durable.moved'))).status).toBe(201);
     expect((await call(broker.url, 'POST', '/storages', { id: 'durable-ns', storage_type: 'redis', redis_configuration: { key_prefix: 'durable-ns:' } })).status).toBe(201);
     expect((await call(broker.url, 'POST', '/event-types/durable.moved/timelines', { storage_id: 'durable-ns' })).status).toBe(201);

@@ -10,8 +10,8 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 /**
- * Hardening (DESIGN.md §7 "Bad input never crashes a node and never half-writes a batch"; WIRE.md
- * "Conventions"): hostile bodies, names and clients. Every case sends the bad input, checks the answer
+ * Hardening (docs/security.md "Hostile input": bad input never crashes a node and never half-writes a
+ * batch): hostile bodies, names and clients. Every case sends the bad input, checks the answer
  * (a problem with X-Flow-Id, never a 500), checks that nothing was written or lost, and then proves the
  * node still serves a normal publish and a low-level stream ({@link expectHealthy}).
  *

@@ -4,7 +4,7 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
 /**
- * KPI events (issue 6 §4.1, spec "Events emitted by the service"; feature `kpi_collection`): the KPI
+ * KPI events (docs/operations.md "The broker's own event types"; feature `kpi_collection`): the KPI
  * event types exist from startup; while the feature is on, publishing, streaming, event type and
  * subscription changes and every answered request become events of them, published within a second.
  */

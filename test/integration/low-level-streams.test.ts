@@ -10,8 +10,8 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 /**
- * The low-level stream `GET /event-types/{name}/events` (spec "Low-level consumption (deprecated)",
- * "Stream parameters"; WIRE.md "Offsets and cursors", "Low-level stream").
+ * The low-level stream `GET /event-types/{name}/events` (docs/consuming.md "Low-level streams", "Stream
+ * parameters"; docs/concepts.md "Offsets and cursors").
  *
  * Both nodes run with a one-minute safety-net poll, so an event that arrives within a test's time
  * budget was read at stream start or woken by a publish notice, never found by the poll.

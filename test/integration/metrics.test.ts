@@ -6,7 +6,7 @@ import { parseExposition, valueOf, type Exposition } from '../support/prometheus
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 /**
- * `GET /metrics` (issue 5 §1; DESIGN.md §8): counters move by what was published, streamed and
+ * `GET /metrics` (docs/metrics.md "Metric reference", "Consumer lag"): counters move by what was published, streamed and
  * committed, and the consumer lag gauges read at scrape time equal the real lag and what
  * `GET /subscriptions/{id}/stats` says, before and after a commit.
  */

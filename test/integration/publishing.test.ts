@@ -142,7 +142,7 @@ describe('publishing', () => {
     expect(await newest('pub.invalid')).toEqual(before);
   });
 
-  it('reports aborted items before the first invalid event at step validating, after it at none (spec: none only when aborted during validation of an earlier event)', async () => {
+  it('reports aborted items before the first invalid event at step validating, after it at none (none only when an earlier event failed validation)', async () => {
     await call(broker.url, 'POST', '/event-types', businessEventType('pub.steps', fourPartitions));
     const invalid = { metadata: { eid: 'not-a-uuid', occurred_at: new Date().toISOString() }, order_number: 'bad' };
     const noOrder = { metadata: orderEvent('x').metadata };
@@ -359,7 +359,7 @@ describe('partitions and cursors', () => {
     await call(broker.url, 'POST', '/event-types/cursor.et/events', to('0', 10));
   });
 
-  it('reports partitions with the WIRE.md offset format, and 404 for an unknown partition', async () => {
+  it('reports partitions with offsets in the cursor format, and 404 for an unknown partition', async () => {
     expect((await call(broker.url, 'GET', '/event-types/cursor.et/partitions')).json).toEqual([
       { partition: '0', oldest_available_offset: '001-0001-000000000000000000', newest_available_offset: '001-0001-000000000000000009' },
       { partition: '1', oldest_available_offset: '001-0001-000000000000000000', newest_available_offset: '001-0001--1' },

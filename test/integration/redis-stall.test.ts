@@ -5,8 +5,8 @@ import { call, type Answer } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 /**
- * Issue 15 §5.1: a publish never waits for Redis longer than its own `redis.commandTimeoutMs` (README
- * "Redis stalls and graceful stops"). A dedicated redis-server (never the harness Redis other files
+ * A publish never waits for Redis longer than its own `redis.commandTimeoutMs` (docs/operations.md
+ * "Redis stalls"). A dedicated redis-server (never the harness Redis other files
  * share) is paused with SIGSTOP while publishes reach one node at different moments; each answer must
  * come within its own timeout of its own request, not after the timeouts of the requests before it
  * (before the fix, ioredis's auto-pipelining held a command issued while another pipeline was in
@@ -103,7 +103,7 @@ describe('publishing while Redis stalls', () => {
     expect(cold.waitedMs).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
     expect(cold.answer.status).toBe(503);
 
-    // What `timed out` means (README): the scripts were sent, so Redis writes them when it resumes. A
+    // What `timed out` means (docs/operations.md "Redis stalls"): the scripts were sent, so Redis writes them when it resumes. A
     // client that retries a failed item may store it twice (at-least-once).
     expect(await stored('stall.orders')).toBe(before + SEND_AT_MS.length);
     expect((await call(broker.url, 'POST', '/event-types/stall.orders/events', [orderEvent('after')])).status).toBe(200);

@@ -8,8 +8,8 @@ import { businessEventType } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 /**
- * Repartitioning, `POST` (and `PUT`) `/event-types/{name}/partition-count` (spec "Event type registry", "States and
- * transitions": Repartition; issue 6). Two nodes `a` and `b` on one key prefix (everyone is an
+ * Repartitioning, `POST` (and `PUT`) `/event-types/{name}/partition-count` (docs/operations.md
+ * "Repartitioning"). Two nodes `a` and `b` on one key prefix (everyone is an
  * administrator there, feature `repartitioning` on); a third node `guarded` on its own prefix where the
  * development subject is no administrator and the feature starts off.
  */

@@ -4,10 +4,10 @@ import { DeliveryChecker } from '../support/delivery-checker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
-// Issue 5 §4.3: restart the three nodes one by one (SIGTERM, wait for exit, start a new process on the
-// same key prefix, wait for /health) under continuous publish and consume load. Producers and
-// consumers behave like clients behind a load balancer: a 503 (draining node) or a connection error
-// sends them to another node. Only events answered 200 count as acknowledged; at the end every one of
+// A rolling restart (docs/operations.md "Rolling restarts and upgrades"): restart the three nodes one by
+// one (SIGTERM, wait for exit, start a new process on the same key prefix, wait for /health) under
+// continuous publish and consume load. Producers and consumers behave like clients behind a load
+// balancer: a 503 (draining node) or a connection error sends them to another node. Only events answered 200 count as acknowledged; at the end every one of
 // them was delivered at least once, and every partition was streamed and committed up to its newest offset.
 
 const PARTITIONS = 6;
@@ -284,7 +284,7 @@ describe('rolling restart', () => {
 
       expect(problems).toEqual([]);
       expect(checker.report()).toEqual([]);
-      // Issue 15 §5.2: a stopping node writes (or drops) a stream's last batch before the stream's
+      // A stopping node writes (or drops) a stream's last batch before the stream's
       // partitions move; no batch reaches a client after its partition's next holder committed past it.
       expect(checker.staleDeliveries()).toEqual([]);
       expect(counts.acknowledged).toBeGreaterThan(500);

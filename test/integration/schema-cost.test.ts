@@ -4,7 +4,7 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
 /**
- * Issue 13 §1 "No schema can stall a node": the schema shapes that froze a node (exponential `$ref`
+ * No schema can stall a node (docs/publishing.md "Schema cost budget"): the schema shapes that froze a node (exponential `$ref`
  * fan-out, a 100,000-value `enum`, `uniqueItems` over a 100,000-item array) are refused at
  * registration, fast, while `/health` keeps answering; schema checks run in workers under
  * `eventTypes.schemaCompileTimeoutMs`. After each, the node still publishes and streams.
@@ -110,7 +110,7 @@ describe('schemas whose validation cost is unbounded are refused at registration
     const { answer, ms, worstHealthMs } = await whileHealthPolled(broker.url, () => call(broker.url, 'POST', '/event-types', eventTypeWith('cost.enum', { type: 'object', properties: { c: { enum: values } } })));
     expect(answer.status, answer.text).toBe(422);
     expect(detailOf(answer)).toContain('#/properties/c/enum: lists 100000 values, more than the limit of 1000');
-    // Before issue 13: 422 after 23-26 s, /health blocked for 18-21 s.
+    // Without the cost budget: 422 after 23-26 s, /health blocked for 18-21 s.
     expect(ms).toBeLessThan(3_000);
     expect(worstHealthMs).toBeLessThan(2_000);
     await expectPublishesAndStreams(broker);
@@ -130,7 +130,7 @@ describe('schemas whose validation cost is unbounded are refused at registration
     const { answer, ms, worstHealthMs } = await whileHealthPolled(broker.url, () => call(broker.url, 'POST', '/event-types/cost.unique.bounded/events', [orderEvent('u', { list: items })]));
     expect(answer.status, answer.text).toBe(422);
     expect(JSON.stringify(answer.json)).toContain('must NOT have more than 100 items');
-    // Before issue 13: the worker was held 30 s and the batch answered 503.
+    // Without the cost budget: the worker was held 30 s and the batch answered 503.
     expect(ms).toBeLessThan(3_000);
     expect(worstHealthMs).toBeLessThan(2_000);
     const linear = await whileHealthPolled(broker.url, () => call(broker.url, 'POST', '/event-types/cost.unique.scalar/events', [orderEvent('s', { list: scalarItems })]));

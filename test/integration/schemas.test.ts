@@ -4,7 +4,7 @@ import { businessEventType, orderEvent, schemaText } from '../support/fixtures.j
 import { StreamClient } from '../support/stream-client.js';
 
 /**
- * Schema endpoints (issue 14 §4.2): `POST /event-types/{name}/schemas` (a schema update under the
+ * Schema endpoints (docs/publishing.md "Schema versions"): `POST /event-types/{name}/schemas` (a schema update under the
  * compatibility mode, like a PUT that changes only the schema; `?fetch=true` finds the stored version
  * equal to the schema sent) and `POST /event-types/{name}/schemas/{version}/compatibility-check`.
  * Node `admin`: the development subject is an administrator. Node `guarded`, on its own key prefix:
@@ -65,7 +65,7 @@ async function versions(node: TestBroker, name: string): Promise<string[]> {
 const json = (text: string) => ({ type: 'json_schema', schema: text });
 const detailOf = (answer: Answer): string => (answer.json as { detail?: string }).detail ?? '';
 
-/** The exponential `$ref` fan-out the schema cost budget refuses (README "Schema cost budget"). */
+/** The exponential `$ref` fan-out the schema cost budget refuses (docs/publishing.md "Schema cost budget"). */
 function fanOutSchema(levels: number): string {
   const definitions: Record<string, object> = { d0: { type: 'string' } };
   for (let i = 1; i <= levels; i++) definitions[`d${i}`] = { allOf: [{ $ref: `#/definitions/d${i - 1}` }, { $ref: `#/definitions/d${i - 1}` }] };

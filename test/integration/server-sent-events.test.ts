@@ -4,7 +4,7 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { SseClient, type SseFrame } from '../support/sse-client.js';
 
 /**
- * Streams as server-sent events (issue 18 §3; README "Server-sent events"): `Accept: text/event-stream`
+ * Streams as server-sent events (docs/server-sent-events.md "Framing"): `Accept: text/event-stream`
  * on low-level and subscription streams, read here with fetch to check the framing byte by byte; the
  * browser's `EventSource` is in browser-sse.test.ts.
  */

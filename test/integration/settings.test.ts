@@ -5,7 +5,8 @@ import { StreamClient } from '../support/stream-client.js';
 import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
 
 /**
- * Administrator settings (issue 4 §3; spec "Feature", "Settings"; WIRE.md "Settings"): feature toggles,
+ * Administrator settings (docs/operations.md "Administrator settings"; docs/security.md "Blacklist and
+ * feature toggles"): feature toggles,
  * the blacklist and their effect on two nodes, in auth mode `jwt` with the administrator `user`/`admin`
  * and the ordinary subjects `app-a` and `app-b`.
  */

@@ -8,7 +8,8 @@ import { freePort, repoRoot, startBroker, type BrokerProcess } from '../../scrip
 import { call } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
-// Issue 15 §2: starting, stopping and sharing a checkout. Every process here gets its own port
+// Starting, stopping and sharing a checkout: several nodes and builds of one checkout must not disturb
+// each other. Every process here gets its own port
 // (never 8080) and data directories under a temporary directory (never the checkout's ./data).
 
 const cleanups: (() => Promise<unknown> | void)[] = [];

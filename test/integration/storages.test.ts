@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { call, clusterRun, startTestBroker, type TestBroker } from '../support/broker.js';
 
 /**
- * Storages (issue 6 §3.1; spec "Settings, storages and others"): the node's own storage `default` is
+ * Storages (docs/operations.md "Storages and timelines"): the node's own storage `default` is
  * there from the first start; administrators add storages (another key namespace of the same Redis, or
  * another deployment that must answer), choose the default, and delete storages not in use.
  */

@@ -4,7 +4,7 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { parseChunked, readStreamHead, type StreamHead } from '../support/raw-stream.js';
 
 /**
- * How streams start on the wire (issue 14 §2), read with a raw socket: the status line and every
+ * How streams start on the wire, read with a raw socket: the status line and every
  * header, `X-Broker-StreamId` included, must arrive as soon as the stream is established.
  *
  * The goal is that the read completing the header block carries no body bytes (clients that parse the
@@ -13,7 +13,8 @@ import { parseChunked, readStreamHead, type StreamHead } from '../support/raw-st
  * header block only as the first bytes of the first chunk (`\r\n<size>\r\n<data>` in one call), and a
  * zero-length `write` writes nothing. So every stream writes an opening batch at once, in the same
  * read as the blank line; the tests below pin those bytes, and the goal itself is kept as an
- * expected failure (README "Known gaps", scripts/probe-stream-head.ts for the bytes of each approach).
+ * expected failure (docs/consuming.md "Keep-alives", docs/decisions/0008-http-engine-uwebsockets.md;
+ * scripts/probe-stream-head.ts for the bytes of each approach).
  */
 
 const FLUSH_SECONDS = 3;
@@ -102,7 +103,7 @@ describe('stream heads on the wire (raw socket)', () => {
     expectOpeningBatch(head, undefined);
   });
 
-  // The goal of issue 14 §2, not reached: see the file's comment. Passes only while it fails.
+  // The goal above, not reached: see the file's comment. Passes only while it fails.
   it.fails('the read completing the header block carries no body bytes (fails: uWS 20.30 ends the header block only with a chunk)', () => {
     expect([...heads.keys()].sort()).toEqual(['low-level', 'subscription, events pending', 'subscription, no events pending']);
     for (const [what, head] of heads) expect(head.carried.toString('latin1'), what).toBe('');

@@ -6,8 +6,9 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
 
-// Issue 15 §3: change notices of a subscription go on its own sharded channel, which a node subscribes
-// only while it streams the subscription. Two nodes on one key prefix. The lease is long (heartbeat
+// Change notices of a subscription go on its own sharded channel
+// (docs/decisions/0004-sharded-notice-channels.md), which a node subscribes only while it streams the
+// subscription. Two nodes on one key prefix. The lease is long (heartbeat
 // every 20 s), so what happens within seconds here came through a notice, not a heartbeat's state read.
 const LEASE_MS = 60_000;
 let a: TestBroker;

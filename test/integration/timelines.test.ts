@@ -10,7 +10,8 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 /**
- * Timelines (spec "Timeline", `GET/POST /event-types/{name}/timelines`; issue 6 §3.2, §5). Two nodes `a`
+ * Timelines, `GET/POST /event-types/{name}/timelines` (docs/concepts.md "Timelines and storages";
+ * docs/operations.md "Storages and timelines"). Two nodes `a`
  * and `b` on one key prefix; storages: `ns` (another key namespace of the harness Redis) and `far` (a
  * second redis-server this file starts). A third node `guarded` where the development subject is no
  * administrator. Offsets on the wire name their timeline and count from its start; they compare as

@@ -4,8 +4,8 @@ import { businessEventType, orderEvent, schemaText } from '../support/fixtures.j
 import { parseExposition, valueOf } from '../support/prometheus-text.js';
 
 /**
- * Issue 17 §2.1: no cold path. Creating or changing an event type compiles its validator in every worker
- * thread before the registry answers, on the node that took the request, and on every other node when the
+ * No cold path (docs/decisions/0019-validators-prepared-before-the-first-batch.md). Creating or changing
+ * an event type compiles its validator in every worker thread before the registry answers, on the node that took the request, and on every other node when the
  * change notice reaches it; a cheap schema's validator is also instantiated on the main thread from code a
  * worker generated. So the first batch needs no compilation: a small one is validated on the main thread
  * (no worker task), a large one in a worker that holds the validator (one task: no round trip for the
