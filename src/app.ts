@@ -108,7 +108,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   metrics.observeWorkerPool(() => pool.load);
   // Storages and timelines (issue 6 §3): the node's own storage is registered (and the default) from the
   // first start on; a timeline's partitions live in its storage, opened on first use.
-  const storages = new StorageStore(redis, keys);
+  const storages = new StorageStore(redis, scripts, keys);
   await storages.ensureNodeStorage(config.redis.keyPrefix);
   const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis, logger), logger);
   // `publish.minReplicas`: appends to the node's deployment (any key namespace) wait for its replicas

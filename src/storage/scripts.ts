@@ -23,7 +23,9 @@ export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 
   | 'compactPartition'
   | 'pruneCompactionIndex'
   | 'holdLock'
-  | 'setTimelines';
+  | 'setTimelines'
+  | 'deleteStorage'
+  | 'setDefaultStorage';
 
 /** The line that pulls a shared snippet of `lua/includes/<name>.lua` into a script. */
 const INCLUDE = '^--#include ([a-z][a-z0-9-]*)[ \\t]*$';

@@ -2,26 +2,18 @@ import { NODE_STORAGE_ID, type Storage } from '../domain/storage.js';
 import type { Keys } from './keys.js';
 import { Cluster, Redis } from 'ioredis';
 import { parseClusterNode, storageError, type RedisClient } from './redis-connection.js';
-
-/** Deletes a storage unless it is the default one. KEYS storages, defaultStorage; ARGV id. Returns 1 deleted, 0 absent, -1 default. */
-const DELETE_SCRIPT = `
-if redis.call('GET', KEYS[2]) == ARGV[1] then return -1 end
-return redis.call('HDEL', KEYS[1], ARGV[1])`;
-
-/** Makes a storage the default if it exists. KEYS storages, defaultStorage; ARGV id. Returns 1 set, 0 absent. */
-const SET_DEFAULT_SCRIPT = `
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('SET', KEYS[2], ARGV[1])
-return 1`;
+import type { Scripts } from './scripts.js';
 
 /**
- * The storages (spec "Storage", "Settings, storages and others") in Redis under the `{settings}` hash
- * tag: a hash id → record and the default id, changed atomically by small scripts (one slot).
+ * The storages (docs/concepts.md "Timelines and storages") in Redis under the `{settings}` hash
+ * tag: a hash id → record and the default id, changed atomically by the scripts `deleteStorage` and
+ * `setDefaultStorage` (src/storage/lua; both keys in one slot).
  * Redis failures surface as `STORAGE_UNAVAILABLE` (503).
  */
 export class StorageStore {
   constructor(
     private readonly redis: RedisClient,
+    private readonly scripts: Scripts,
     private readonly keys: Keys,
   ) {}
 
@@ -55,13 +47,13 @@ export class StorageStore {
 
   /** @returns 'deleted', 'absent', or 'default' (refused: it is the default storage) */
   async delete(id: string): Promise<'deleted' | 'absent' | 'default'> {
-    const result = Number(await this.redis.eval(DELETE_SCRIPT, 2, this.keys.storages, this.keys.defaultStorage, id).catch(storageError));
+    const result = Number(await this.scripts.run('deleteStorage', [this.keys.storages, this.keys.defaultStorage], [id]).catch(storageError));
     return result === 1 ? 'deleted' : result === 0 ? 'absent' : 'default';
   }
 
   /** @returns false when no such storage exists */
   async setDefault(id: string): Promise<boolean> {
-    return Number(await this.redis.eval(SET_DEFAULT_SCRIPT, 2, this.keys.storages, this.keys.defaultStorage, id).catch(storageError)) === 1;
+    return Number(await this.scripts.run('setDefaultStorage', [this.keys.storages, this.keys.defaultStorage], [id]).catch(storageError)) === 1;
   }
 }
 
