@@ -3,7 +3,7 @@
  * schemas from which {@link BrokerConfig} is derived, so the shape is written once and the type cannot drift from
  * what ajv checks.
  * `config/default.json` holds the default of every key (a unit test keeps the two in step), and the
- * README's configuration table is checked against this schema (each key's `description`).
+ * page docs/configuration.md is generated from this schema (each key's `description`; `npm run docs`).
  *
  * Key names carry their unit (`Ms`, `Bytes`). Environment variables override keys: the path in
  * SCREAMING_SNAKE_CASE behind `BROKER_`, e.g. `redis.url` ← `BROKER_REDIS_URL`, `port` ← `BROKER_PORT`.
@@ -177,7 +177,7 @@ const cachesSchema = Type.Object(
 
 /**
  * JSON Schema (draft-07 dialect of ajv's default build) of {@link BrokerConfig}: every section closed,
- * every key required; `description` feeds the README table.
+ * every key required; `description` feeds docs/configuration.md.
  */
 export const configSchema = Type.Object(
   {

@@ -8,7 +8,7 @@ import { Type, type TInteger, type TUnsafe } from '@sinclair/typebox';
 /** A closed section: keys not in the schema are refused (`additionalProperties: false`). */
 export const Closed = { additionalProperties: false } as const;
 
-/** An integer key with a lower bound (default 1) and the description the README table shows. */
+/** An integer key with a lower bound (default 1) and the description docs/configuration.md shows. */
 export function positiveInt(description: string, minimum = 1): TInteger {
   return Type.Integer({ minimum, description });
 }

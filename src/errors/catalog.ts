@@ -5,7 +5,7 @@ import { STATUS_CODES } from 'node:http';
  * - `status`: the HTTP status the failure is answered with.
  * - `template`: the problem's `detail`; `{name}` placeholders are filled from the call site's values.
  * - `headers`: response headers sent with the problem; their values may hold placeholders too.
- * - `meaning`: when the failure happens (the README's error table repeats it, kept in step by a test).
+ * - `meaning`: when the failure happens (docs/errors.md is generated from it: `npm run docs`).
  */
 export interface CatalogEntry {
   readonly status: number;
@@ -22,7 +22,7 @@ const RETRY_1S = { 'Retry-After': '1' } as const;
  * A problem's `type` is `/problems/<code in lower-case kebab>` ({@link problemType}), its `title` the
  * status's reason phrase (docs/http-api.md "Errors"), its `detail` the filled template. Details that
  * existing clients match on (e.g. `EventType "x" does not exist.`) keep their exact wording, and tests
- * pin them. `test/unit/errors.test.ts` keeps this table and the README's error table in step.
+ * pin them. `test/unit/errors.test.ts` fails when docs/errors.md differs from what this table generates.
  *
  * `BAD_REQUEST` (400) and `UNPROCESSABLE` (422) stay generic on purpose: they are a request breaking
  * its shape or a field rule, and `detail` names the field(s), one line each.
