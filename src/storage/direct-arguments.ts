@@ -10,7 +10,8 @@ import { Command } from 'ioredis';
 export const DIRECT_ARGUMENT_MIN_BYTES = 4 * 1024;
 
 /**
- * A Redis command whose large Buffer arguments go to the socket as they are, not copied (issue 17 §1.4).
+ * A Redis command whose large Buffer arguments go to the socket as they are, not copied
+ * (docs/decisions/0014-direct-script-arguments.md).
  * ioredis serializes a command with any Buffer argument into one new buffer (`Command.toWritable`): for
  * a `publishBatch` call that is a copy of the partition's whole payload on the main thread (527 KB per
  * 1000-event batch), each in a fresh allocation outside the V8 heap. Measured under 1000-event batches

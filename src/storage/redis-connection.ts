@@ -4,10 +4,11 @@ import { brokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
 
 /**
- * A connection to the storage: a standalone `Redis` or a Redis `Cluster` (DESIGN.md §1: the same code
- * serves both). Both expose the same commands, pipelines, MULTI, scripts and pub/sub; what differs in
- * a cluster is that one command, MULTI, script or explicit pipeline must stay in one slot (one node for
- * a pipeline), which the key builder's hash tags (keys.ts) and the stores take care of.
+ * A connection to the storage: a standalone `Redis` or a Redis `Cluster` (the same code serves both, so
+ * a deployment can move to a cluster without another build; docs/operations.md "Redis Cluster"). Both
+ * expose the same commands, pipelines, MULTI, scripts and pub/sub; what differs in a cluster is that one
+ * command, MULTI, script or explicit pipeline must stay in one slot (one node for a pipeline), which the
+ * key builder's hash tags (keys.ts) and the stores take care of.
  */
 export type RedisClient = Redis | Cluster;
 
@@ -40,12 +41,12 @@ function logConnectionState(client: RedisClient, logger: Logger, name: string): 
 }
 
 /**
- * Opens the command connection to a standalone Redis (DESIGN.md §1, §4). Commands never wait in an
+ * Opens the command connection to a standalone Redis. Commands never wait in an
  * offline queue: while Redis is unreachable they fail at once, and a command that gets no answer fails
  * `redis.commandTimeoutMs` after it was issued, so no request hangs and every command has its own
- * deadline (issue 15 §5.1). ioredis's auto-pipelining is off: it keeps one pipeline in flight per
+ * deadline (docs/operations.md "Redis stalls"). ioredis's auto-pipelining is off: it keeps one pipeline in flight per
  * connection and holds every later command — unsent, its timer not started — until that pipeline is
- * answered or timed out, so during a Redis stall each wave of commands waited for the one before
+ * answered or timed out, so during a Redis stall each wave of commands would wait for the one before
  * (measured: commands issued at 0, 100 and 1,200 ms with a 1 s timeout failed at 1.0, 2.0 and 3.0 s).
  * {@link coalesceWrites} batches the socket writes of one event-loop turn instead. The client
  * reconnects by itself (backoff up to 1 s).
@@ -88,7 +89,7 @@ export async function connectRedis(url: string, config: BrokerConfig['redis'], l
  * in a turn corks the socket and the turn's end (`setImmediate`) uncorks it, so the commands of
  * concurrent requests leave in one write, as with ioredis's auto-pipelining, but each command is
  * handed to the socket (and its `commandTimeout` timer starts) when it is issued, and a command never
- * waits for the answers of earlier ones (issue 15 §5.1). Measured with 16 concurrent script callers on
+ * waits for the answers of earlier ones. Measured with 16 concurrent script callers on
  * one connection (`node dist/scripts/probe-redis-stall.js throughput`): at least the calls per second of
  * auto-pipelining and of uncorked writes.
  */
@@ -179,9 +180,10 @@ export function duplicateForSubscribe(redis: RedisClient, logger: Logger): Redis
 }
 
 /**
- * A connection for sharded pub/sub (`SSUBSCRIBE`, DESIGN.md §6). On a cluster, a shard channel is only
- * served by the node owning its slot: ioredis (`shardedSubscribers`) keeps one subscriber connection per
- * master and moves the channels of a slot when the slot map changes (failover, resharding).
+ * A connection for sharded pub/sub (`SSUBSCRIBE`; docs/architecture.md "Wake-ups on sharded channels").
+ * On a cluster, a shard channel is only served by the node owning its slot: ioredis (`shardedSubscribers`)
+ * keeps one subscriber connection per master and moves the channels of a slot when the slot map changes
+ * (failover, resharding).
  * @param logger where connection errors go
  * @param connectionName the name Redis lists it under (`CLIENT LIST`); also the log lines' `connection`
  */
