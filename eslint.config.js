@@ -12,7 +12,7 @@ function layerRules(layers) {
         {
           patterns: above.map((layer) => ({
             regex: layer === 'workers' ? '(^|/)workers/' : layer === 'app' ? '(^|/)src/app(\\.js)?$|^\\.\\./app\\.js$' : `(^|/)(src/)?${layer}/`,
-            message: `imports run down the layers: this layer must not import ${layer}/ (docs/architecture.md §2)`,
+            message: `imports run down the layers: this layer must not import ${layer}/ (docs/architecture.md "Layers")`,
           })),
         },
       ],
@@ -34,7 +34,7 @@ export default tseslint.config(
     },
   },
   {
-    // Every error detail comes from the catalog: call sites pass the template's values (README "Errors").
+    // Every error detail comes from the catalog: call sites pass the template's values (docs/errors.md).
     files: ['src/**/*.ts', 'workers/**/*.ts'],
     ignores: ['src/errors/**'],
     rules: {

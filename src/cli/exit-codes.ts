@@ -1,6 +1,6 @@
 /**
  * Exit codes of the `broker` command line and the error that carries one. The table is documented in
- * the README ("Command line"); scripts tell a mistake of theirs (2) from a refusal of the broker (3) and
+ * docs/cli.md ("Exit codes"); scripts tell a mistake of theirs (2) from a refusal of the broker (3) and
  * from a broker that is down or failing (4).
  */
 
