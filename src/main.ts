@@ -1,17 +1,26 @@
 /**
- * Process entry: load config → check the port → compose → listen; SIGTERM/SIGINT drain and exit 0
- * (issue 2 §1.6). Startup failures (bad config, port in use, no redis-server, the data directory's
- * embedded Redis owned by another node, Redis unreachable) exit 1 with one clear message; what was
- * started by then (the embedded Redis) is stopped first.
+ * Process entry: check the HTTP engine → load config → check the port → compose → listen; SIGTERM/SIGINT
+ * drain and exit 0. Startup failures (an HTTP engine that would fall back to its Node.js implementation,
+ * bad config, port in use, no redis-server, the data directory's embedded Redis owned by another node,
+ * Redis unreachable, a Redis older than 7.0 or with a maxmemory-policy other than noeviction) exit 1
+ * with one clear message; what was started by then (the embedded Redis) is stopped first.
  */
 import v8 from 'node:v8';
-import { createApp, type App } from './app.js';
+import type { App } from './app.js';
 import { ConfigError, loadConfig } from './config/load-config.js';
+import { checkHttpEngine } from './http/engine-check.js';
 import { assertPortFree } from './http/port-check.js';
 import { createLogger } from './observability/logger.js';
 import { EmbeddedRedisError } from './storage/embedded-redis.js';
 
 async function main(): Promise<void> {
+  // Before the engine is imported (app.js imports it), which would print its fallback warning and go on.
+  const engineProblem = checkHttpEngine();
+  if (engineProblem !== undefined) {
+    process.stderr.write(`broker: cannot start: ${engineProblem}\n`);
+    process.exit(1);
+  }
+  const { createApp } = await import('./app.js');
   let config;
   try {
     config = loadConfig();
@@ -75,10 +84,10 @@ main().catch((err: unknown) => {
 });
 
 /**
- * Sets V8's old-generation growing factor for this process (`node.heapGrowingPercent`, issue 15 §1.3):
- * with V8's own choice the main thread's heap grew to ~4× its live size between major collections under
- * churn (capacity 89 → 130–132 MB over a flat live floor; bench/README.md "Heap growing factor"). V8 reads the flag at every collection, so
- * setting it here, before the node allocates in earnest, covers the main thread and the worker threads
+ * Sets V8's old-generation growing factor for this process (`node.heapGrowingPercent`): with V8's own
+ * choice the main thread's heap grows to ~4× its live size between major collections under churn
+ * (capacity 89 → 130–132 MB over a flat live floor; docs/decisions/0011-heap-growing-factor.md). V8
+ * reads the flag at every collection, so setting it here, before the node allocates in earnest, covers the main thread and the worker threads
  * started after. A `--heap-growing-percent` the operator gave (NODE_OPTIONS or the command line) wins.
  * @param percent 0 leaves V8's own choice
  */
