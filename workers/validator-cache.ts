@@ -44,7 +44,7 @@ export interface ValidatorCacheBounds {
 /**
  * Estimated heap of a validator compiled from an effective schema of `schemaLength` characters (its own
  * ajv instance, the generated code's bytecode): 32 KB + 10 bytes per character. Measured with
- * `node --expose-gc dist/bench/validator-memory.js` (bench/README.md "Validator memory"): the order schema
+ * `node --expose-gc dist/bench/validator-memory.js` (docs/decisions/0015-validator-caches-by-estimated-heap.md): the order schema
  * (1,445 characters) 46.5 KB, the 58 GitHub webhook schemas (10–43 K characters) 25–579 KB, 8.7 bytes per
  * character over all.
  */

@@ -21,7 +21,7 @@ const CHUNK_BYTES = 1024 * 1024;
  * types and subscriptions a scrape is ~400,000 lines and 37 MB: kept as strings until one join, every line
  * would live until the end of the scrape, so the young-generation collections would copy them and promote
  * them to old space, and garbage collection would take a third of the scrape's main-thread time (CPU
- * profile in bench/README.md catalog-scale). Encoded at once, each line is garbage as soon as it is written.
+ * profile in docs/decisions/0017-metrics-exposition-written-by-the-node.md). Encoded at once, each line is garbage as soon as it is written.
  */
 export class ExpositionBuffer implements ExpositionSink {
   private readonly full: Buffer[] = [];

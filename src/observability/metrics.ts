@@ -87,8 +87,8 @@ interface EventTypePublishSeries {
  * lag) are not prom-client's: the node keeps their values in plain records and writes their text itself
  * (exposition.ts), the same text prom-client wrote (test/unit/exposition.test.ts). At 10,000 event types
  * and subscriptions they are ~90 % of a scrape's 410,000 samples, and prom-client's per-sample objects and
- * label formatting made a steady scrape take 1.26 s on 2026-11-26 against 0.76 s written this way (bench
- * `catalog-scale`, bench/README.md).
+ * label formatting made a steady scrape take 1.26 s against 0.76 s written this way (bench `catalog-scale`,
+ * docs/decisions/0017-metrics-exposition-written-by-the-node.md).
  */
 export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter {
   /** prom-client's registry: every family but the publish and consumer lag ones ({@link scrape} writes all of them). */
