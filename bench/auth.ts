@@ -6,8 +6,8 @@
  * with an authorization section, so the write check runs too. Each node is warmed up, then measured in
  * {@link ROUNDS} rounds, every round measuring each mode once (the order rotated by one per round), so
  * a drift of the shared machine moves the baseline as much as the modes; a mode's ratio is the median
- * of its same-round ratios to mode off (until 2026-11-27 each mode was measured once, one node after
- * the other, and the ratios moved 0.82–1.14× between runs of the same code).
+ * of its same-round ratios to mode off (measured once per mode, one node after the other, the ratios
+ * moved 0.82–1.14× between runs of the same code).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -4,10 +4,10 @@
  * differ) are created one after the other; then one batch is published to each of them at once — the
  * first batch each event type ever gets — and, as the same-run baseline, a second batch to each at once.
  * Target: the first batches answer within 50 ms p99. Before the event types are created the node is
- * warmed up with {@link WARM_UP_BURSTS} bursts of the same batches to an event type of its own (since
- * 2026-11-26, evening): on a fresh node the first bursts also paid the node's own first publishing traffic
- * (JIT, threads), about 70 ms of the 100-event cohort's first burst on that day's machine, which no
- * event type created on a serving node meets.
+ * warmed up with {@link WARM_UP_BURSTS} bursts of the same batches to an event type of its own: on a
+ * fresh node the first bursts also paid the node's own first publishing traffic (JIT, threads), about
+ * 70 ms of the 100-event cohort's first burst on the bench machine, which no event type created on a
+ * serving node meets.
  *
  * Two cohorts, one per publish path: 100-event batches (~50 KB: validated in a worker) and single-event
  * batches (~500 bytes: validated on the main thread once it holds the validator). Before validators were

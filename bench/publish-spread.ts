@@ -72,9 +72,9 @@ const REFERENCE_ROUNDS = QUICK ? 1 : 3;
 /**
  * The Redis-alone reference: CPU per batch (redis-server + this process) of P `publishBatch` calls per
  * batch. One unmeasured pass first, then {@link REFERENCE_ROUNDS} rounds over the points in turn, keys
- * flushed after each; each point's median is kept. Measured once per point in a row (before 2026-11-26
- * 17:10Z), the figures were not monotonic on a machine with costly fresh pages (5,779 / 6,742 / 4,119 /
- * 5,093 core-µs for 1 / 4 / 16 / 64 scripts): the first point wrote into memory Redis had never used, and
+ * flushed after each; each point's median is kept. Measured once per point in a row, the figures were
+ * not monotonic on a machine with costly fresh pages (5,779 / 6,742 / 4,119 / 5,093 core-µs for 1 / 4 /
+ * 16 / 64 scripts): the first point wrote into memory Redis had never used, and
  * the 200 MB each point stores dominated what the scripts add.
  */
 async function scriptReference(recorder: Recorder, texts: readonly string[]): Promise<Map<number, number>> {
