@@ -75,7 +75,7 @@ export interface AppOptions {
 }
 
 /**
- * Composition root (STYLE.md layout): Redis (a cluster when `redis.clusterNodes` is set, else `redis.url`,
+ * Composition root, the one place where the parts are wired together: Redis (a cluster when `redis.clusterNodes` is set, else `redis.url`,
  * else the embedded one), scripts, stores, services and HTTP routes, all wired before the port opens.
  * @throws Error (EmbeddedRedisError, connection errors, unusable auth keys) when the node cannot start
  */
@@ -103,10 +103,10 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const access = new AccessControl(options.authorizationPlugin ?? new DefaultAuthorizationPlugin(Object.keys(config.auth.attributeClaims)), settings);
   const authenticator = createAuthenticator({ ...config.auth, tokenCacheEntries: config.caches.tokenEntries }, { useRemoteTokeninfo: () => settings.enabled('remote_tokeninfo') });
   const pool = new WorkerPool(config.publish, { maxEntries: config.caches.workerValidatorEntries, maxBytes: config.caches.workerValidatorBytes });
-  // This node's metrics, in a registry of its own (DESIGN.md §8): served at GET /metrics.
+  // This node's metrics, in a registry of its own (docs/metrics.md): served at GET /metrics.
   const metrics = new BrokerMetrics();
   metrics.observeWorkerPool(() => pool.load);
-  // Storages and timelines (issue 6 §3): the node's own storage is registered (and the default) from the
+  // Storages and timelines (docs/operations.md "Storages and timelines"): the node's own storage is registered (and the default) from the
   // first start on; a timeline's partitions live in its storage, opened on first use.
   const storages = new StorageStore(redis, scripts, keys);
   await storages.ensureNodeStorage(config.redis.keyPrefix);
@@ -142,12 +142,12 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     defaultStorage: async () => (await storages.list()).defaultId,
     prepare: (name) => publisher.prepare(name, true),
   });
-  // No cold path (issue 17 §2.1): a node that learns of a created or changed event type by its change
+  // No cold path (docs/decisions/0019-validators-prepared-before-the-first-batch.md): a node that learns of a created or changed event type by its change
   // notice compiles its validator in the workers then, not on its first batch.
   cache.onChange((name) => {
     if (name !== undefined) void publisher.prepare(name);
   });
-  // Nothing outlives what it describes (issue 15 §1): a deleted event type's series go, and validators of
+  // Nothing outlives what it describes, so memory stays bounded: a deleted event type's series go, and validators of
   // schemas no event type uses any more are dropped on the main thread and in every worker thread.
   cache.onDeleted((name) => metrics.forgetEventType(name));
   cache.onSchemaRetired((schemaKey) => void publisher.retire(schemaKey));
@@ -167,7 +167,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
   const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, logs, config.subscriptions);
-  // The dead-letter queue of subscriptions (issue 14 §3): its event type exists on every installation.
+  // The dead-letter queue of subscriptions (docs/consuming.md "Dead letters"): its event type exists on every installation.
   const deadLetters = new DeadLetterQueue(publisher, settings, config.publish.maxEventBytes);
   const subscriptionStreams = new SubscriptionStreams({
     access,
@@ -183,8 +183,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     metrics,
     deadLetters,
   });
-  // Subscription notices (issue 15 §3): a sharded channel per subscription, subscribed only while this
-  // node streams it; its own connection, like the partition wake-ups'.
+  // Subscription notices: a sharded channel per subscription, subscribed only while this node streams
+  // it, so a node hears only about the subscriptions it serves; its own connection, like the partition wake-ups'.
   const subscriptionNotices = new SubscriptionNotices(duplicateForShardedSubscribe(redis, logger, 'broker-subscription-notices'), keys, logger, config.redis.commandTimeoutMs);
   subscriptionStreams.start(subscriptionNotices);
   const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics);
@@ -192,7 +192,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   metrics.observeLag(() => lag.read(), logger);
   const timelines = new Timelines(eventTypeStore, cache, logs, storages, logger);
   const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger, logs, timelines);
-  // Log compaction and deleted-events (issue 6): one node per event type compacts (a lock in Redis), on
+  // Log compaction and deleted-events (docs/concepts.md "Retention and compaction"): one node per event type compacts (a lock in Redis), on
   // the storage of the event type's active timeline.
   const compactionStore = new CompactionStore(redis, scripts, keys);
   const compactionStoreOf = async (t: StoredTimeline): Promise<CompactionStore> => {
@@ -201,7 +201,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   };
   const compactor = new Compactor(redis, eventTypeStore, compactionStore, config.compaction, logger, compactionStoreOf);
 
-  // The service's own audit event type exists on every installation (spec "Events emitted by the service").
+  // The service's own audit event type exists on every installation (docs/operations.md "The broker's own event types").
   const audit = new AuditLog(publisher, settings, logger);
   await audit.ensureEventType(registry);
   // KPI event types likewise; events flow only while `kpi_collection` is on.
@@ -228,7 +228,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     of: async (name) => (await subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).map((s) => s.id),
     delete: (id) => subscriptionRegistry.delete(id),
   }, audit);
-  // Repartitioning (issue 6): grows the partition count; nodes follow through the event type cache.
+  // Repartitioning (docs/operations.md "Repartitioning"): grows the partition count; nodes follow through the event type cache.
   const repartitioning = new Repartitioning(eventTypeStore, cache, subscriptionState, logs, (name) => subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER }), {
     maxPartitionCount: config.eventTypes.maxPartitionCount,
     maxSubscriptionPartitions: config.subscriptions.maxPartitions,
@@ -243,16 +243,17 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   storageRoutes(http, storages, access, (id) => timelines.usersOf(id), audit);
   timelineRoutes(http, timelines, access, audit);
   deletedEventsRoutes(http, new DeletedEvents(cache, compactionStore, redis, compactionStoreOf), access);
-  // The console (issue 18 §1): its files from dist/ui, public; its API calls carry the user's token.
+  // The console (docs/console.md): its files from dist/ui, public; its API calls carry the user's token.
   consoleRoutes(http, loadConsoleAssets(), access, { eventType: (name) => registry.get(name), subscription: (id) => subscriptionRegistry.get(id) });
-  // The API document and reference page (issue 16 §2), public; last: it checks every route above is described.
+  // The API document and reference page (docs/http-api.md "API description"), public; last: it checks every route above is described.
   apiDocsRoutes(http);
 
   let closing = false;
   /**
    * Event types created before this node started: no change notice makes it prepare their validators, so it
    * does so before it listens, for at most `eventTypes.prepareAtStartMs`; the rest go on in the background
-   * (issue 17 §2.1). Settles when all are prepared; never rejects.
+   * (docs/decisions/0019-validators-prepared-before-the-first-batch.md). Settles when all are prepared;
+   * never rejects.
    */
   const prepareExisting = (async (): Promise<void> => {
     const started = performance.now();
