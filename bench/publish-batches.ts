@@ -6,7 +6,7 @@
  * (a) a hyper-express server that only `JSON.parse`s the same bodies (bench/baseline-parse-server.ts);
  * (b) Redis alone, one `XADD key * d <event>` per event, pipelined (ioredis);
  * (c) Redis alone, one `XADD` per 1000-event batch holding the joined event texts (the packed entry
- *     the broker writes, docs/architecture.md "One stream entry per partition per batch", against (b)).
+ *     the broker writes, docs/decisions/0001-one-stream-entry-per-partition-per-batch.md, against (b)).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
