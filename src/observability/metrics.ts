@@ -25,7 +25,7 @@ interface HistogramChild {
   observe(value: number): void;
 }
 
-/** Prefix of every metric of the broker (DESIGN.md §8; STYLE.md "Naming"). */
+/** Prefix of every metric of the broker (docs/metrics.md "The endpoint": every name starts with `broker_`). */
 export const METRIC_PREFIX = 'broker_';
 
 /** Buckets of the latency histograms, seconds: 0.5 ms to 10 s. */
@@ -71,7 +71,7 @@ interface EventTypePublishSeries {
 }
 
 /**
- * The metrics of one broker node (DESIGN.md §8; issue 5 §1), in a prom-client registry of its own (never
+ * The metrics of one broker node (docs/metrics.md "Metric reference"), in a prom-client registry of its own (never
  * the global default registry, so several nodes in one process do not clash). Names carry the prefix
  * `broker_`, base units (seconds, bytes), `_total` on counters and `_seconds` on duration histograms;
  * partition labels appear only on gauges. Label values are bounded: route patterns, status codes,

@@ -27,7 +27,8 @@ export interface CompactionRound {
 }
 
 /**
- * Log compaction (issue 6; spec "EventType" cleanup_policy, "deleted-events"): every
+ * Log compaction (docs/concepts.md "Retention and compaction"; tombstones: docs/publishing.md "Deleting
+ * events of a compacted event type"): every
  * `compaction.intervalMs`, for each event type with cleanup_policy `compact` or `compact_and_delete`,
  * the ONE node holding that event type's compaction lock (taken when free, renewed by its holder,
  * lasting {@link Compactor.lockTtlMs}) walks each partition from its oldest event up to the events
@@ -36,7 +37,7 @@ export interface CompactionRound {
  * that partition, or a tombstone after it. The latest event per key and partition survives; offsets of
  * survivors never change (removed offsets become gaps that readers skip). Retention of
  * `compact_and_delete` is the RetentionTrimmer's; afterwards this prunes index fields whose events it removed.
- * After a timeline switch (issue 6 §3.2) each partition's closed timelines are compacted too, against
+ * After a timeline switch (docs/concepts.md "Timelines and storages") each partition's closed timelines are compacted too, against
  * the compaction indexes of the later timelines (a key written or deleted later supersedes them).
  */
 export class Compactor {
@@ -50,7 +51,7 @@ export class Compactor {
     private readonly store: CompactionStore,
     private readonly config: BrokerConfig['compaction'],
     private readonly logger: Logger,
-    /** The compaction store of a timeline's storage (issue 6 §3.2): the active timeline is compacted there. */
+    /** The compaction store of a timeline's storage (each timeline has its own): the active timeline is compacted there. */
     private readonly dataStoreOf: (timeline: StoredTimeline) => Promise<CompactionStore> = () => Promise.resolve(store),
   ) {
     this.schedule = new PeriodicRounds(this.config.intervalMs, () => this.runOnce(), logger, 'compaction');
@@ -128,8 +129,8 @@ export class Compactor {
   }
 
   /**
-   * Compacts partition `partition` on the event type's closed timelines that still hold data (issue 6
-   * §3.2): an event there goes when a later timeline's compaction index knows its key (a newer event,
+   * Compacts partition `partition` on the event type's closed timelines that still hold data (a timeline
+   * switch leaves them readable until retention cleans them up): an event there goes when a later timeline's compaction index knows its key (a newer event,
    * or a tombstone, which covers every earlier offset). Events received within the compaction lag stay.
    * The same bounded steps as the active timeline; each closed timeline is walked whole every round.
    * @returns events removed, or undefined when the lock was lost meanwhile

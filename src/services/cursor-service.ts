@@ -9,7 +9,7 @@ import { parseUntrustedJson } from '../domain/json-limits.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 
-/** A partition record (spec "Partition record"). */
+/** A partition record (docs/consuming.md "Cursor tools"). */
 export interface PartitionRecord {
   partition: string;
   oldest_available_offset: string;
@@ -17,29 +17,29 @@ export interface PartitionRecord {
   unconsumed_events?: number;
 }
 
-/** A cursor as clients send it (spec "Cursor"). */
+/** A cursor as clients send it (docs/concepts.md "Offsets and cursors"). */
 export interface Cursor {
   partition: string;
   offset: string;
 }
 
-/** A cursor and how many events to move it by (`POST /event-types/{name}/shifted-cursors`; issue 14 §4.1). */
+/** A cursor and how many events to move it by (`POST /event-types/{name}/shifted-cursors`; docs/consuming.md "Cursor tools"). */
 export interface ShiftedCursor extends Cursor {
   /** Events; negative moves back. */
   shift: number;
 }
 
 /**
- * Partition records and cursor arithmetic (spec "Event type registry": partitions, cursor-distances,
- * cursors-lag; WIRE.md "Offsets and cursors"; issue 14 §4.1, §4.3: shifted cursors and
- * `unconsumed_events` on the partitions resource). Every answer costs one counter read per partition:
+ * Partition records and cursor arithmetic: partitions, cursor-distances, cursors-lag, shifted cursors and
+ * `unconsumed_events` on the partitions resource (docs/consuming.md "Cursor tools"; offsets and cursors:
+ * docs/concepts.md "Offsets and cursors"). Every answer costs one counter read per partition:
  * offsets are dense (one sequence per partition across its timelines), so distance, lag and shifts
  * are integer arithmetic.
  */
 export class CursorService {
   constructor(
     private readonly eventTypes: EventTypeStore,
-    /** Partitions over all timelines: offsets and distances span timeline switches (issue 6 §3.2). */
+    /** Partitions over all timelines: offsets and distances span timeline switches (docs/concepts.md "Timelines and storages"). */
     private readonly partitions: PartitionLogs,
   ) {}
 
@@ -47,7 +47,7 @@ export class CursorService {
    * All partitions of an event type with their offsets, in partition order. With `cursors` (the
    * `cursors` query parameter: a JSON array of cursors, at most one per partition), each partition
    * named there also gets `unconsumed_events` after its cursor, as `cursors-lag` counts them; an empty
-   * text or `[]` is the same as none (issue 14 §4.3).
+   * text or `[]` is the same as none.
    * @throws BrokerError 404 for an unknown event type; 422 when `cursors` is not a JSON array of
    *   cursors, names a partition twice, or holds an invalid cursor (unknown partition, malformed,
    *   expired or beyond the newest offset)
@@ -62,7 +62,7 @@ export class CursorService {
 
   /**
    * One partition. With `consumedOffset` (the `consumed_offset` query parameter) it also gets
-   * `unconsumed_events` after that offset, as `cursors-lag` counts them (issue 14 §4.3).
+   * `unconsumed_events` after that offset, as `cursors-lag` counts them.
    * @throws BrokerError 404 for an unknown event type, or an unknown partition without `consumedOffset`;
    *   422 when the cursor `{partition, consumedOffset}` is invalid (unknown partition, malformed,
    *   expired or beyond the newest offset)
@@ -107,8 +107,8 @@ export class CursorService {
 
   /**
    * Each cursor moved by its `shift` events (negative: back), across timelines: the answer names the
-   * timeline holding the new position, as any offset the broker writes (issue 14 §4.1). A missing
-   * `shift` is 0, as in the reference. Answers `[{partition, offset}]` in request order.
+   * timeline holding the new position, as any offset the broker writes. A missing
+   * `shift` is 0: that cursor stays where it is. Answers `[{partition, offset}]` in request order.
    * @param body `ShiftedCursorsInputSchema` (src/domain/cursor-input.ts)
    * @throws BrokerError 400 when the body is not an array; 404 for an unknown event type; 422 for an
    *   item that is not a cursor with an integer `shift`, an invalid or expired cursor, or a result before

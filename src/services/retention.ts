@@ -9,11 +9,11 @@ import type { Logger } from '../observability/logger.js';
 import { lockTtlFor, PeriodicRounds } from './periodic-rounds.js';
 
 /**
- * Time-based retention (DESIGN.md §3; `options.retention_time`): every `checkIntervalMs` one node per
+ * Time-based retention (docs/concepts.md "Retention and compaction"; `options.retention_time`): every `checkIntervalMs` one node per
  * event type (a lock its holder renews before each partition; another node takes over once it lapses,
  * after {@link RetentionTrimmer.lockTtlMs}) trims each partition to events received within the retention
  * time, measured on Redis's clock. Offsets of kept events never change; `oldest_available_offset`
- * moves up. Event types with cleanup_policy `compact` are never trimmed (issue 6). Every timeline that
+ * moves up. Event types with cleanup_policy `compact` are never trimmed (they keep the latest event per key). Every timeline that
  * still has data is trimmed in its storage; closed timelines past their retention are cleaned up.
  */
 export class RetentionTrimmer {
@@ -29,7 +29,7 @@ export class RetentionTrimmer {
     private readonly logger: Logger,
     /** Partitions over all timelines: every live timeline is trimmed in its own storage. */
     private readonly logs: PartitionLogs,
-    /** Cleans up closed timelines past their retention (issue 6 §3.2). */
+    /** Cleans up closed timelines past their retention (docs/operations.md "Storages and timelines"). */
     private readonly timelines: Pick<Timelines, 'cleanUp'>,
   ) {
     this.schedule = new PeriodicRounds(this.checkIntervalMs, () => this.runOnce(), logger, 'retention');

@@ -6,7 +6,7 @@ import type { PartitionChangeFeed } from './partition-wakeups.js';
 import type { StorageHandle, StoragePool } from './storage-pool.js';
 
 /**
- * An event type's partitions over all its timelines (issue 6 §3.2; `domain/timeline.ts`): appends go
+ * An event type's partitions over all its timelines (docs/concepts.md "Timelines and storages"; `domain/timeline.ts`): appends go
  * to the active timeline's storage; ranges span the live timelines (oldest from the first one that
  * still holds events, newest from the active one); a read after an offset goes to the timeline holding
  * the next offset, so a reader that reaches the end of a closed timeline continues on the next one with
@@ -29,10 +29,10 @@ export class PartitionLogs {
 
   /**
    * Appends to the active timeline (see `PartitionStore.append`), confirmed by replicas when its
-   * storage has a replicated appender (`publish.minReplicas` ≥ 1; DESIGN.md §4). Never throws: a
+   * storage has a replicated appender (`publish.minReplicas` ≥ 1; docs/operations.md "Durability"). Never throws: a
    * storage that cannot be opened fails every write; a closed timeline (a switch is running) fails
    * with `closed`.
-   * @param deadlineAt `performance.now()` ms by which every write reports (issue 15 §5.1): one not
+   * @param deadlineAt `performance.now()` ms by which every write reports (docs/operations.md "Redis stalls"): one not
    *   acknowledged by then is `timed out` (see `PartitionStore.append`); opening the storage counts too
    */
   async append(name: string, timelines: TimelineMap, writes: readonly PartitionAppend[], deadlineAt?: number): Promise<PartitionWrite[]> {
@@ -104,8 +104,8 @@ export class PartitionLogs {
   /**
    * Opens `partitions` of timeline `t` in its storage, each to continue at its first offset on `t`
    * (`PartitionStore.open`; idempotent): an append to a partition never opened answers PARTITION_MISSING.
-   * Called when a timeline is created with its event type (spec "Event type registry") and when the
-   * partition count grows (spec "States and transitions": Repartition), and by a publish that finds an
+   * Called when a timeline is created with its event type and when the
+   * partition count grows (docs/operations.md "Repartitioning"), and by a publish that finds an
    * existing event type's partition never opened.
    * @param partitions partition ids (decimal strings, `0 .. partitionCount - 1`)
    * @throws BrokerError 503

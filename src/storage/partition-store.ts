@@ -8,7 +8,7 @@ import { failureOf } from './script-failures.js';
 
 /**
  * One partition's share of a batch: `count` JSON texts joined by `\n`. `compactionKeys` (one per event,
- * in order) is set exactly for compacted event types (issue 6): their events are then written one
+ * in order) is set exactly for compacted event types (cleanup_policy `compact`, `compact_and_delete`): their events are then written one
  * stream entry each with their key, and the partition's compaction index points each key at its newest.
  */
 export interface PartitionAppend {
@@ -21,7 +21,7 @@ export interface PartitionAppend {
 /**
  * The timeline an append goes to: its `order` names the partition keys, its `id` (uuid) tells this
  * event type's timeline from one of an event type deleted and created again under the same name, whose
- * partitions have the same keys (spec "Timeline").
+ * partitions have the same keys (docs/architecture.md#36-timelines).
  */
 export type TimelineRef = Pick<StoredTimeline, 'order' | 'id'>;
 
@@ -45,7 +45,7 @@ export function appendCall(keys: Keys, name: string, timeline: TimelineRef, writ
  */
 export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string; readonly closed?: true; readonly missing?: true };
 
-/** A write not acknowledged within its deadline: sent, so it may still land (README "Redis stalls and graceful stops"). */
+/** A write not acknowledged within its deadline: sent, so it may still land (docs/operations.md "Redis stalls"). */
 export function timedOut(): PartitionWrite {
   return { ok: false, reason: 'timed out' };
 }
@@ -82,7 +82,7 @@ export interface PartitionSlice {
 const NEWLINE = 0x0a;
 
 /**
- * Partition logs on Redis Streams with dense offsets (DESIGN.md §3): one stream entry per partition per
+ * Partition logs on Redis Streams with dense offsets (docs/architecture.md#34-the-write-publishbatch-dense-offsets-notices): one stream entry per partition per
  * batch, written by `publishBatch`; ranges are O(1) reads of the partition's counters.
  */
 export class PartitionStore {
@@ -102,11 +102,11 @@ export class PartitionStore {
    * can answer 207 for partial failures.
    * On a Redis Cluster, auto-pipelining groups the calls per node (one pipeline per master, never one
    * across nodes); each partition's script runs atomically in its own slot and fails on its own (a dead
-   * master fails only its partitions, after ioredis's retries; README "Redis Cluster").
+   * master fails only its partitions, after ioredis's retries; docs/operations.md "Redis Cluster").
    * @param timeline the active timeline: its order names the keys, its id is checked against the one each
    *   partition recorded when opened (another id: `missing`)
    * @param writes partition id → (event count, events joined by `\n`, compaction keys for compacted types)
-   * @param deadlineAt `performance.now()` ms by which each partition reports (issue 15 §5.1): a script
+   * @param deadlineAt `performance.now()` ms by which each partition reports (docs/operations.md "Redis stalls"): a script
    *   not answered by then is reported `timed out` (it was sent, so it may still be written)
    */
   async append(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], deadlineAt?: number): Promise<PartitionWrite[]> {
@@ -131,7 +131,8 @@ export class PartitionStore {
 
   /**
    * Reads the events after offset `after` (the last consumed one) of one partition: up to `maxEntries`
-   * stream entries, each one batch's share of the partition (DESIGN.md §3), as raw bytes. Entries are
+   * stream entries, each one batch's share of the partition
+   * (docs/decisions/0001-one-stream-entry-per-partition-per-batch.md), as raw bytes. Entries are
    * `<offset after the entry>-0`, so the entry holding offset `after + 1` is the first with id ≥
    * `after + 2`. Events of the first entry at or before `after` are cut off. An expired `after` reads
    * from the oldest retained entry.
@@ -165,7 +166,7 @@ export class PartitionStore {
   }
 
   /**
-   * Closes a partition of a timeline for appends (a timeline switch, issue 6 §3.2): from now on every
+   * Closes a partition of a timeline for appends (a timeline switch: docs/architecture.md#36-timelines): from now on every
    * append answers TIMELINE_CLOSED. Atomic with respect to appends, idempotent.
    * @returns the partition's last offset (-1 = none) at the moment it closed
    * @throws BrokerError 503 when Redis fails

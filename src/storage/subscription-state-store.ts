@@ -60,7 +60,7 @@ export type SubscriptionNoticeKind = 'topology' | 'commit' | 'reset' | 'authz';
 export const offsetField = (eventType: string, partition: string): string => `${eventType}:${partition}`;
 
 /**
- * Subscription consumption state in Redis under the subscription's hash tag (DESIGN.md §6): committed
+ * Subscription consumption state in Redis under the subscription's hash tag (docs/architecture.md#43-subscription-sessions): committed
  * offsets, sessions with lease expiry on Redis's clock, the assignment with a version, the reset
  * marker. Multi-key changes are Lua scripts fenced against the assignment; Redis failures surface as
  * `STORAGE_UNAVAILABLE` (503).
@@ -201,7 +201,7 @@ export class SubscriptionStateStore {
   }
 
   /**
-   * The dead-letter state of partitions (issue 14 §3), by offsets field; partitions without any are
+   * The dead-letter state of partitions (docs/architecture.md#44-dead-letter-queue-state), by offsets field; partitions without any are
    * absent. @throws BrokerError 503
    */
   async deadLetters(id: string, fields: readonly string[]): Promise<Map<string, PartitionDeadLetterState>> {

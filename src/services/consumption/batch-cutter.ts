@@ -17,7 +17,7 @@ export interface CutPolicy {
   skipped?(partition: StreamPartition): void;
 }
 
-/** The stream parameters batch cutting follows (spec "Stream parameters"; seconds as in the API). */
+/** The stream parameters batch cutting follows (docs/consuming.md "Stream parameters"; seconds as in the API). */
 export type BatchRules = Pick<StreamParameters, 'batchLimit' | 'batchFlushTimeoutSeconds' | 'batchTimespanSeconds' | 'streamKeepAliveLimit'>;
 
 /**
@@ -43,7 +43,7 @@ export interface BatchCutterOptions {
 }
 
 /**
- * Batch cutting of one stream, without I/O or clock (spec "Stream parameters"; WIRE.md "Streaming"):
+ * Batch cutting of one stream, without I/O or clock (docs/consuming.md "Stream parameters", "Keep-alives"):
  * keeps the partitions' read buffers and cuts batches of at most `batch_limit` events, at once when
  * full (at `batch_limit`, at what the policy's allowance — flow control, `stream_limit` — still
  * allows, at the buffer cap, or where an event falls outside `batch_timespan`), otherwise when

@@ -16,7 +16,7 @@ export interface FramePolicy {
   /** Whether batches carry `info.debug` (the first and the closing batch). */
   readonly debugInfo: boolean;
   /**
-   * What the `id:` of an `event-stream` event holds (README "Server-sent events"): `batch` (the
+   * What the `id:` of an `event-stream` event holds (docs/server-sent-events.md "Low-level streams", "Subscription streams"): `batch` (the
    * default) — the batch's cursor; `stream` — the JSON array of every partition's cursor after the
    * batch, which `X-Broker-Cursors` (or `Last-Event-ID`) takes to resume the stream right after it.
    */

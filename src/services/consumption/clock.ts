@@ -3,7 +3,7 @@ export type CancelTimer = () => void;
 
 /**
  * The time and the timers of a subscription stream's session (heartbeat, lease fence, commit timeout,
- * commit window; STYLE.md habit 5): the session asks this instead of the globals, so a test can drive
+ * commit window): the session asks this instead of the globals, so a test can drive
  * them with a fake clock.
  */
 export interface Clock {

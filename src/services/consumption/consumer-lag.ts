@@ -27,7 +27,7 @@ export interface TimelinePartition {
 
 /**
  * The lag of a committed offset on a partition (`unconsumed_events` of the stats, the lag gauges):
- * O(1) arithmetic on dense offsets (DESIGN.md §3).
+ * O(1) arithmetic on dense offsets (docs/concepts.md "Offsets and cursors").
  * @param committed the last consumed offset (-1 = nothing consumed yet)
  * @param range the partition's retained range (`newest` = oldest - 1 when it is empty)
  */
@@ -37,7 +37,7 @@ export function partitionLag(committed: number, range: PartitionRange): Partitio
 }
 
 /**
- * `consumer_lag_seconds` (WIRE.md "Commits, cursor reset, stats"; `broker_subscription_lag_seconds`): the
+ * `consumer_lag_seconds` (docs/consuming.md "Commits"; `broker_subscription_lag_seconds`): the
  * age in whole seconds of the oldest unconsumed event, from its `metadata.received_at`, against `nowMs`
  * (Redis's clock). 0 when nothing is unconsumed. One Redis read (the stream entry holding the event).
  * @returns undefined when the event carries no `metadata.received_at` (category `undefined`)
@@ -70,7 +70,7 @@ function ageSeconds(receivedAt: number | null, nowMs: number): number | undefine
 }
 
 /**
- * Reads every subscription's consumer lag from Redis for `/metrics` (DESIGN.md §8; issue 5 §1.2), with
+ * Reads every subscription's consumer lag from Redis for `/metrics` (docs/metrics.md "Consumer lag"), with
  * the same arithmetic as `GET /subscriptions/{id}/stats` ({@link partitionLag}; {@link lagSeconds} is
  * {@link receivedAtAfter} and the age from it).
  *

@@ -35,7 +35,7 @@ export interface StreamPolicy extends ReadPolicy, CutPolicy, FramePolicy {
 /** Why a stream ended: a debug message for the closing batch, or the client left / the node stops. */
 export type StreamEnd = { readonly kind: 'reason'; readonly debug: string } | { readonly kind: 'aborted' };
 
-/** Debug message of the closing batch when `stream_timeout` passed (WIRE.md "Streaming"). */
+/** Debug message of the closing batch when `stream_timeout` passed (docs/consuming.md "Subscription streams"). */
 export const STREAM_TIMEOUT_REACHED = 'Stream timeout reached';
 /** Debug message of the closing batch when every partition sent `stream_keep_alive_limit` empty batches. */
 export const KEEP_ALIVE_LIMIT_REACHED = 'Stream keep-alive limit reached';
@@ -55,7 +55,7 @@ export const READ_OUTAGE_TOLERANCE_MS = 10_000;
 const READ_RETRY_MS = 200;
 
 /**
- * Told once per ended stream what it sent (the KPI `broker.data.streamed`, issue 6 §4.1): the consuming
+ * Told once per ended stream what it sent (the KPI `broker.data.streamed`, docs/operations.md "The broker's own event types"): the consuming
  * subject, the subscription (absent for low-level streams) and the tallies per event type.
  */
 export type StreamedListener = (report: { readonly subject: Subject; readonly subscription?: string; readonly streamed: ReadonlyMap<string, Readonly<StreamTally>> }) => void;
@@ -70,7 +70,7 @@ export interface TimelineSource extends TimelineLookup {
 
 /** What an {@link EventStreamLoop} streams, from where, to whom. */
 export interface EventStreamLoopOptions {
-  /** The stream's parameters (spec "Stream parameters"; durations in seconds). */
+  /** The stream's parameters (docs/consuming.md "Stream parameters"; durations in seconds). */
   readonly params: StreamParameters;
   readonly sink: StreamSink;
   readonly policy: StreamPolicy;
@@ -84,8 +84,8 @@ export interface EventStreamLoopOptions {
 }
 
 /**
- * The batch loop shared by the low-level and the subscription streams (spec "Stream parameters";
- * WIRE.md "Low-level stream", "Streaming"; DESIGN.md §6).
+ * The batch loop shared by the low-level and the subscription streams (docs/consuming.md "Stream parameters",
+ * "Low-level streams", "Subscription streams"; docs/architecture.md#41-the-batch-loop-eventstreamloop).
  *
  * Per partition it reads stream entries after the last read offset into a buffer (PartitionReader,
  * partition-reader.ts), cuts batches of at most `batch_limit` events, flushes a batch as soon as it is
@@ -97,7 +97,7 @@ export interface EventStreamLoopOptions {
  * reader costs at most that much memory. It wakes on a publish notice for one of its partitions, on a
  * flush deadline, on `poke()` (a commit, a topology change), or on the slow safety-net poll. Each round
  * takes the event types' current timelines, so a reader that reaches the end of a closed timeline
- * continues on the next (issue 6 §3.2).
+ * continues on the next (docs/concepts.md "Timelines and storages").
  */
 export class EventStreamLoop {
   private readonly sink: StreamSink;

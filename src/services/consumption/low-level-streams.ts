@@ -16,7 +16,7 @@ import { EventStreamLoop, type StreamedListener, type StreamPartition, type Stre
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 import { negotiateStreamFormat, STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
 
-/** The `Warning` header of every low-level stream (spec "Low-level consumption (deprecated)"). */
+/** The `Warning` header of every low-level stream (docs/consuming.md "Low-level streams"). */
 export const DEPRECATION_WARNING = '299 - "The low-level API is deprecated and will be removed; use subscriptions"';
 
 /** The request headers a low-level stream reads, as received. */
@@ -42,8 +42,8 @@ interface Start {
 }
 
 /**
- * Low-level streams `GET /event-types/{name}/events` (spec "Low-level consumption (deprecated)";
- * WIRE.md "Low-level stream"): the client names its cursors in `X-Broker-Cursors` (absent = every
+ * Low-level streams `GET /event-types/{name}/events` (docs/consuming.md
+ * "Low-level streams"): the client names its cursors in `X-Broker-Cursors` (absent = every
  * partition from its newest offset) and tracks offsets itself; there are no commits. Consuming needs
  * the event type's `readers` and a consumer not on the blacklist; a stream whose consumer gets blocked
  * ends at once; with an owner selector, events the consumer may not read are left out.
@@ -60,7 +60,7 @@ export class LowLevelStreams {
     settings: Settings,
     eventTypeChanges: (listener: (name: string | undefined) => void) => void,
     private readonly eventTypes: EventTypeStore,
-    /** Partitions over all timelines of an event type (issue 6 §3.2). */
+    /** Partitions over all timelines of an event type (docs/concepts.md "Timelines and storages"). */
     private readonly logs: PartitionLogs,
     /** Current timelines of event types, and their changes (the event type cache). */
     private readonly timelineSource: TimelineSource,
@@ -77,7 +77,7 @@ export class LowLevelStreams {
     });
   }
 
-  /** Ends `policy`'s stream when the readers of its event type changed (spec "Authentication" 9). */
+  /** Ends `policy`'s stream when the readers of its event type changed (docs/security.md "Authorization: what a subject may do"). */
   private async recheck(policy: LowLevelPolicy): Promise<void> {
     try {
       const stored = await this.eventTypes.get(policy.eventType);
@@ -90,7 +90,7 @@ export class LowLevelStreams {
 
   /**
    * Checks everything that can fail before the first byte, then answers with the stream: JSON lines,
-   * or server-sent events when `Accept` asks for `text/event-stream` (README "Server-sent events").
+   * or server-sent events when `Accept` asks for `text/event-stream` (docs/server-sent-events.md "Low-level streams").
    * The cursors come from `X-Broker-Cursors`, else `Last-Event-ID` (an `EventSource` reconnecting:
    * the `id:` of an event is the stream's cursors after it), else the query parameter `cursors` (same
    * JSON; for clients that cannot send headers); none = every partition from its newest offset.
@@ -159,7 +159,7 @@ export class LowLevelStreams {
   }
 }
 
-/** `stream_limit` over all partitions; cursors `{"partition","offset"}` (spec "Cursor"); per-event filter; blocking. */
+/** `stream_limit` over all partitions; cursors `{"partition","offset"}` (docs/concepts.md "Offsets and cursors"); per-event filter; blocking. */
 class LowLevelPolicy implements StreamPolicy {
   private sentEvents = 0;
   private ended: string | undefined;
@@ -209,7 +209,7 @@ class LowLevelPolicy implements StreamPolicy {
 }
 
 /**
- * The cursors a low-level stream was asked to start after (README "Server-sent events"):
+ * The cursors a low-level stream was asked to start after (docs/server-sent-events.md "Low-level streams"):
  * `X-Broker-Cursors`, else `Last-Event-ID`, else the query parameter `cursors`; undefined when none
  * is given. An `EventSource` reconnecting sends its URL again (with any `cursors`) and `Last-Event-ID`,
  * which is newer, so it wins over the parameter.

@@ -47,7 +47,7 @@ export interface PartitionReaderOptions {
 }
 
 /**
- * Reading of one stream (DESIGN.md §6; docs/architecture.md §4.1): follows each partition's active
+ * Reading of one stream (docs/architecture.md#41-the-batch-loop-eventstreamloop): follows each partition's active
  * timeline and its publish notices (a notice records the partition's next offset and wakes the loop),
  * and reads stream entries after each partition's last read offset into the read buffers while the
  * stream's buffered bytes (its own plus the client socket's) stay under

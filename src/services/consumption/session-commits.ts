@@ -167,7 +167,7 @@ export class SessionCommits {
   }
 
   /**
-   * The commit window (WIRE.md "Commits"): waits until nothing sent is uncommitted, the clock reaches
+   * The commit window (docs/consuming.md "Commits"): waits until nothing sent is uncommitted, the clock reaches
    * `deadline` (clock ms), or `stopping()` says the node stops; looks again at each {@link recheck}.
    */
   async waitForCommits(deadline: number, stopping: () => boolean): Promise<void> {

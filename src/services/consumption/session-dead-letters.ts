@@ -8,7 +8,7 @@ import type { RunnerDeps } from './session-types.js';
 
 /** What {@link SessionDeadLetters} works with. */
 export interface SessionDeadLettersOptions {
-  /** The subscription's dead-letter settings (issue 14 §3), from its annotations when the stream opened. */
+  /** The subscription's dead-letter settings (docs/consuming.md "Dead letters"), from its annotations when the stream opened. */
   readonly policy: DeadLetterPolicy;
   /** The node's stores, dead-letter queue, meter and logger. */
   readonly deps: Pick<RunnerDeps, 'state' | 'logs' | 'deadLetters' | 'consumption' | 'logger'>;
@@ -25,7 +25,7 @@ export interface SessionDeadLettersOptions {
 }
 
 /**
- * The dead-letter handling of one subscription stream (issue 14 §3; docs/architecture.md §4.4): when it
+ * The dead-letter handling of one subscription stream (docs/consuming.md "Dead letters"; docs/architecture.md#44-dead-letter-queue-state): when it
  * takes a partition, per the policy and the partition's stored failed sends (`deadLetterStart`), it
  * streams it normally, searches it one event per batch, or first skips its poison event (stored in the
  * dead-letter queue with `DEAD_LETTER_QUEUE`, then committed by the broker); a commit resets the failed
@@ -62,7 +62,7 @@ export class SessionDeadLetters {
     }
   }
 
-  /** Dead-letter search (issue 14 §3): one event per batch, each once everything sent before it is committed. */
+  /** Dead-letter search (docs/consuming.md "Dead letters"): one event per batch, each once everything sent before it is committed. */
   partitionAllowance(partition: StreamPartition): number {
     if (!this.searching.has(partition.key)) return Number.POSITIVE_INFINITY;
     return this.options.uncommittedOf(partition) === 0 ? 1 : 0;
@@ -70,7 +70,7 @@ export class SessionDeadLetters {
 
   /**
    * What to do with a partition this stream takes at `committed` under the subscription's dead-letter
-   * policy (issue 14 §3; `deadLetterStart`): stream it normally, search it one event per batch, or first
+   * policy (docs/consuming.md "Dead letters"; `deadLetterStart`): stream it normally, search it one event per batch, or first
    * skip its poison event (stored in the dead-letter queue with `DEAD_LETTER_QUEUE`, then committed by
    * the broker). Writes the partition's new state.
    * @returns the offset to stream after

@@ -42,7 +42,8 @@ export interface SessionRunnerOptions {
 
 /**
  * One subscription stream on this node: the state machine starting → streaming → leaving → (closing →)
- * released of `SESSION_TRANSITIONS` (STYLE.md habit 6). It follows the assignment (adds partitions it is
+ * released of `SESSION_TRANSITIONS` (an explicit state machine, so every transition is named and
+ * checked; docs/architecture.md#43-subscription-sessions). It follows the assignment (adds partitions it is
  * given, stops sending partitions that move away and hands them over once committed), applies flow
  * control (`max_uncommitted_events`), `commit_timeout` and `stream_limit` over committed events, and
  * renews its lease. It sends only while its lease is known valid on the local clock, so a node paused
@@ -62,7 +63,8 @@ export class SessionRunner implements StreamPolicy {
   private fullRefreshQueued = false;
   /**
    * Settles once the batch loop returned: its last batches were handed to the client's socket, or
-   * dropped (client gone, session lost). The session is never released before (issue 15 §5.2).
+   * dropped (client gone, session lost). The session is never released before: a stopping
+   * node must not deliver offsets the partition's next holder already has.
    */
   private loopEnded: Promise<unknown> = Promise.resolve();
   private readonly commitTimeoutMs: number;
@@ -71,7 +73,7 @@ export class SessionRunner implements StreamPolicy {
   private readonly subscription: ResolvedSubscription;
   private readonly params: StreamParameters;
   private readonly format: StreamFormat;
-  /** The subscription's dead-letter handling (issue 14 §3), when its annotations set a policy. */
+  /** The subscription's dead-letter handling (docs/consuming.md "Dead letters"), when its annotations set a policy. */
   private readonly deadLetters: SessionDeadLetters | undefined;
 
   /** The session's id (`X-Broker-StreamId`). */
@@ -211,7 +213,7 @@ export class SessionRunner implements StreamPolicy {
   /**
    * Node shutdown: end the stream now and release the session (also one inside its commit window).
    * Resolves once the loop wrote its last batches (or dropped them); the release follows in `leave`,
-   * never before (issue 15 §5.2).
+   * never before (docs/operations.md "Graceful stops").
    */
   async stop(): Promise<void> {
     this.override ??= NODE_SHUTTING_DOWN;
@@ -226,14 +228,14 @@ export class SessionRunner implements StreamPolicy {
   allowance(): number {
     if (!this.lease.valid) return 0;
     // The session is gone: its partitions may be another stream's already, so the closing flush drops
-    // what is buffered instead of sending it (issue 15 §5.2).
+    // what is buffered instead of sending it.
     if (this.override === END_REASONS.sessionLost) return 0;
     const byCommits = this.params.maxUncommittedEvents - this.commits.uncommitted();
     const byLimit = this.params.streamLimit === 0 ? Number.POSITIVE_INFINITY : this.params.streamLimit - this.commits.sentInStream;
     return Math.max(0, Math.min(byCommits, byLimit));
   }
 
-  /** Dead-letter search (issue 14 §3): one event per batch, each once everything sent before it is committed. */
+  /** Dead-letter search (docs/consuming.md "Dead letters"): one event per batch, each once everything sent before it is committed. */
   partitionAllowance(partition: StreamPartition): number {
     return this.deadLetters?.partitionAllowance(partition) ?? Number.POSITIVE_INFINITY;
   }
@@ -275,7 +277,7 @@ export class SessionRunner implements StreamPolicy {
     return `{"partition":${JSON.stringify(a.partition)},"offset":"${this.timelinesOf(a.eventType).format(a.partition, this.commits.committed.get(field) ?? this.lastOffsets.get(field) ?? -1)}","event_type":${JSON.stringify(a.eventType)},"cursor_token":"${randomUUID()}"}`;
   }
 
-  /** Subscription batches say why a stream starts and ends (WIRE.md "Streaming"). */
+  /** Subscription batches say why a stream starts and ends (docs/consuming.md "Subscription streams"). */
   readonly debugInfo = true;
 
   cursor(p: StreamPartition): string {
@@ -376,13 +378,13 @@ export class SessionRunner implements StreamPolicy {
   /**
    * Leaves the subscription (state `leaving`). With uncommitted events and no reason to release at
    * once, the session moves to `closing`: it stays as `closed` in Redis for `commit_timeout` so the
-   * client can still commit (WIRE.md "Commits"); its partitions move to other streams when committed or
+   * client can still commit (docs/consuming.md "Commits"); its partitions move to other streams when committed or
    * when the window ends.
    */
   private async leave(releaseNow: boolean): Promise<void> {
     const { logger } = this.owner.deps;
-    // Partitions move only after this stream's last batch went to its socket or was dropped (issue 15
-    // §5.2): a stopping node must not deliver offsets the partition's next holder already has.
+    // Partitions move only after this stream's last batch went to its socket or was dropped: a stopping
+    // node must not deliver offsets the partition's next holder already has.
     await this.loopEnded;
     try {
       if (releaseNow || this.commits.uncommitted() === 0) {

@@ -1,6 +1,6 @@
 /**
- * The states of one subscription stream's session on its node (STYLE.md habit 6; docs/architecture.md
- * §4.3), in the order a session goes through them:
+ * The states of one subscription stream's session on its node (an explicit state machine, so every transition is named and
+ * checked; docs/architecture.md#43-subscription-sessions), in the order a session goes through them:
  * - `starting`: the session joined the subscription in Redis; its batch loop does not run yet.
  * - `streaming`: the batch loop runs; heartbeats renew the lease every third of it.
  * - `leaving`: the loop returned (heartbeats stopped); the session leaves Redis at once — with nothing

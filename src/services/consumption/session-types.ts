@@ -15,7 +15,7 @@ import type { DeadLetterQueue } from '../dead-letter-queue.js';
 import type { Clock } from './clock.js';
 import type { EventStreamLoop, StreamedListener, StreamPolicy } from './event-stream.js';
 
-/** One partition of a subscription with its event type's timelines (issue 6 §3.2). */
+/** One partition of a subscription with its event type's timelines (docs/concepts.md "Timelines and storages"). */
 export interface SubscriptionPartition extends PartitionKey {
   readonly timelines: TimelineMap;
 }
@@ -28,7 +28,7 @@ export interface ResolvedSubscription {
   readonly eventTypes: readonly EventType[];
 }
 
-/** Closing-batch debug messages (WIRE.md "Streaming"). */
+/** Closing-batch debug messages (docs/consuming.md "Subscription streams"). */
 export const END_REASONS = {
   commitTimeout: 'Commit timeout reached',
   streamLimit: (n: number) => `Stream limit in events reached: ${n}`,
@@ -59,7 +59,7 @@ export type OpenSessionLoop = (params: StreamParameters, sink: StreamSink, polic
 /** The stores, clock and settings a session runner works with (shared by all runners of a node). */
 export interface RunnerDeps {
   readonly state: SessionStore;
-  /** Reads the event a dead-letter skip stores (issue 14 §3). */
+  /** Reads the event a dead-letter skip stores (docs/consuming.md "Dead letters"). */
   readonly logs: Pick<PartitionLogs, 'read'>;
   /** Builds a stream's batch loop. */
   readonly openLoop: OpenSessionLoop;
@@ -68,7 +68,7 @@ export interface RunnerDeps {
   readonly logger: Logger;
   /** Counts skipped poison events (`broker_dead_letters_total`). */
   readonly consumption: ConsumptionMeter;
-  /** Where skipped events go with `DEAD_LETTER_QUEUE` (issue 14 §3); absent = they are only skipped. */
+  /** Where skipped events go with `DEAD_LETTER_QUEUE` (docs/consuming.md "Dead letters"); absent = they are only skipped. */
   readonly deadLetters: DeadLetterSink | undefined;
   /** Time and timers of the sessions: heartbeat, lease fence, commit timeout, commit window. */
   readonly clock: Clock;

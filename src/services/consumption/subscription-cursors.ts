@@ -11,7 +11,7 @@ import type { ResolvedSubscription, SubscriptionPartition, SubscriptionStreams }
 import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability/meters.js';
 import { lagSeconds, partitionLag } from './consumer-lag.js';
 
-/** A subscription cursor as sent and served (spec "SubscriptionCursor"). */
+/** A subscription cursor as sent and served (docs/concepts.md "Offsets and cursors"). */
 export interface SubscriptionCursor {
   partition: string;
   offset: string;
@@ -19,7 +19,7 @@ export interface SubscriptionCursor {
   cursor_token: string;
 }
 
-/** One partition in `GET /subscriptions/{id}/stats` (WIRE.md "Commits, cursor reset, stats"). */
+/** One partition in `GET /subscriptions/{id}/stats` (docs/consuming.md "Commits"). */
 export interface PartitionStats {
   partition: string;
   state: 'unassigned' | 'reassigning' | 'assigned';
@@ -27,7 +27,7 @@ export interface PartitionStats {
   consumer_lag_seconds?: number;
   stream_id: string;
   assignment_type: 'auto' | 'direct';
-  /** Dead-letter queue (issue 14 §3): sends of its events that ended without a commit, when above 0. */
+  /** Dead-letter queue (docs/consuming.md "Dead letters"): sends of its events that ended without a commit, when above 0. */
   failed_send_count?: number;
   /** Dead-letter queue: the last offset of the dead-letter search window, while the partition is in it. */
   dead_letter_search_until?: string;
@@ -45,8 +45,8 @@ export type CommitAnswer = { status: 204 } | { status: 200; body: { items: { cur
 const RESET_POLL_MS = 50;
 
 /**
- * Commits, committed cursors, cursor reset and stats of a subscription (spec "Subscriptions";
- * WIRE.md "Commits, cursor reset, stats"). Commits are fenced in Lua against the assignment and the
+ * Commits, committed cursors, cursor reset and stats of a subscription (docs/consuming.md
+ * "Commits"). Commits are fenced in Lua against the assignment and the
  * session's lease, so they are accepted on any node.
  */
 export class SubscriptionCursors {
@@ -62,7 +62,7 @@ export class SubscriptionCursors {
    * Commits cursors for the stream `streamId`.
    * @param streamId `X-Broker-StreamId`, required and non-empty by the route's header schema (400)
    * @param body `{items: [SubscriptionCursor]}` (`SubscriptionCursorsInputSchema`, src/domain/cursor-input.ts)
-   * @param subject must be a reader of the subscription and of each of its event types (spec "Authentication" 5)
+   * @param subject must be a reader of the subscription and of each of its event types (docs/security.md "Authorization: what a subject may do")
    * @throws BrokerError 400 (body shape), 403, 404, 422 (too many cursors, a cursor without its string
    *   fields, unknown or expired stream, partition not held by that stream, invalid cursor), 503
    */
@@ -114,7 +114,7 @@ export class SubscriptionCursors {
   }
 
   /**
-   * Cursor reset (WIRE.md "Commits, cursor reset, stats"): refuses new streams, closes the open ones
+   * Cursor reset (docs/consuming.md "Commits"): refuses new streams, closes the open ones
    * (`Resetting subscription cursors`), waits until they are gone (at most the commit timeout), then
    * initializes missing offsets and writes the given ones. At most `MAX_CURSORS_PER_REQUEST` (src/domain/offsets.ts) cursors (422).
    * @param authorize runs once the subscription is known, before anything changes (the route checks admin
@@ -147,7 +147,7 @@ export class SubscriptionCursors {
       const state = await this.state.read(id);
       await this.streams.initialize(subscription);
       await this.state.writeOffsets(id, offsets);
-      // A reset starts the dead-letter counting over (issue 14 §3).
+      // A reset starts the dead-letter counting over (docs/consuming.md "Dead letters").
       await this.state.clearDeadLetters(id);
       // Every session is gone now (closed ones lose their commit window): partitions are unassigned.
       await this.state.apply(id, {
@@ -162,9 +162,9 @@ export class SubscriptionCursors {
   }
 
   /**
-   * Per-partition statistics (WIRE.md "Commits, cursor reset, stats"): assignment state, stream,
+   * Per-partition statistics (docs/consuming.md "Commits"): assignment state, stream,
    * `unconsumed_events` once initialized, the dead-letter state (`failed_send_count`,
-   * `dead_letter_search_until`; issue 14 §3) when there is one, `consumer_lag_seconds` with `showTimeLag` (age of the oldest
+   * `dead_letter_search_until`; docs/consuming.md "Dead letters") when there is one, `consumer_lag_seconds` with `showTimeLag` (age of the oldest
    * unconsumed event from its `metadata.received_at`, 0 when nothing is unconsumed; omitted when that
    * cannot be told, e.g. category `undefined` without metadata).
    * @param authorize runs once the subscription is known, before anything is read (the route checks read

@@ -24,7 +24,7 @@ interface Channel {
 }
 
 /**
- * Change notices of subscriptions (issue 15 §3): each subscription has its own sharded channel
+ * Change notices of subscriptions (docs/architecture.md#43-subscription-sessions): each subscription has its own sharded channel
  * (`keys.subscriptionNotices`, in the slot of its state, so the commit and assignment scripts SPUBLISH
  * on it), and a node subscribes only to the channels of the subscriptions it streams: the first
  * listener of a subscription SSUBSCRIBEs, the last one to leave SUNSUBSCRIBEs. A notice goes straight

@@ -37,7 +37,7 @@ export interface SubscriptionStreamsOptions {
   /** The node's event type cache (invalidated on every change) or the store itself. */
   readonly eventTypes: Pick<EventTypeStore, 'get'>;
   readonly state: SubscriptionStateStore;
-  /** Partitions over all timelines (issue 6 §3.2). */
+  /** Partitions over all timelines (docs/concepts.md "Timelines and storages"). */
   readonly logs: PartitionLogs;
   /** Current timelines of event types, and their changes (the event type cache). */
   readonly timelineSource: TimelineSource;
@@ -45,7 +45,7 @@ export interface SubscriptionStreamsOptions {
   readonly logger: Logger;
   /** Counts streams, rebalances (`broker_subscription_rebalances_total`), dead letters; default none. */
   readonly metrics?: ConsumptionMeter;
-  /** The dead-letter queue skipped events go to (issue 14 §3); absent = they are only skipped. */
+  /** The dead-letter queue skipped events go to (docs/consuming.md "Dead letters"); absent = they are only skipped. */
   readonly deadLetters?: DeadLetterSink;
   /** This node's id in its sessions' info; default a random UUID. */
   readonly nodeId?: string;
@@ -55,8 +55,8 @@ export interface SubscriptionStreamsOptions {
 
 const MAX_APPLY_ATTEMPTS = 50;
 /**
- * Subscription streams (spec "Subscriptions"; WIRE.md "Streaming", "Commits, cursor reset, stats",
- * "Rebalancing"; DESIGN.md §6). Every stream is a session in Redis with a lease renewed by heartbeat;
+ * Subscription streams (docs/consuming.md "Subscription streams", "Commits",
+ * "Rebalancing"; docs/architecture.md#43-subscription-sessions). Every stream is a session in Redis with a lease renewed by heartbeat;
  * the partition assignment is recomputed by the pure `rebalance` whenever a session joins, leaves or
  * expires, and written with compare-and-set on its version. A node listens to the notice channel of
  * each subscription it streams (`SubscriptionNotices`): a change of assignment, a commit or a reset
@@ -138,14 +138,14 @@ export class SubscriptionStreams implements SessionOwner {
    */
   start(notices: SubscriptionNotices): void {
     this.notices = notices;
-    // Blocking a consumer ends its live streams (WIRE.md "Settings").
+    // Blocking a consumer ends its live streams (docs/security.md "Blacklist and feature toggles").
     this.settings.onChange(() => {
       for (const runner of this.runners.values()) {
         if (this.access.consumptionBlocked(runner.subject, runner.eventTypes)) runner.end(END_REASONS.blocked);
       }
     });
     // When the readers of one of its event types change, a stream ends; its consumer reconnects if still
-    // authorized (spec "Authentication" 9).
+    // authorized (docs/security.md "Authorization: what a subject may do").
     this.eventTypeChanges((name) => {
       for (const runner of this.runners.values()) if (name === undefined || runner.eventTypes.includes(name)) void this.recheck(runner);
     });
@@ -191,7 +191,7 @@ export class SubscriptionStreams implements SessionOwner {
   }
 
   /**
-   * The subscription, if `subject` may consume it and commit to it (spec "Authentication" 5, 9): reader
+   * The subscription, if `subject` may consume it and commit to it (docs/security.md "Authorization: what a subject may do"): reader
    * rights on it and read rights on each event type, not blocked. @throws BrokerError 403, 404, 503
    */
   async resolveForConsumer(id: string, subject: Subject): Promise<ResolvedSubscription> {
@@ -208,8 +208,8 @@ export class SubscriptionStreams implements SessionOwner {
   /**
    * Opens a stream: checks parameters, joins the subscription as a new session (rebalancing its
    * partitions), and answers with the stream (`X-Broker-StreamId` in the headers): JSON lines, or
-   * server-sent events whose first event also carries the stream id in `info.stream_id` (README
-   * "Server-sent events").
+   * server-sent events whose first event also carries the stream id in `info.stream_id` (docs/server-sent-events.md
+   * "Subscription streams").
    * @param query the query as the pipeline checked it (route table: `SubscriptionStreamQuerySchema`)
    * @param body the parsed JSON body of a `POST` (checked here: `StreamParametersBodySchema`), else undefined
    * @param format the framing the client asked for with `Accept` (`negotiateStreamFormat`)
@@ -269,7 +269,7 @@ export class SubscriptionStreams implements SessionOwner {
   }
 
   /**
-   * Lazy `read_from` (WIRE.md "Subscriptions"): partitions without a committed offset get one now —
+   * Lazy `read_from` (docs/concepts.md "Subscriptions"): partitions without a committed offset get one now —
    * `end` = the newest offset at this moment, `begin` = before the oldest, `cursors` = the initial
    * cursor (before the oldest if it expired meanwhile). Racing nodes keep the first value.
    */
@@ -361,7 +361,7 @@ export class SubscriptionStreams implements SessionOwner {
     });
   }
 
-  /** Refuses new streams and ends the open ones at once; their sessions are released (DESIGN.md §6). */
+  /** Refuses new streams and ends the open ones at once; their sessions are released (docs/operations.md "Graceful stops"). */
   async close(): Promise<void> {
     this.shuttingDown = true;
     await Promise.all([...this.runners.values()].map(async (r) => {
@@ -372,7 +372,7 @@ export class SubscriptionStreams implements SessionOwner {
 
 }
 
-/** Per event type with an owner selector, the test of which events `subject` may read (spec "Authentication" 10). */
+/** Per event type with an owner selector, the test of which events `subject` may read (docs/consuming.md "Per-event authorization"). */
 function eventFilters(access: AccessControl, subject: Subject, eventTypes: readonly EventType[]): Map<string, (event: string) => boolean> {
   const filters = new Map<string, (event: string) => boolean>();
   for (const eventType of eventTypes) {

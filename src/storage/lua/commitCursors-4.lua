@@ -1,8 +1,8 @@
 --[[
-  Commits cursors of one stream, fenced against the current assignment (DESIGN.md §6): the session
+  Commits cursors of one stream, fenced against the current assignment (docs/architecture.md#43-subscription-sessions): the session
   must be alive (lease or commit window not expired) and hold every partition it commits (`session`
   of the partition's assignment, also while it is reassigning away). Cursors of one partition are
-  compared in request order against the running maximum (WIRE.md "Commits").
+  compared in request order against the running maximum (docs/consuming.md "Commits").
 
   KEYS[1] offsets   (hash)  `<event type>:<partition>` → last committed offset
   KEYS[2] sessions  (zset)  stream id → expiry, ms on Redis's clock
