@@ -1,13 +1,13 @@
 /**
- * The media type rule of request bodies (issue 13 §4: no cross-site writes; spec "Endpoints": all
- * bodies are JSON). Pure, no I/O; the HTTP server applies it to every POST, PUT, PATCH and DELETE
+ * The media type rule of request bodies: every body is JSON, and a web page cannot send one cross-site
+ * without a CORS preflight (docs/security.md "Cross-site requests"). Pure, no I/O; the HTTP server applies it to every POST, PUT, PATCH and DELETE
  * before authentication, so a refused request does nothing.
  */
 
 const JSON_MEDIA_TYPE = /^application\/(?:[a-z0-9!#$&^_.+-]+\+)?json$/;
 
 /**
- * Why a state-changing request's body is not declared as JSON (issue 13 §4: no cross-site writes), or
+ * Why a state-changing request's body is not declared as JSON (no cross-site writes), or
  * undefined when it is. A `Content-Type`, when sent, must be `application/json` or an
  * `application/<x>+json` type (any case), with any parameters but a `charset` other than UTF-8; without
  * one, the request must have no body (no `Content-Length` above 0, no chunked body), as a DELETE or a

@@ -1,5 +1,5 @@
 /**
- * Reading request bodies within their route's limits (issue 13 §2; WIRE.md "Conventions"): the limits
+ * Reading request bodies within their route's limits (docs/http-api.md "Requests"): the limits
  * by route kind, the early refusal of a declared oversize body, receiving a body with `Content-Length`
  * or chunked, inflating gzip and zstd bodies without passing the limit, and strict JSON parsing.
  */
@@ -65,7 +65,7 @@ export function refuseDeclaredOversize(req: HyperExpress.Request, limit: BodyLim
 }
 
 /**
- * The body as sent, inflated when `Content-Encoding: gzip` or `zstd` (WIRE.md "Conventions").
+ * The body as sent, inflated when `Content-Encoding: gzip` or `zstd` (docs/http-api.md "Compression").
  * @param limit the route's limits (`http.maxBodyBytes` / `http.maxInflatedBodyBytes` for publishing,
  *   `http.maxControlBodyBytes` otherwise)
  * @throws BrokerError 413 above the limit as sent or inflated (a gzip or zstd bomb stops inflating at
@@ -89,7 +89,8 @@ export async function readBody(req: HyperExpress.Request, limit: BodyLimit): Pro
 }
 
 /**
- * Parses a JSON request body strictly (DESIGN.md §7; WIRE.md "Conventions": malformed JSON is 400):
+ * Parses a JSON request body strictly (docs/architecture.md "7. Hostile input and the schema cost
+ * budget"; malformed JSON is 400, docs/http-api.md "Status codes"):
  * UTF-8 without invalid sequences, nesting at most `MAX_JSON_DEPTH` levels, and no `__proto__` or
  * `constructor.prototype` key anywhere (src/domain/json-limits.ts).
  * @throws BrokerError 400 (BAD_REQUEST) naming what is wrong

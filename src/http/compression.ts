@@ -2,11 +2,11 @@ import zlib from 'node:zlib';
 import zstd from 'zstd-napi/binding.js';
 
 /**
- * HTTP content codings of the broker (spec "What the service does" item 9; WIRE.md "Conventions"):
+ * HTTP content codings of the broker (docs/compression.md; docs/http-api.md "Compression"):
  * which coding a consumption stream is sent with, the per-stream compressors that turn batch lines
  * into complete compressed blocks, and the bounded zstd decoder of publish bodies.
  *
- * zstd comes from `zstd-napi` (Node 20's zlib has none; DESIGN.md §1 "Added as the product grows"):
+ * zstd comes from `zstd-napi` (Node 20's zlib has none; docs/architecture.md "9. Dependencies"):
  * an N-API binding of libzstd 1.5.7 built from the sources inside its npm tarball, with the streaming
  * API (`ZSTD_compressStream2` with `ZSTD_e_flush`, `ZSTD_decompressStream`) a stream needs.
  */

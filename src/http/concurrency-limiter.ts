@@ -1,7 +1,7 @@
 import { brokerError, BrokerError } from '../errors/catalog.js';
 
 /**
- * A counting semaphore with a bounded FIFO queue, per node (issue 13 §2.3): at most `concurrency`
+ * A counting semaphore with a bounded FIFO queue, per node (docs/operations.md): at most `concurrency`
  * holders at once, at most `queueLength` waiting; one more is refused at once with a 503
  * (`OVERLOADED`, `Retry-After: 1`) before anything was done. The HTTP server runs control-plane work
  * that grows with a request's size (reading and parsing its body, validating its lists, the Redis

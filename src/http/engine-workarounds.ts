@@ -1,7 +1,8 @@
 /**
- * Where the broker works around its HTTP engine, hyper-express 6.18 on uWebSockets.js 20.30 (DESIGN.md
- * §1): each function names what the engine does on its own and why the broker cannot use that. The
- * request pipeline, the body reader and the stream writer call these instead of the engine directly.
+ * Where the broker works around its HTTP engine, hyper-express 6.18 on uWebSockets.js 20.30
+ * (docs/architecture.md "9. Dependencies"): each function names what the engine does on its own and
+ * why the broker cannot use that. The request pipeline, the body reader and the stream writer call
+ * these instead of the engine directly.
  */
 import HyperExpress from 'hyper-express';
 import { PortInUseError } from './port-check.js';

@@ -1,6 +1,6 @@
 /**
- * The one pipeline every request runs through (DESIGN.md §1; docs/architecture.md "HTTP pipeline"):
- * flow id (echoed or generated, WIRE.md "Conventions") → 503 while draining → 413 declared oversize →
+ * The one pipeline every request runs through (docs/architecture.md "3.1 HTTP pipeline"): flow id
+ * (echoed or generated, docs/http-api.md "Headers") → 503 while draining → 413 declared oversize →
  * 415 body media type → authentication → control-plane limiter slot → path, query and headers checked
  * against the route's schemas (src/http/request-inputs.ts) → handler → answer (gzip for large
  * bodies), stream (src/http/stream-writer.ts) or RFC 7807 problem → metrics, access-log entry and log
@@ -28,7 +28,7 @@ import { checkRequestInputs, type RouteInputs } from './request-inputs.js';
 
 const gzip = promisify(zlib.gzip);
 
-/** Methods whose requests change state: their bodies must be declared as JSON (issue 13 §4). */
+/** Methods whose requests change state: their bodies must be declared as JSON, so a web page cannot send them cross-site without a CORS preflight (docs/security.md "Cross-site requests"). */
 const STATE_CHANGING: ReadonlySet<Method> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /** Request headers a browser may send cross-origin to a listed origin (preflight answer). */
 const CORS_ALLOW_HEADERS = 'Authorization, Content-Type, Content-Encoding, X-Flow-Id, X-Broker-StreamId, X-Broker-Cursors, Last-Event-ID, span-ctx';
@@ -51,7 +51,7 @@ export interface RouteSettings {
   readonly limited: boolean;
   /** Records the request's latency and status; none without metrics. */
   readonly record?: RequestRecorder;
-  /** The schemas of its path parameters, query and headers, checked before the handler runs (issue 16 §1.1). */
+  /** The schemas of its path parameters, query and headers, checked before the handler runs (src/http/request-inputs.ts). */
   readonly inputs: RouteInputs;
 }
 
@@ -60,7 +60,7 @@ export interface RequestPipelineOptions {
   /** Turns each request's `Authorization` header into its subject (401 problems come from it). */
   readonly authenticator: Authenticator;
   readonly logger: Logger;
-  /** The node's control-plane limiter, held by routes registered `limited` (issue 13 §2.3). */
+  /** The node's control-plane limiter, held by routes declared `limited` (src/http/concurrency-limiter.ts). */
   readonly controlLimiter: ConcurrencyLimiter;
   /** Origins (`scheme://host[:port]`) answered with CORS headers; empty = none ever. */
   readonly corsAllowedOrigins: readonly string[];
@@ -221,8 +221,9 @@ export class RequestPipeline {
   }
 
   /**
-   * The CORS answer headers for a request from `origin` (issue 13 §4): only for an origin listed in
-   * `http.corsAllowedOrigins`, so with the default (none listed) no answer ever carries CORS headers.
+   * The CORS answer headers for a request from `origin` (docs/security.md "Cross-site requests"): only
+   * for an origin listed in `http.corsAllowedOrigins`, so with the default (none listed) no answer ever
+   * carries CORS headers.
    */
   private corsHeaders(origin: string | undefined): Readonly<Record<string, string>> | undefined {
     if (origin === undefined || !this.corsOrigins.has(origin)) return undefined;

@@ -1,7 +1,8 @@
 /**
- * Sending a streamed answer to the client's socket (DESIGN.md §6): status and headers at once, then
- * the answer's writes through a {@link StreamSink} with backpressure, compressed when the client asks
- * (docs/compression.md), until the answer settles, the client leaves or the node shuts down.
+ * Sending a streamed answer to the client's socket (docs/architecture.md "4. Stream path"): status and
+ * headers at once, then the answer's writes through a {@link StreamSink} with backpressure, compressed
+ * when the client asks (docs/compression.md), until the answer settles, the client leaves or the node
+ * shuts down.
  */
 import type HyperExpress from 'hyper-express';
 import type { Logger } from '../observability/logger.js';
@@ -50,8 +51,8 @@ export async function sendStream(res: HyperExpress.Response, answer: StreamingAn
   // Writes the status line and these headers now (hyper-express initiates the response), but not the
   // blank line: uWS 20.30 writes that only as the start of the first chunk (`\r\n<size>\r\n<data>` in
   // one call; a zero-length write writes nothing). So the header block cannot leave alone and streams
-  // send an opening batch at once, which travels with the blank line (issue 14 §2; README "Known gaps";
-  // the bytes of every approach tried: scripts/probe-stream-head.ts).
+  // send an opening batch at once, which travels with the blank line (the bytes of every approach
+  // tried: scripts/probe-stream-head.ts).
   res.write('');
   const writer = new BackpressureWriter(res);
   const compressor: StreamCompressor | undefined =

@@ -1,14 +1,14 @@
 /**
- * The JSON objects of the HTTP API as TypeBox schemas (issue 16 §1, §2; spec "Definitions"; WIRE.md),
- * with their TypeScript types derived by `Static<>`. They describe what the node sends and accepts; the
- * route table (`route-table.ts`) uses them per route and status, the OpenAPI document
+ * The JSON objects of the HTTP API as TypeBox schemas (docs/http-api.md; docs/concepts.md), with
+ * their TypeScript types derived by `Static<>`. They describe what the node sends and accepts; the
+ * route declarations (src/http/routes/*.ts) use them per route and status, the OpenAPI document
  * (`openapi.ts`) names them under `components.schemas` ({@link NAMED_SCHEMAS}), and the integration
  * tests validate every JSON answer against them (test/support/response-schemas.ts).
  *
  * Wire names stay snake_case. Records the node builds itself (event types, subscriptions, storages,
  * timelines, batch items) are closed (`additionalProperties: false`): a field the node starts to send
- * must be described here first, or the integration tests fail. Request bodies are described for the
- * document; their checks are still the hand-written ones in `src/domain` (issue 16 §1.1, a later step).
+ * must be described here first, or the integration tests fail. Request bodies are declared and checked
+ * where they are read, in `src/domain` (e.g. src/domain/event-type-input.ts); `wire/` re-exports them.
  *
  * The schemas live in `wire/` by area (common pieces, event types, subscriptions, settings); this
  * module re-exports them and names them for the document.

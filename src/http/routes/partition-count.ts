@@ -17,7 +17,7 @@ export interface PartitionCountDeps {
 const route = routesOf<PartitionCountDeps>();
 
 /**
- * Repartitions an event type (docs/concepts.md "Partitions"; see {@link Repartitioning}). Checks in
+ * Repartitions an event type (docs/concepts.md "Partitions"; docs/operations.md "Repartitioning"; see {@link Repartitioning}). Checks in
  * this order: 503 while `disable_db_write_operations` is on; 403 `Repartitioning is disabled (feature
  * repartitioning)` while the feature is off; 400 for a malformed body; 404 for an unknown event type;
  * 403 unless the caller is in the event type's `admins` or an administrator (like `PUT`/`DELETE

@@ -40,7 +40,7 @@ async function readable(ctx: Pick<RequestContext, 'params' | 'subject'>, { regis
 }
 
 /**
- * Publishing and partition routes (docs/publishing.md; docs/consuming.md "Offsets and cursors"):
+ * Publishing and partition routes (docs/publishing.md; docs/concepts.md "Offsets and cursors"):
  * `POST /event-types/{name}/events`, partitions (with `unconsumed_events` for given cursors), cursor
  * distances, lag and shifted cursors. Publishing checks, in this order: blacklist (403), body (400),
  * event type (404), the event type's `writers` (403), then per event — so a blocked or malformed request

@@ -18,7 +18,7 @@ export interface SettingsDeps {
 }
 
 /**
- * `{type}` and `{name}` of `PUT`/`DELETE /settings/blacklist/{type}/{name}` (docs/security.md
+ * `{type}` and `{name}` of `PUT`/`DELETE /settings/blacklist/{type}/{name}` (docs/operations.md
  * "Blacklist"): a blacklist type in any case and a name of 1 to 255 characters; anything else is 400.
  */
 export const BlacklistParams = Type.Object({
@@ -59,9 +59,9 @@ const setBlocked =
   };
 
 /**
- * Administrator settings (docs/operations.md "Administrator settings", "Feature toggles"; docs/security.md
- * "Blacklist"): `GET/POST/PUT /settings/admins`, `GET /settings/blacklist`, `PUT/DELETE
- * /settings/blacklist/{type}/{name}`, `GET/POST /settings/features`. Reading features and the blacklist
+ * Administrator settings (docs/operations.md "Administrator settings", "Feature toggles", "Blacklist"):
+ * `GET/POST/PUT /settings/admins`, `GET /settings/blacklist`, `PUT/DELETE /settings/blacklist/{type}/{name}`,
+ * `GET/POST /settings/features`. Reading features and the blacklist
  * needs only authentication; changing them needs the admin `writers` list, changing the administrators
  * the `admins` list. While `disable_db_write_operations` is on, only features can change (so it can be
  * turned off again).

@@ -19,7 +19,7 @@ export interface TimelineDeps {
 const route = routesOf<TimelineDeps>();
 
 /**
- * `GET/POST /event-types/{name}/timelines` (docs/concepts.md "Timelines"; docs/operations.md; see
+ * `GET/POST /event-types/{name}/timelines` (docs/concepts.md "Timelines and storages"; docs/operations.md; see
  * {@link Timelines}). Timelines are an operator's tool, like storages: listing needs the
  * administrators' `readers`, creating their `admins` list (403 otherwise). POST checks in this order:
  * 503 while `disable_db_write_operations` is on; 400 body not an object; 404 unknown event type; 403;

@@ -15,7 +15,7 @@ export const Timestamp = Type.String({ format: 'date-time', description: 'RFC 33
 /** A string-to-string map (annotations, labels). */
 export const StringMap = (description: string) => Type.Record(Type.String(), Type.String(), { description });
 
-/** RFC 7807 problem (WIRE.md "Conventions"): every failure answers one, as `application/problem+json`. */
+/** RFC 7807 problem (docs/errors.md): every failure answers one, as `application/problem+json`. */
 export const ProblemSchema = Type.Object(
   {
     type: Type.Optional(Type.String({ description: 'URI reference naming the kind of problem' })),
@@ -39,7 +39,7 @@ export const ProblemSchema = Type.Object(
 /** A problem body. */
 export type ProblemBody = Static<typeof ProblemSchema>;
 
-/** One attribute of an authorization list (spec "AuthorizationAttribute"); `*`/`*` is the wildcard. */
+/** One attribute of an authorization list (docs/security.md); `*`/`*` is the wildcard. */
 export const AuthorizationAttributeSchema = Type.Object({ data_type: Type.String(), value: Type.String() }, Closed);
 
 /** A list of authorization attributes. */

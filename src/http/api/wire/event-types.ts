@@ -1,12 +1,12 @@
-/** Wire schemas of event types, schemas, partitions, cursors, batch items and events (spec "Event type registry", "Publishing"; WIRE.md). */
+/** Wire schemas of event types, schemas, partitions, cursors, batch items and events (docs/concepts.md, docs/publishing.md). */
 import { Type, type Static } from '@sinclair/typebox';
 import { CATEGORIES, CLEANUP_POLICIES, COMPATIBILITY_MODES, ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES } from '../../../domain/event-type.js';
 import { Closed, StringEnum, Timestamp, StringMap, AttributeList } from './common.js';
 
-/** An event type's authorization (spec "EventTypeAuthorization"). */
+/** An event type's authorization (docs/security.md "Authorization: what a subject may do"). */
 export const EventTypeAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList, writers: AttributeList }, { ...Closed, description: 'who may change (admins), read and write the event type' });
 
-/** `schema` of an event type (spec "EventTypeSchema"): the JSON Schema (draft-04) as text. */
+/** `schema` of an event type (docs/concepts.md "Schema versions"): the JSON Schema (draft-04) as text. */
 export const EventTypeSchemaSchema = Type.Object(
   {
     type: Type.Literal('json_schema'),
@@ -17,7 +17,7 @@ export const EventTypeSchemaSchema = Type.Object(
   Closed,
 );
 
-/** `default_statistic` (spec "EventTypeStatistics"). */
+/** `default_statistic` (docs/concepts.md "Partitions"). */
 export const EventTypeStatisticsSchema = Type.Object(
   {
     messages_per_minute: Type.Integer({ minimum: 1 }),
@@ -28,10 +28,10 @@ export const EventTypeStatisticsSchema = Type.Object(
   Closed,
 );
 
-/** Per-event owner (spec "EventOwnerSelector"). */
+/** Per-event owner (docs/consuming.md "Per-event authorization"). */
 export const EventOwnerSelectorSchema = Type.Object({ type: Type.Union([Type.Literal('path'), Type.Literal('static')]), name: Type.String(), value: Type.String() }, Closed);
 
-/** The event type record as served (spec "EventType"; WIRE.md "Event types"). */
+/** The event type record as served (docs/concepts.md "Event types"). */
 export const EventTypeRecordSchema = Type.Object(
   {
     name: Type.String({ pattern: '^[a-zA-Z][-0-9a-zA-Z_]*(\\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$', maxLength: 255 }),
@@ -64,7 +64,7 @@ export type EventTypeRecord = Static<typeof EventTypeRecordSchema>;
  */
 export { EventTypeInputSchema } from '../../../domain/event-type-input.js';
 
-/** Result of `POST /event-types/{name}/schemas/{version}/compatibility-check` (issue 14 §4.2). */
+/** Result of `POST /event-types/{name}/schemas/{version}/compatibility-check` (docs/publishing.md "Schema versions"). */
 export const CompatibilityCheckSchema = Type.Object(
   {
     compatible: Type.Boolean(),
@@ -76,7 +76,7 @@ export const CompatibilityCheckSchema = Type.Object(
 );
 
 
-/** A partition (spec "Partition"; WIRE.md "Offsets and cursors"). */
+/** A partition (docs/concepts.md "Partitions", "Offsets and cursors"). */
 export const PartitionSchema = Type.Object(
   {
     partition: Type.String(),
@@ -87,20 +87,20 @@ export const PartitionSchema = Type.Object(
   Closed,
 );
 
-/** A cursor (spec "Cursor"). */
+/** A cursor (docs/concepts.md "Offsets and cursors"). */
 export const CursorSchema = Type.Object({ partition: Type.String(), offset: Type.String({ description: '`begin`, or an offset as served (WIRE.md "Offsets and cursors")' }) });
 
 /**
  * A cursor and how many events to move it (`POST /event-types/{name}/shifted-cursors`), and a cursor
- * distance query (spec "CursorDistanceQuery"): request items, declared and checked in src/domain/cursor-input.ts.
+ * distance query (docs/consuming.md "Cursor tools"): request items, declared and checked in src/domain/cursor-input.ts.
  */
 export { ShiftedCursorInputSchema as ShiftedCursorSchema, CursorDistanceQueryInputSchema as CursorDistanceQuerySchema } from '../../../domain/cursor-input.js';
 
-/** A cursor distance answer (spec "CursorDistanceResult"). */
+/** A cursor distance answer (docs/consuming.md "Cursor tools"). */
 export const CursorDistanceResultSchema = Type.Object({ initial_cursor: CursorSchema, final_cursor: CursorSchema, distance: Type.Integer() }, Closed);
 
 
-/** One item of a 207 or 422 publishing answer (spec "BatchItemResponse"; WIRE.md "Publishing"). */
+/** One item of a 207 or 422 publishing answer (docs/publishing.md "Answers"). */
 export const BatchItemResponseSchema = Type.Object(
   {
     eid: Type.String({ description: '`metadata.eid` of the event, `""` when it had none' }),
@@ -116,7 +116,7 @@ export type BatchItem = Static<typeof BatchItemResponseSchema>;
 export const BatchItemResponsesSchema = Type.Array(BatchItemResponseSchema);
 
 /**
- * An event (spec "Event"): a JSON object whose fields the event type's schema gives. Events of
+ * An event (docs/publishing.md): a JSON object whose fields the event type's schema gives. Events of
  * category `business` and `data` carry `metadata` (`eid` uuid, `occurred_at` RFC 3339, and for
  * partition strategy `user_defined` its `partition`), which the node enriches (`received_at`,
  * `event_type`, `version`, `partition`, `published_by`, `flow_id`); those of category `undefined` are

@@ -1,9 +1,9 @@
-/** Wire schemas of settings, storages, timelines, Avro envelope schemas and the console (spec "Settings, storages and others"). */
+/** Wire schemas of settings, storages, timelines, Avro envelope schemas and the console (docs/operations.md, docs/http-api.md). */
 import { Type } from '@sinclair/typebox';
 import { FEATURES } from '../../../services/settings.js';
 import { Closed, StringEnum, Timestamp, AttributeList } from './common.js';
 
-/** The administrators (spec "AdminAuthorization"). */
+/** The administrators (docs/operations.md "Administrator settings"). */
 export const AdminAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList, writers: AttributeList }, { ...Closed, description: 'the administrators: admins change them and storages, readers read settings, writers change the blacklist and features' });
 
 /** `GET /settings/blacklist`. */
@@ -15,7 +15,7 @@ export const BlacklistSchema = Type.Object(
   Closed,
 );
 
-/** A feature toggle (spec "Feature"). */
+/** A feature toggle (docs/operations.md "Feature toggles"). */
 export const FeatureSchema = Type.Object({ feature: StringEnum(FEATURES), enabled: Type.Boolean() }, Closed);
 /** `POST /settings/features` body: declared and checked in `src/domain/settings-input.ts`. */
 export { FeatureInputSchema } from '../../../domain/settings-input.js';
@@ -32,7 +32,7 @@ export const RedisConfigurationSchema = Type.Object(
   Closed,
 );
 
-/** A storage as sent to `POST /storages` (spec "Storage"): declared and checked in `src/domain/storage.ts`. */
+/** A storage as sent to `POST /storages` (docs/operations.md "Storages and timelines"): declared and checked in `src/domain/storage.ts`. */
 export { StorageInputSchema } from '../../../domain/storage.js';
 
 /** A storage as served. */
@@ -41,7 +41,7 @@ export const StorageViewSchema = Type.Object(
   Closed,
 );
 
-/** A timeline as served (spec "Timeline"). */
+/** A timeline as served (docs/concepts.md "Timelines and storages"). */
 export const TimelineSchema = Type.Object(
   {
     id: Type.String({ format: 'uuid' }),

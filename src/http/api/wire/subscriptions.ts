@@ -1,20 +1,20 @@
-/** Wire schemas of subscriptions, their cursors, stats and streams (spec "Subscriptions"; WIRE.md "Subscriptions"). */
+/** Wire schemas of subscriptions, their cursors, stats and streams (docs/consuming.md). */
 import { Type, type Static } from '@sinclair/typebox';
 import { READ_FROM } from '../../../domain/subscription-input.js';
 import { EventSchema } from './event-types.js';
 import { Closed, StringEnum, Timestamp, StringMap, AttributeList, PageLinksSchema } from './common.js';
 
-/** A subscription cursor (spec "SubscriptionCursor"). */
+/** A subscription cursor (docs/consuming.md "Commits"). */
 export const SubscriptionCursorSchema = Type.Object({
   partition: Type.String(),
   offset: Type.String(),
   event_type: Type.String(),
   cursor_token: Type.String({ description: 'served by the node; any string when committing' }),
 });
-/** The same without the token (cursor reset, spec "SubscriptionCursorWithoutToken"). */
+/** The same without the token (cursor reset, docs/consuming.md "Commits"). */
 export const SubscriptionCursorWithoutTokenSchema = Type.Object({ partition: Type.String(), offset: Type.String(), event_type: Type.String() });
 
-/** A subscription's authorization (spec "SubscriptionAuthorization"). */
+/** A subscription's authorization (docs/security.md "Authorization: what a subject may do"). */
 export const SubscriptionAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList }, Closed);
 
 /** A starting cursor of a subscription with `read_from: cursors`. */
@@ -34,7 +34,7 @@ const subscriptionFields = {
   updated_at: Timestamp,
 };
 
-/** The subscription record as served (spec "Subscription"; WIRE.md "Subscriptions"). */
+/** The subscription record as served (docs/consuming.md "Subscriptions"). */
 export const SubscriptionRecordSchema = Type.Object(subscriptionFields, Closed);
 /** The subscription record as the wire carries it (compare src/domain/subscription.ts `Subscription`). */
 export type SubscriptionRecord = Static<typeof SubscriptionRecordSchema>;
@@ -61,7 +61,7 @@ export const SubscriptionListItemSchema = Type.Object({ ...subscriptionFields, s
 /** `GET /subscriptions`. */
 export const SubscriptionListSchema = Type.Object({ items: Type.Array(SubscriptionListItemSchema), _links: PageLinksSchema }, Closed);
 
-/** One partition of `GET /subscriptions/{id}/stats` (spec "SubscriptionEventTypeStats"). */
+/** One partition of `GET /subscriptions/{id}/stats` (docs/consuming.md). */
 export const PartitionStatsSchema = Type.Object(
   {
     partition: Type.String(),
@@ -86,7 +86,7 @@ export const SubscriptionStatsSchema = Type.Object(
 /** `GET /subscriptions/{id}/cursors` answer (commit and reset bodies: `SubscriptionCursorsInputSchema`, src/domain/cursor-input.ts). */
 export const SubscriptionCursorsSchema = Type.Object({ items: Type.Array(SubscriptionCursorSchema) });
 
-/** 200 answer of a commit: a result per cursor sent (spec "CursorCommitResult"). */
+/** 200 answer of a commit: a result per cursor sent (docs/consuming.md "Commits"). */
 export const CursorCommitResultsSchema = Type.Object(
   { items: Type.Array(Type.Object({ cursor: SubscriptionCursorSchema, result: Type.Union([Type.Literal('committed'), Type.Literal('outdated')]) }, Closed)) },
   Closed,
@@ -95,7 +95,7 @@ export const CursorCommitResultsSchema = Type.Object(
 /** Stream parameters of a subscription stream as a `POST` body: declared and checked in src/domain/stream-parameters.ts. */
 export { StreamParametersBodySchema } from '../../../domain/stream-parameters.js';
 
-/** One line of a stream (spec "SubscriptionEventStreamBatch", "EventStreamBatch"). */
+/** One line of a stream, subscription or low-level (docs/consuming.md "Subscription streams", "Low-level streams"). */
 export const StreamBatchSchema = Type.Object({
   cursor: Type.Object({ partition: Type.String(), offset: Type.String(), event_type: Type.Optional(Type.String()), cursor_token: Type.Optional(Type.String()) }),
   events: Type.Optional(Type.Array(EventSchema)),
