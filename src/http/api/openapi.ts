@@ -89,7 +89,7 @@ const DESCRIPTION = [
   ...problemTypes().map((t) => `| \`${t.type}\` | ${t.status} | ${t.meaning.replace(/\|/g, '\\|')} |`),
   '',
   '## Configuration keys',
-  'Defaults and `BROKER_*` environment variables: README "Configuration".',
+  'Defaults and `BROKER_*` environment variables: docs/configuration.md.',
   '',
   '| key | meaning |',
   '|---|---|',

@@ -59,7 +59,7 @@ export function stream(description: string, headers: Readonly<Record<string, Hea
     description,
     content: {
       [JSON_STREAM_MEDIA]: StreamBatchSchema,
-      ...(sse ? { [EVENT_STREAM_MEDIA]: Type.String({ description: 'each batch as one server-sent event (`id:` its cursors, `data:` the batch JSON); README "Server-sent events"' }) } : {}),
+      ...(sse ? { [EVENT_STREAM_MEDIA]: Type.String({ description: 'each batch as one server-sent event (`id:` its cursors, `data:` the batch JSON); docs/server-sent-events.md' }) } : {}),
     },
     headers,
   };

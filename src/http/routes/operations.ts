@@ -23,7 +23,7 @@ export const OPERATION_ROUTES: readonly Route<MetricsScrape>[] = [
   }),
   operation({
     method: 'GET', path: '/metrics', operationId: 'metrics', tag: 'Operations', access: 'authenticated',
-    summary: 'Prometheus metrics (text format)', description: 'README "Metrics" lists the series.',
+    summary: 'Prometheus metrics (text format)', description: 'docs/metrics.md lists the series.',
     responses: { '200': { description: 'Prometheus text exposition format', content: { 'text/plain; version=0.0.4; charset=utf-8': Type.String() } } },
     handler: async (_ctx, metrics) => ({ status: 200, body: await metrics.scrape(), contentType: metrics.contentType }),
   }),

@@ -88,7 +88,7 @@ export const PartitionSchema = Type.Object(
 );
 
 /** A cursor (docs/concepts.md "Offsets and cursors"). */
-export const CursorSchema = Type.Object({ partition: Type.String(), offset: Type.String({ description: '`begin`, or an offset as served (WIRE.md "Offsets and cursors")' }) });
+export const CursorSchema = Type.Object({ partition: Type.String(), offset: Type.String({ description: '`begin`, or an offset as served (docs/concepts.md "Offsets and cursors")' }) });
 
 /**
  * A cursor and how many events to move it (`POST /event-types/{name}/shifted-cursors`), and a cursor
