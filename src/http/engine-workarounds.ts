@@ -76,9 +76,9 @@ interface BodyCollector {
  * The whole body of a request with `Content-Length`, as a Buffer over the array hyper-express collected
  * it in. hyper-express's own `buffer()` collects the body into one Uint8Array and then returns
  * `Buffer.from` of it, which copies: a second allocation and copy of every body on the main thread
- * (527 KB per 1000-event batch; bench/README.md "publish-batches"). The Buffer returned here has the
- * collected array's ArrayBuffer to itself, so the publisher can transfer it to a worker. Falls back to
- * `buffer()` if the engine no longer has the collector.
+ * (527 KB per 1000-event batch; the `publish-batches` scenario of docs/benchmarks.md "Scenarios"). The
+ * Buffer returned here has the collected array's ArrayBuffer to itself, so the publisher can transfer
+ * it to a worker. Falls back to `buffer()` if the engine no longer has the collector.
  */
 export function receiveDeclaredBody(req: HyperExpress.Request): Promise<Buffer> {
   const collector = req as unknown as BodyCollector;

@@ -1,6 +1,6 @@
 /**
- * What a route handler sees and answers (docs/architecture.md "3.1 HTTP pipeline"): the request context the pipeline builds
- * (src/http/request-pipeline.ts) and the two kinds of answer, plain or streamed
+ * What a route handler sees and answers (docs/architecture.md §3.1): the request context the pipeline
+ * builds (src/http/request-pipeline.ts) and the two kinds of answer, plain or streamed
  * (src/domain/stream-sink.ts). Types only; routes import them through src/http/server.ts.
  */
 import type { Logger } from '../observability/logger.js';

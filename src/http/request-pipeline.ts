@@ -1,5 +1,5 @@
 /**
- * The one pipeline every request runs through (docs/architecture.md "3.1 HTTP pipeline"): flow id
+ * The one pipeline every request runs through (docs/architecture.md §3.1): flow id
  * (echoed or generated, docs/http-api.md "Headers") → 503 while draining → 413 declared oversize →
  * 415 body media type → authentication → control-plane limiter slot → path, query and headers checked
  * against the route's schemas (src/http/request-inputs.ts) → handler → answer (gzip for large

@@ -1,5 +1,5 @@
 /**
- * The broker's HTTP server (docs/architecture.md "3.1 HTTP pipeline"): the entry that assembles the HTTP
+ * The broker's HTTP server (docs/architecture.md §3.1): the entry that assembles the HTTP
  * layer — the engine with its workarounds (engine-workarounds.ts), the request pipeline
  * (request-pipeline.ts), body reading (body-reader.ts) and the stream writer (stream-writer.ts) — and
  * registers route declarations (src/http/api/route-model.ts). Routes import the handler types from here.
