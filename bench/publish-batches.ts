@@ -207,7 +207,7 @@ async function run(recorder: Recorder): Promise<void> {
     for (const [i, point] of POINTS.entries()) {
       // Each point on an event type of its own, deleted once the point is measured: every point writes to
       // an equally empty Redis. Writing beside an earlier point's gigabytes costs Redis more on this VM,
-      // whose memory gets slower to populate the more of it was touched (docs/benchmarks.md "Fresh memory pages").
+      // whose memory gets slower to populate the more of it was touched (docs/benchmarks.md "The machine, and how figures are compared").
       const eventType = `${EVENT_TYPE}.b${point.batch}`;
       await createEventType(stack.broker.url, businessEventType(eventType, ORDER_SCHEMA, PARTITIONS));
       const requests = (bodies[i] ?? []).map((r) => ({ ...r, path: `/event-types/${eventType}/events` }));

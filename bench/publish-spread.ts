@@ -25,7 +25,7 @@
  * is measured, so every point writes to an equally empty Redis. The points used to write beside the
  * earlier ones' gigabytes, and on this VM new memory costs more the more the guest has touched
  * (16 partitions right after the 1-partition point cost Redis 3.74 µs per event, 1.92 on a fresh Redis,
- * 2.00 with the point before deleted; docs/benchmarks.md "Fresh memory pages").
+ * 2.00 with the point before deleted; docs/benchmarks.md "The machine, and how figures are compared").
  * For event types Δ = 0 (one script per batch at every N): the model is flat, B(N) ≤ 1.1 × B(1).
  * Every event type has its own schema text (a distinct `description`), as real event types do, so
  * each has its own validator (caches.workerValidatorEntries per worker thread, default 256).

@@ -4,7 +4,7 @@
  * subscription stream (`/subscriptions/{id}/events`) over `node:http`/`node:https`, decodes a
  * compressed body as it arrives, cuts the `application/x-json-stream` body into batch lines
  * incrementally and hands out the parsed batches as an async iterable, with the stream id header the
- * subscription's commits need and a committer for them (docs/consuming.md "Streams" and "Committing").
+ * subscription's commits need and a committer for them (docs/consuming.md "Subscription streams", "Commits").
  *
  * The layers, each usable on its own:
  * - {@link LineSplitter}: bytes in, complete lines out (no decoding, no parsing);
@@ -25,7 +25,7 @@ export const STREAM_ID_HEADER = 'X-Broker-StreamId';
 /**
  * A cursor as the broker serves it in a batch: the partition and the offset of the batch's last event
  * (of the last event sent before a keep-alive batch); subscription streams add `event_type` and the
- * `cursor_token` a commit sends back (docs/consuming.md "Cursors").
+ * `cursor_token` a commit sends back (docs/concepts.md "Offsets and cursors").
  */
 export interface StreamCursor {
   readonly partition: string;
@@ -401,7 +401,7 @@ export interface CommitFailure extends CommitAnswer {
 
 /**
  * Commits the cursors of one subscription stream as a client that does not wait for its commits
- * before reading on (docs/consuming.md "Committing"). `coalesce` (the default): at most one commit in
+ * before reading on (docs/consuming.md "Commits"). `coalesce` (the default): at most one commit in
  * flight; the next one carries the latest cursor of every partition that got a batch meanwhile (with
  * a fast broker, every batch is committed). Without `coalesce`, every cursor is committed at once in
  * its own request (several may be in flight). A failed commit is counted and reported, never thrown.

@@ -89,7 +89,7 @@ function lowLevelCursorList(source: string) {
   });
 }
 
-/** Where a low-level stream's cursors come from (README "Server-sent events"). */
+/** Where a low-level stream's cursors come from (docs/server-sent-events.md "Low-level streams"). */
 export type LowLevelCursorSource = 'X-Broker-Cursors' | 'Last-Event-ID' | 'cursors';
 
 const LOW_LEVEL_LISTS: Readonly<Record<LowLevelCursorSource, TSchema>> = {

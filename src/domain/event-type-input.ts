@@ -97,7 +97,7 @@ export const StringMapInput = (description: string) =>
   });
 
 /**
- * The body of `POST /event-types` and `PUT /event-types/{name}` as JSON Schema (docs/http-api.md
+ * The body of `POST /event-types` and `PUT /event-types/{name}` as JSON Schema (docs/concepts.md
  * "Event types"): what the request must look like. The route table declares it and the OpenAPI document
  * shows it; {@link parseEventTypeInput} checks it.
  */

@@ -1,6 +1,6 @@
 /**
  * The rules of event types that a schema of the request body cannot say (docs/concepts.md "Event types",
- * "Schemas and compatibility"; docs/security.md "Authorization: what a subject may do"): fields that depend on the category or on each other, bounds that depend on the caller or on
+ * "Schema versions"; docs/security.md "Authorization: what a subject may do"): fields that depend on the category or on each other, bounds that depend on the caller or on
  * the installation, field paths against the effective schema, and what an update may change. Each is a
  * small function returning 422 problems (or detail lines); the shape of the body (JSON types, required
  * fields, enums, patterns, sizes) is read by `event-type-input.ts`, which calls these. Pure: no I/O.
@@ -159,8 +159,8 @@ function sameSelector(a: EventOwnerSelector, b: EventOwnerSelector): boolean {
 }
 
 /**
- * The update rules of `PUT /event-types/{name}` (docs/concepts.md "Event types", "Schemas and
- * compatibility"; docs/security.md "Authorization: what a subject may do"), given the stored record and a body
+ * The update rules of `PUT /event-types/{name}` (docs/concepts.md "Event types", "Schema
+ * versions"; docs/security.md "Authorization: what a subject may do"), given the stored record and a body
  * already accepted by `parseEventTypeInput` (event-type-input.ts):
  * - `name` and `category` cannot change; `owning_application`, `enrichment_strategies` (within the category
  *   rules), `options`, annotations, labels and `ordering_key_fields` may;

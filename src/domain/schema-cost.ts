@@ -27,7 +27,7 @@ export interface SchemaCostLimits {
 }
 
 /**
- * The default budget (config `eventTypes.schemaMax*`; README "Schema cost budget"). 256 applications
+ * The default budget (config `eventTypes.schemaMax*`; docs/publishing.md "Schema cost budget"). 256 applications
  * per value is 2.2× the most complex GitHub webhook schema (`pull_request`, 115); at 256 ajv validates
  * 800 KB of values in about 0.1 s.
  */

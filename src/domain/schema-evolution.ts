@@ -81,8 +81,8 @@ export function evolveSchema(previous: JsonObject, next: JsonObject, previousVer
 /**
  * Every use of a keyword forbidden under mode `compatible` (`not`, `patternProperties`,
  * `additionalProperties`, `additionalItems`), anywhere in `schema`, as
- * `<pointer>: "<keyword>" is not allowed in compatible mode` (docs/concepts.md "Schemas and
- * compatibility"). Empty when the schema is usable under `compatible`.
+ * `<pointer>: "<keyword>" is not allowed in compatible mode` (docs/concepts.md "Schema
+ * versions"). Empty when the schema is usable under `compatible`.
  */
 export function compatibleModeViolations(schema: JsonObject): string[] {
   const violations: string[] = [];

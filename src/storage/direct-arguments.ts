@@ -15,7 +15,7 @@ export const DIRECT_ARGUMENT_MIN_BYTES = 4 * 1024;
  * ioredis serializes a command with any Buffer argument into one new buffer (`Command.toWritable`): for
  * a `publishBatch` call that is a copy of the partition's whole payload on the main thread (527 KB per
  * 1000-event batch), each in a fresh allocation outside the V8 heap. Measured under 1000-event batches
- * (bench/README.md "Large script arguments"): the node's CPU per event fell 5–15 % (a fifth with
+ * (docs/decisions/0014-direct-script-arguments.md): the node's CPU per event fell 5–15 % (a fifth with
  * 100-event batches), its main thread's mark-compacts 85 → 63 in 11 s.
  *
  * When an argument is that large, {@link toWritable} writes the RESP text before each Buffer argument,

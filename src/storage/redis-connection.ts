@@ -111,7 +111,7 @@ export function coalesceWrites(redis: Redis): void {
 }
 
 /**
- * Opens the command connection to a Redis Cluster (config `redis.clusterNodes`; README "Redis
+ * Opens the command connection to a Redis Cluster (config `redis.clusterNodes`; docs/operations.md "Redis
  * Cluster"). Same contract as {@link connectRedis}: no offline queue (commands fail at once while the
  * cluster is unreachable), `redis.commandTimeoutMs` per command, reconnection by itself. ioredis keeps
  * the slot map: a MOVED reply updates it and resends the command, ASK is followed, and TRYAGAIN,

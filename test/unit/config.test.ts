@@ -44,7 +44,7 @@ describe('configuration', () => {
     expect(config.auth.initialAdmins).toEqual([{ data_type: 'team', value: 'ops' }]);
   });
 
-  it('accepts publish.minReplicas with a Redis Cluster (issue 15 §4) as with redis.url', () => {
+  it('accepts publish.minReplicas with a Redis Cluster as with redis.url', () => {
     expect(loadConfig({ BROKER_PUBLISH_MIN_REPLICAS: '1', BROKER_REDIS_CLUSTER_NODES: '["127.0.0.1:7000"]' }).publish.minReplicas).toBe(1);
     expect(loadConfig({ BROKER_PUBLISH_MIN_REPLICAS: '1', BROKER_REDIS_URL: 'redis://127.0.0.1:6380' }).publish.minReplicas).toBe(1);
   });
@@ -96,7 +96,7 @@ describe('configuration', () => {
 });
 
 describe('node flags', () => {
-  it('npm start runs the broker with the flags the test and bench harness use, exec-ing node (issue 15 §2.3)', async () => {
+  it('npm start runs the broker with the flags the test and bench harness use, exec-ing node', async () => {
     const { BROKER_NODE_FLAGS } = await import('../../scripts/local-processes.js');
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> };
     expect(pkg.scripts.start).toBe(['exec node', ...BROKER_NODE_FLAGS, 'dist/src/main.js'].join(' '));

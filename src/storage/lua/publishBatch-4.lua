@@ -1,7 +1,6 @@
 --[[
   Appends the events of one batch that landed in one partition as ONE stream entry, assigning them
-  the next dense offsets, so Redis work grows with batches, not events (docs/architecture.md
-  "One stream entry per partition per batch").
+  the next dense offsets, so Redis work grows with batches, not events (docs/decisions/0001-one-stream-entry-per-partition-per-batch.md).
 
   KEYS[1] partition meta   (hash)   field `next` = next offset to assign, `oldest` = first retained offset
   KEYS[2] partition log    (stream) entry id `<next after this entry>-0`, fields n = event count, d = events
