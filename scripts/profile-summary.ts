@@ -1,5 +1,5 @@
-// Summarizes V8 CPU profiles (`.cpuprofile`, written by `node --cpu-prof`) for the bench README's "where the
-// time goes" paragraphs (a missed target explained by where the CPU went): per profile (one per thread), the sampled wall time, the idle time,
+// Summarizes V8 CPU profiles (`.cpuprofile`, written by `node --cpu-prof`) for the "Where the time goes"
+// analysis of docs/benchmarks.md "Running them" (a missed target explained by where the CPU went): per profile (one per thread), the sampled wall time, the idle time,
 // garbage collection, and the self time of the busiest functions and of the code they belong to (a package
 // under node_modules, a file of ours, Node's internals, or a native function such as JSON.parse).
 //
