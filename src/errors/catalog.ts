@@ -250,6 +250,6 @@ export interface Problem {
   readonly detail: string;
   /** The failing fields of a request checked against its schema ({@link FieldError}). */
   readonly errors?: readonly FieldError[];
-  /** Last, so bodies still begin `{"title":` as before `type` was added. */
+  /** Last, so bodies begin `{"title":` as the reference service's problems do. */
   readonly type: string;
 }

@@ -266,7 +266,7 @@ export class EventTypeRegistry {
    * explicitly (`GET /event-types?writer=`). The records go out as stored (`JSON.stringify` of each, the
    * same text serializing the parsed record gives); only a filter parses them, to test them. At 10,000
    * event types (16 MB) decoding, parsing and serializing every record again would cost a quarter of the
-   * listing's time, most of it garbage collection.
+   * listing's time, most of it garbage collection (docs/decisions/0018-event-type-listing-from-stored-bytes.md).
    * @throws BrokerError 503
    */
   async listJson(filter: { owningApplication?: string; writer?: AuthorizationAttribute }): Promise<Buffer> {

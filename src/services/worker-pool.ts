@@ -34,9 +34,10 @@ export class WorkerPool {
     const threads = config.workerThreads > 0 ? config.workerThreads : os.availableParallelism();
     // V8 flags are process-wide: a `--max-semi-space-size` or `--min-semi-space-size` an operator gives the
     // node (NODE_OPTIONS, or the command line) would also size each worker's young generation (and
-    // override `resourceLimits`): with 64, every thread would get ~130 MB of semi-spaces it does not need (the
-    // churn benchmark's RSS grew by that much). The main isolate is sized already; clearing the flags leaves
-    // V8's defaults for the threads created after.
+    // override `resourceLimits`): with 64, every thread would get ~130 MB of semi-spaces it does not need
+    // (the churn benchmark's RSS grew by that much; docs/decisions/0010-young-generation-v8-default.md).
+    // The main isolate is sized already; clearing the flags leaves V8's defaults for the threads created
+    // after.
     v8.setFlagsFromString('--max-semi-space-size=0');
     v8.setFlagsFromString('--min-semi-space-size=0');
     this.pool = new Piscina({
