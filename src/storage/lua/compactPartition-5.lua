@@ -1,6 +1,6 @@
 --[[
-  One bounded step of a compaction round over one partition of a compacted event type (docs/concepts.md
-  "Retention and compaction").
+  One bounded step of a compaction round over one partition of a compacted event type
+  (docs/concepts.md "Retention and compaction").
   Looks at up to ARGV[3] stream entries from offset ARGV[2] on, stopping before the first event received
   in or after the cut-off second (the compaction lag), and deletes (XDEL) every entry whose compaction
   key has a newer event, a tombstone after it, or no index field at all (its key was deleted and its

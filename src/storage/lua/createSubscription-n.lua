@@ -1,7 +1,7 @@
 --[[
   Registers a subscription unless one with the same key exists: then nothing is written and the
-  existing id is returned (POST answers the existing subscription unchanged; docs/concepts.md
-  "Subscriptions").
+  existing id is returned (POST answers the existing subscription unchanged;
+  docs/concepts.md "Subscriptions").
 
   KEYS[1] subscription keys (hash) subscription key JSON -> id
   KEYS[2] subscription ids  (sorted set) id, score = created_at in ms

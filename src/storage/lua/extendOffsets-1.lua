@@ -1,8 +1,8 @@
 --[[
   Gives partitions added by repartitioning a committed offset in a subscription that is already
   initialized, so they are read from their beginning (-1 = before the first event). A subscription
-  never streamed nor reset is left alone (its lazy `read_from` decides later, docs/concepts.md "Subscriptions");
-  a partition that has an offset keeps it.
+  never streamed nor reset is left alone (its lazy `read_from` decides later,
+  docs/concepts.md "Subscriptions"); a partition that has an offset keeps it.
 
   KEYS[1] offsets  (hash) `<event type>:<partition>` -> last committed offset
 

@@ -1,6 +1,7 @@
 --[[
-  Initializes the committed offsets of partitions that have none yet (lazy `read_from`, docs/concepts.md
-  "Subscriptions"): a partition already initialized, by this node or a racing one, keeps its offset.
+  Initializes the committed offsets of partitions that have none yet (lazy `read_from`,
+  docs/concepts.md "Subscriptions"): a partition already initialized, by this node or a racing one,
+  keeps its offset.
 
   KEYS[1] offsets  (hash) `<event type>:<partition>` → last committed offset
 

@@ -1,7 +1,7 @@
 --[[
   Retention: removes every entry whose events were all received before a cut-off second, using the
-  time index to find the cut point, and records the new oldest offset (docs/concepts.md "Retention and
-  compaction").
+  time index to find the cut point, and records the new oldest offset
+  (docs/concepts.md "Retention and compaction").
 
   KEYS[1] partition meta   (hash)   `next`, `oldest`
   KEYS[2] partition log    (stream)
