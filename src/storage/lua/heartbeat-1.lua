@@ -1,7 +1,8 @@
 --[[
   Renews the lease of a streaming session (docs/architecture.md "Subscription sessions"). A session
   whose lease already expired, or that was removed (rebalanced away, reset, subscription deleted), is not
-  renewed: its node must stop streaming. Also reports how many other sessions expired, so the caller can sweep them.
+  renewed: its node must stop streaming. Also reports how many other sessions expired, so the caller can
+  sweep them.
 
   KEYS[1] sessions  (zset) stream id → lease expiry, ms on Redis's clock
 
