@@ -7,8 +7,8 @@ export interface Subject {
   /** The subject's id (the token's subject claim): `published_by` of its events, the name the blacklist's `*_APP` entries match. */
   readonly id: string;
   /**
-   * The subject's authorization attributes by data type (docs/security.md "Authorization: what a subject may do"), e.g. `user → ["alice"]`,
-   * `team → ["payments", "search"]`; mapped from token claims by `auth.attributeClaims`.
+   * The subject's authorization attributes by data type (docs/security.md "Authorization: what a subject
+   * may do"), e.g. `user → ["alice"]`, `team → ["payments", "search"]`; mapped from token claims by `auth.attributeClaims`.
    */
   readonly attributes: ReadonlyMap<string, readonly string[]>;
 }

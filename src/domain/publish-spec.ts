@@ -22,8 +22,9 @@ export interface PublishSpec {
   /** The event type's owner selector: events whose owner value resolves to null are refused. */
   readonly ownerSelector?: EventOwnerSelector;
   /**
-   * True for cleanup_policy `compact` / `compact_and_delete` (docs/concepts.md "Retention and compaction"): the payloads then carry each
-   * event's `metadata.partition_compaction_key` (the effective schema requires it). Absent = false.
+   * True for cleanup_policy `compact` / `compact_and_delete` (docs/concepts.md "Retention and
+   * compaction"): the payloads then carry each event's `metadata.partition_compaction_key` (the effective
+   * schema requires it). Absent = false.
    */
   readonly compacted?: boolean;
 }

@@ -84,7 +84,8 @@ export class AccessControl {
   /**
    * Read access to every one of `eventTypes`: what creating a subscription, resetting its cursors and
    * reading its cursors or stats need, as streaming it does, since each of them reveals or moves
-   * positions in events the subject could otherwise not read. Administrators get no exception: they may make themselves readers.
+   * positions in events the subject could otherwise not read. Administrators get no exception: they may
+   * make themselves readers.
    * @throws BrokerError 403 `Access on READ event-type:<name> denied` for the first one denied
    */
   requireEventTypesReadable(subject: Subject, eventTypes: readonly Pick<EventType, 'name' | 'authorization'>[]): void {
@@ -92,8 +93,8 @@ export class AccessControl {
   }
 
   /**
-   * Consuming a subscription (docs/security.md "Authorization: what a subject may do"): reader rights on it and read rights on every
-   * one of its event types, and not blocked. @throws BrokerError 403
+   * Consuming a subscription (docs/security.md "Authorization: what a subject may do"): reader rights on
+   * it and read rights on every one of its event types, and not blocked. @throws BrokerError 403
    */
   requireSubscriptionConsumer(subject: Subject, subscription: Pick<Subscription, 'id' | 'authorization'>, eventTypes: readonly Pick<EventType, 'name' | 'authorization'>[]): void {
     this.requireSubscription(subject, subscription, 'read');

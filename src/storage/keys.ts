@@ -27,8 +27,9 @@ export interface Keys {
   /** String with expiry: held by the node trimming an event type's partitions this round. */
   retentionLock(name: string): string;
   /**
-   * Hash (compacted event types only; docs/concepts.md "Retention and compaction"): compaction key → offset of its newest event in the
-   * partition, or `d<offset>` after `deleted-events`: every event of that key before `<offset>` goes.
+   * Hash (compacted event types only; docs/concepts.md "Retention and compaction"): compaction key →
+   * offset of its newest event in the partition, or `d<offset>` after `deleted-events`: every event of
+   * that key before `<offset>` goes.
    */
   partitionCompactionIndex(name: string, timeline: number, partition: string): string;
   /** Sorted set (compacted event types only): keys with a tombstone in the compaction index, score = its `<offset>`. */
