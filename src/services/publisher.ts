@@ -6,37 +6,21 @@ import type { PartitionLogs } from '../storage/partition-logs.js';
 import { RedisWaitBudget } from '../storage/deadline.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import type { Logger } from '../observability/logger.js';
-import { instantiateValidator, primeValidator } from '../domain/schema-compiler.js';
-import { LRUCache } from 'lru-cache';
 import type { BatchItemResponse } from '../domain/batch-item-response.js';
 import type { PublishSpec } from '../domain/publish-spec.js';
-import type { PublishTask, SchemaCost } from '../../workers/publish-protocol.js';
+import type { PublishTask } from '../../workers/publish-protocol.js';
 import { processBatch } from '../../workers/publish-batch.js';
 import { eidsOfPayloads } from '../../workers/stored-texts.js';
-import { compiledValidatorBytes, DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
+import type { ValidatorCacheBounds } from '../../workers/validator-cache.js';
 import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
+import { ValidatorPreparation } from './validator-preparation.js';
 import type { WorkerPool } from './worker-pool.js';
-
-/**
- * Largest standalone validator code the main thread instantiates, in UTF-8 bytes (JavaScript text): its
- * one-time cost is parsing that code (about 0.03 ms per KB measured on the GitHub webhook schemas), and a
- * deterministic bound, unlike a compile time measured on a loaded machine.
- */
-const MAIN_THREAD_MAX_CODE_BYTES = 64 * 1024;
-/** Schema keys remembered as prepared (least recently used dropped first; as many as event types cached). */
-const WARMED_KEYS_KEPT = 10_000;
-/**
- * How long a schema whose standalone code a worker did not make in time (busy threads, not the schema)
- * stays off the main thread before a batch of it asks again, in ms.
- */
-export const STANDALONE_RETRY_AFTER_MS = 60_000;
 
 /** The answer to a publish request (docs/publishing.md "Answers"): 200 empty, or 422/207 with one item per event. */
 export type PublishOutcome =
   | { readonly status: 200; readonly events: number; readonly bytes: number }
   | { readonly status: 422 | 207; readonly items: BatchItemResponse[]; readonly events: number; readonly bytes: number };
 
-/** Who publishes and under which flow id (enrichment inputs), and the write authorization check. */
 /** What a {@link Publisher} works with. */
 export interface PublisherOptions {
   readonly cache: EventTypeCache;
@@ -55,6 +39,7 @@ export interface PublisherOptions {
   readonly clock?: () => number;
 }
 
+/** Who publishes and under which flow id (enrichment inputs), and the write authorization check. */
 export interface PublishContext {
   readonly publishedBy: string;
   readonly flowId: string;
@@ -76,29 +61,8 @@ export interface PublishContext {
  * appended before the deletion dropped a partition went with it).
  */
 export class Publisher {
-  /**
-   * Validators for batches processed on the main thread (`publish.inlineMaxBytes`): instantiated from
-   * standalone code a worker generated for a schema it measured as cheap, never compiled here.
-   */
-  private readonly validators: ValidatorCache;
-  /**
-   * Schema keys prepared in every worker thread (and on the main thread when cheap), dropped when the key
-   * retires: a further prepare of them sends no task. Only a shortcut: a thread that lost a validator
-   * (its LRU, or a replaced thread) compiles it again on demand.
-   */
-  private readonly warmed = new LRUCache<string, true>({ max: WARMED_KEYS_KEPT });
-  /**
-   * Schema keys whose standalone code was over {@link MAIN_THREAD_MAX_CODE_BYTES} (or could not be made):
-   * never asked for again, or every batch of such a schema would cost a worker a compile. A key whose code
-   * was not made in time is kept for {@link STANDALONE_RETRY_AFTER_MS} only.
-   */
-  private readonly workersOnly: LRUCache<string, true>;
-  /** Per event type name, the schema key prepared for it last (retired when the name is deleted or changes schema). */
-  private readonly preparedKeys = new LRUCache<string, string>({ max: WARMED_KEYS_KEPT });
-  /** Schema keys whose standalone code is being made for the main thread (dropped when the key retires). */
-  private readonly feeding = new Set<string>();
-  /** Event types being prepared, whether a change came in meanwhile (prepare again once done), and whether this node serves them (`prepare`). */
-  private readonly preparing = new Map<string, { again: boolean; serves: boolean; readonly done: Promise<void> }>();
+  /** Validators made ready before batches need them, on the main thread and in the workers. */
+  private readonly preparation: ValidatorPreparation;
   /** Batches between receipt and answer, awaited on shutdown even when their client went away. */
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly cache: EventTypeCache;
@@ -107,142 +71,32 @@ export class Publisher {
   private readonly redis: RedisClient;
   private readonly config: BrokerConfig['publish'];
   private readonly redisTimeoutMs: number;
-  private readonly compileTimeoutMs: number;
-  private readonly logger: Logger;
 
   constructor(options: PublisherOptions) {
-    ({ cache: this.cache, pool: this.pool, logs: this.logs, redis: this.redis, config: this.config, redisTimeoutMs: this.redisTimeoutMs, compileTimeoutMs: this.compileTimeoutMs, logger: this.logger } = options);
-    this.validators = new ValidatorCache(options.mainThreadValidators ?? DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, false);
-    const now = options.clock ?? (() => performance.now());
-    this.workersOnly = new LRUCache({ max: WARMED_KEYS_KEPT, perf: { now }, ttlResolution: 0 });
+    ({ cache: this.cache, pool: this.pool, logs: this.logs, redis: this.redis, config: this.config, redisTimeoutMs: this.redisTimeoutMs } = options);
+    this.preparation = new ValidatorPreparation(options);
   }
 
   /**
-   * Gets an event type's validation ready before its first batch, so that batch does not wait for a
-   * compilation: compiles its validator
-   * in every worker thread and, when the workers measured it as cheap, instantiates on the main thread the
-   * standalone code a worker generated for it. Called when an event type is created or changed (the
-   * registry awaits it before answering) and when a change notice names one. A change arriving while it
-   * runs makes it run once more. Never throws (failures are logged; the publish path compiles on demand
-   * in a worker then).
-   * @param serves this node made the change (the registry awaits this before answering): it keeps the
-   *   event type in its cache, as its first batch would (the read is generation-checked, so a change
-   *   notice arriving meanwhile wins). A node that only heard the notice reads without caching: it would
-   *   serve that copy of an event type it never served until the next notice arrived.
+   * Gets an event type's validation ready before its first batch ({@link ValidatorPreparation.prepare}).
+   * Never throws.
+   * @param serves this node made the change: it keeps the event type in its cache
    */
   prepare(name: string, serves = false): Promise<void> {
-    const running = this.preparing.get(name);
-    if (running) {
-      running.again = true;
-      running.serves ||= serves;
-      return running.done;
-    }
-    const state: { again: boolean; serves: boolean; done: Promise<void> } = { again: false, serves, done: Promise.resolve() };
-    state.done = (async () => {
-      do {
-        state.again = false;
-        await this.prepareOnce(name, state.serves).catch((err: unknown) => {
-          this.logger.warn({ err: (err as Error).message, eventType: name }, 'could not prepare the validator of an event type; its first batch compiles it');
-        });
-      } while (state.again);
-    })().finally(() => this.preparing.delete(name));
-    this.preparing.set(name, state);
-    return state.done;
+    return this.preparation.prepare(name, serves);
   }
 
   /**
-   * Prepares the validators of event types that existed before this node started (this node
-   * hears no change notice for them), one after the other so that publishes arriving meanwhile wait
-   * behind at most one compile per worker thread. The node awaits it before listening for at most
-   * `eventTypes.prepareAtStartMs` (src/app.ts) and lets the rest run while it serves; a batch that
-   * arrives first for a type not prepared yet compiles on demand.
-   * @param eventTypes the candidates (name and `updated_at`, ISO 8601); the most recently changed
-   *   `limit` are prepared, newest first
-   * @param limit what a worker thread's validator cache holds (`caches.workerValidatorEntries` and
-   *   `caches.workerValidatorBytes`): preparing more would evict the first; it stops at either bound
-   * @param stopped polled before each one: true once the node is stopping
-   * @returns how many event types were prepared. Never throws (each failure is logged by {@link prepare}).
+   * Prepares the validators of event types that existed before this node started
+   * ({@link ValidatorPreparation.prepareExisting}). @returns how many were prepared; never throws
    */
-  async prepareExisting(eventTypes: readonly { readonly name: string; readonly updated_at: string }[], limit: ValidatorCacheBounds, stopped: () => boolean): Promise<number> {
-    const newestFirst = [...eventTypes].sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0)).slice(0, limit.maxEntries);
-    let prepared = 0;
-    let bytes = 0;
-    for (const { name } of newestFirst) {
-      if (stopped()) break;
-      // Read here for its schema's size, and again by `prepare` (which other callers use alone): one more
-      // Redis read per event type, at start only.
-      const eventType = await this.cache.read(name).catch(() => undefined);
-      const length = eventType && eventType.publishSpec.category !== 'undefined' ? eventType.publishSpec.effectiveSchema.length : 0;
-      if (length > 0 && bytes + compiledValidatorBytes(length) > limit.maxBytes) break;
-      bytes += length > 0 ? compiledValidatorBytes(length) : 0;
-      await this.prepare(name);
-      prepared++;
-    }
-    return prepared;
+  prepareExisting(eventTypes: readonly { readonly name: string; readonly updated_at: string }[], limit: ValidatorCacheBounds, stopped: () => boolean): Promise<number> {
+    return this.preparation.prepareExisting(eventTypes, limit, stopped);
   }
 
-  private async prepareOnce(name: string, serves: boolean): Promise<void> {
-    const eventType = serves ? await this.cache.get(name) : await this.cache.read(name);
-    // This node may never have cached the event type, so the cache retires nothing for it: what was
-    // prepared for the name goes when it is deleted or its schema changes, so memory stays bounded.
-    const previous = this.preparedKeys.get(name);
-    if (previous !== undefined && previous !== eventType?.publishSpec.schemaKey) {
-      this.preparedKeys.delete(name);
-      await this.retire(previous);
-    }
-    if (!eventType || eventType.publishSpec.category === 'undefined') return;
-    const spec = eventType.publishSpec;
-    this.preparedKeys.set(name, spec.schemaKey);
-    // A node hears of each change twice (its own announce, then the notice), and event types may share
-    // a schema: a key prepared already sends no task.
-    if (this.warmed.has(spec.schemaKey)) return;
-    const cost = await this.pool.warm(spec, this.compileTimeoutMs);
-    // A delete or schema change that raced the warm-up may have retired the key before the workers
-    // compiled it: nothing may outlive its event type, so drop it again then.
-    if ((await this.cache.read(name))?.publishSpec.schemaKey !== spec.schemaKey) {
-      await this.retire(spec.schemaKey);
-      return;
-    }
-    // Workers report a cost only for a schema within the main thread's budget (`INLINE_MAX_APPLICATIONS_PER_VALUE`).
-    if (cost !== undefined) await this.feedMainThread(spec, cost);
-    this.warmed.set(spec.schemaKey, true);
-  }
-
-  /**
-   * Drops a schema key's validators on the main thread and in every worker thread (its event type was
-   * deleted or its schema changed), so they do not keep memory. Never throws.
-   */
-  async retire(schemaKey: string): Promise<void> {
-    this.forgetSchemas([schemaKey]);
-    await this.pool.forgetSchemas([schemaKey]);
-  }
-
-  /** Instantiates a cheap schema's validator on the main thread from code a worker generates; logs and gives up on failure. */
-  private async feedMainThread(spec: PublishSpec, cost: SchemaCost): Promise<void> {
-    const key = spec.schemaKey;
-    if (this.validators.has(key) || this.feeding.has(key) || this.workersOnly.has(key)) return;
-    this.feeding.add(key);
-    try {
-      const made = await this.pool.standaloneCode(spec.effectiveSchema, this.compileTimeoutMs);
-      if (!made.ok) {
-        this.workersOnly.set(key, true, made.transient ? { ttl: STANDALONE_RETRY_AFTER_MS } : {});
-        const retry = made.transient ? { retryInMs: STANDALONE_RETRY_AFTER_MS } : {};
-        this.logger.warn({ eventType: spec.name, reason: made.reason, ...retry }, 'no main-thread validator for a cheap schema; its small batches go to the workers');
-        return;
-      }
-      if (Buffer.byteLength(made.code) > MAIN_THREAD_MAX_CODE_BYTES) {
-        this.workersOnly.set(key, true);
-        return;
-      }
-      // A key retired meanwhile (the event type changed or was deleted) is not kept.
-      if (!this.feeding.has(key)) return;
-      this.validators.set(key, { validate: primeValidator(instantiateValidator(made.code), made.primingInstance), cost }, made.code.length);
-    } catch (err) {
-      this.workersOnly.set(key, true);
-      this.logger.warn({ err: (err as Error).message, eventType: spec.name }, 'no main-thread validator for a cheap schema; its small batches go to the workers');
-    } finally {
-      this.feeding.delete(key);
-    }
+  /** Drops a schema key's validators on the main thread and in every worker thread. Never throws. */
+  retire(schemaKey: string): Promise<void> {
+    return this.preparation.retire(schemaKey);
   }
 
   /** A new request's Redis budget: `redis.commandTimeoutMs`, plus `publish.replicaTimeoutMs` when replicas must confirm. */
@@ -263,17 +117,12 @@ export class Publisher {
 
   /** Drops what this node keeps about retired schema keys (their event types were deleted or changed). */
   forgetSchemas(schemaKeys: readonly string[]): void {
-    this.validators.forget(schemaKeys);
-    for (const key of schemaKeys) {
-      this.feeding.delete(key);
-      this.warmed.delete(key);
-      this.workersOnly.delete(key);
-    }
+    this.preparation.forgetSchemas(schemaKeys);
   }
 
   /** Entries of the main thread's validator cache (`broker_cache_entries`). */
   get cacheSizes(): { readonly validators: number } {
-    return { validators: this.validators.size };
+    return { validators: this.preparation.validators.size };
   }
 
   /** Resolves once every batch accepted so far has been written or refused (graceful shutdown). */
@@ -309,15 +158,26 @@ export class Publisher {
     // validator — made from a worker's code for a schema the worker found cheap; until then, and for
     // every other schema, validation runs in a worker.
     const spec = eventType.publishSpec;
-    const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || this.validators.has(spec.schemaKey));
-    const result = inline ? processBatch(task, this.validators) : await this.pool.publish(task, this.config.workerTaskTimeoutMs);
-    if (!inline && result.kind !== 'malformed' && result.schemaCost !== undefined) void this.feedMainThread(spec, result.schemaCost);
+    const validators = this.preparation.validators;
+    const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || validators.has(spec.schemaKey));
+    const result = inline ? processBatch(task, validators) : await this.pool.publish(task, this.config.workerTaskTimeoutMs);
+    if (!inline && result.kind !== 'malformed' && result.schemaCost !== undefined) void this.preparation.feedMainThread(spec, result.schemaCost);
     if (result.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: result.detail });
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
     const events = result.itemPartitions.length;
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
 
-    const appends = result.partitions.map((p): PartitionAppend => ({ partition: String(p.partition), count: p.count, data: p.data, ...(p.compactionKeys ? { compactionKeys: p.compactionKeys } : {}) }));
+    const window = spec.idempotencyWindowSeconds;
+    const maxEids = this.config.idempotencyMaxEidsPerPartition;
+    const appends = result.partitions.map(
+      (p): PartitionAppend => ({
+        partition: String(p.partition),
+        count: p.count,
+        data: p.data,
+        ...(p.compactionKeys ? { compactionKeys: p.compactionKeys } : {}),
+        ...(window !== undefined && p.eids ? { idempotency: { eids: p.eids, windowSeconds: window, maxEids } } : {}),
+      }),
+    );
     if (budget.remainingMs <= 0) throw notAnsweredInTime(budget);
     const writes = await this.write(eventType, appends, budget);
     if (writes.every((w) => !w.ok && w.closed === true)) {

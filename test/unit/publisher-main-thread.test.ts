@@ -8,7 +8,8 @@
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { buildPublishSpec, type EventTypeCache } from '../../src/services/event-type-cache.js';
-import { Publisher, STANDALONE_RETRY_AFTER_MS } from '../../src/services/publisher.js';
+import { Publisher } from '../../src/services/publisher.js';
+import { STANDALONE_RETRY_AFTER_MS } from '../../src/services/validator-preparation.js';
 import type { WorkerPool } from '../../src/services/worker-pool.js';
 import type { PartitionLogs } from '../../src/storage/partition-logs.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
