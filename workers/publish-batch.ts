@@ -7,14 +7,14 @@
  */
 import type { ValidateFunction } from 'ajv';
 import { describeValidationError } from '../src/domain/schema-compiler.js';
-import { hashPartition, userDefinedPartition } from '../src/domain/partitioner.js';
+import { fnv1a32, hashPartition, userDefinedPartition } from '../src/domain/partitioner.js';
 import { eventOwner } from '../src/domain/event-owner.js';
 import { parseEventBatch } from '../src/domain/event-batch-parse.js';
 import type { EventBatchLayout } from '../src/domain/event-batch-scan.js';
 import { rejectedItems } from '../src/domain/batch-items.js';
 import type { PublishStep } from '../src/domain/batch-item-response.js';
 import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
-import type { PublishResult, PublishTask, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
+import type { PartitionPayload, PublishResult, PublishTask, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
 import { StoredTexts } from './stored-texts.js';
 import type { ValidatorCache } from './validator-cache.js';
 
@@ -37,8 +37,12 @@ function validationFailure(event: BatchEvent, spec: PublishTaskSpec, validate: V
 
 function choosePartition(event: BatchEvent, spec: PublishTaskSpec): number | string {
   switch (spec.partitionStrategy) {
-    case 'random':
-      return Math.floor(Math.random() * spec.partitionCount);
+    case 'random': {
+      // Idempotent publishing: a retried event must land where its first attempt did, so its partition
+      // follows from its eid (docs/publishing.md "Idempotent publishing").
+      const eid = spec.idempotencyWindowSeconds === undefined ? '' : eidOf(event);
+      return eid === '' ? Math.floor(Math.random() * spec.partitionCount) : fnv1a32(eid) % spec.partitionCount;
+    }
     case 'hash':
       return hashPartition(event, spec.partitionKeyPaths, spec.partitionCount);
     case 'user_defined':
@@ -115,9 +119,20 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   if (failures.size > 0) return rejection(batch, failures, schemaCost);
 
   const partitions = stored.payloads(itemPartitions, compactionKeys);
+  if (spec.idempotencyWindowSeconds !== undefined) attachEids(partitions, batch, itemPartitions);
   let bytes = 0;
   for (const payload of partitions) bytes += payload.data.byteLength - (payload.count - 1);
   return schemaCost ? { kind: 'accepted', itemPartitions, partitions, bytes, schemaCost } : { kind: 'accepted', itemPartitions, partitions, bytes };
+}
+
+/**
+ * Idempotent publishing: gives each payload the `metadata.eid` of its events, in order (every event of
+ * a business or data event type has one: the effective schema requires it).
+ */
+function attachEids(partitions: PartitionPayload[], batch: readonly BatchEvent[], itemPartitions: Uint32Array): void {
+  const byPartition = new Map<number, string[]>(partitions.map((p) => [p.partition, []]));
+  for (let i = 0; i < batch.length; i++) byPartition.get(itemPartitions[i] as number)?.push(eidOf(batch[i] as BatchEvent));
+  partitions.forEach((p, i) => (partitions[i] = { ...p, eids: byPartition.get(p.partition) ?? [] }));
 }
 
 /** The scan's layout when it found exactly the parsed events (it always does for valid JSON), else undefined. */

@@ -121,6 +121,8 @@ export interface PartitionPayload {
   readonly data: Uint8Array;
   /** `metadata.partition_compaction_key` of each event, in order; exactly when the event type's spec is `compacted`. */
   readonly compactionKeys?: string[];
+  /** `metadata.eid` of each event, in order; exactly when the event type's spec has `idempotencyWindowSeconds`. */
+  readonly eids?: string[];
 }
 
 /**

@@ -26,6 +26,7 @@ import {
 } from './event-type.js';
 import { annotationProblems, MAX_ANNOTATIONS } from './annotation-rules.js';
 import {
+import { EVENT_TYPE_SERVICE_ANNOTATIONS, idempotencyAnnotationProblems } from './idempotency.js';
   cleanupPolicyProblems,
   enrichmentProblems,
   partitionKeyFieldsProblems,
@@ -221,7 +222,11 @@ export function parseEventTypeInput(body: unknown, limits: EventTypeLimits, isAd
     duplicateAttributeProblems(authorization.readers, 'authorization.readers', p);
     duplicateAttributeProblems(authorization.writers, 'authorization.writers', p);
   }
-  if (input.annotations !== undefined) p.addAll(annotationProblems(input.annotations, 'annotations'));
+  if (input.annotations !== undefined) {
+    const annotationList = annotationProblems(input.annotations, 'annotations', EVENT_TYPE_SERVICE_ANNOTATIONS);
+    p.addAll(annotationList);
+    if (annotationList.length === 0) for (const line of idempotencyAnnotationProblems(input.annotations, category)) p.line(422, line);
+  }
   if (input.labels !== undefined) p.addAll(annotationProblems(input.labels, 'labels'));
   const selector = input.event_owner_selector;
 

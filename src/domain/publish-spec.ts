@@ -27,4 +27,10 @@ export interface PublishSpec {
    * schema requires it). Absent = false.
    */
   readonly compacted?: boolean;
+  /**
+   * Idempotent publishing (docs/publishing.md "Idempotent publishing"): the event type's
+   * `broker.io/idempotency-window-seconds`. The payloads then carry each event's `metadata.eid`, and
+   * `random` partitioning derives the partition from the eid. Absent = off.
+   */
+  readonly idempotencyWindowSeconds?: number;
 }

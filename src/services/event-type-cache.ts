@@ -6,6 +6,7 @@ import type { JsonObject } from '../domain/json-schema-walk.js';
 import type { Keys } from '../storage/keys.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { Logger } from '../observability/logger.js';
+import { idempotencyWindowSeconds } from '../domain/idempotency.js';
 import type { PublishSpec } from '../domain/publish-spec.js';
 
 /** A cached event type with what publishing needs precomputed. */
@@ -40,7 +41,18 @@ export function buildPublishSpec(stored: Pick<StoredEventType, 'record' | 'topol
     effectiveSchema,
     ...(record.event_owner_selector ? { ownerSelector: record.event_owner_selector } : {}),
     ...(record.cleanup_policy !== 'delete' ? { compacted: true } : {}),
+    ...idempotencyOf(record),
   };
+}
+
+/**
+ * The idempotency window of an event type (docs/publishing.md "Idempotent publishing"): its
+ * `broker.io/idempotency-window-seconds` annotation for categories whose events carry `metadata.eid`
+ * (business, data); none for category `undefined`.
+ */
+function idempotencyOf(record: StoredEventType['record']): { idempotencyWindowSeconds?: number } {
+  const window = idempotencyWindowSeconds(record.annotations);
+  return window === undefined || record.category === 'undefined' ? {} : { idempotencyWindowSeconds: window };
 }
 
 /** Bounds of the event type cache (config `caches`). */

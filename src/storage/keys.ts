@@ -34,6 +34,11 @@ export interface Keys {
   partitionCompactionIndex(name: string, timeline: number, partition: string): string;
   /** Sorted set (compacted event types only): keys with a tombstone in the compaction index, score = its `<offset>`. */
   partitionTombstones(name: string, timeline: number, partition: string): string;
+  /**
+   * Sorted set (event types with idempotent publishing only): eid → when it was stored (ms, Redis clock),
+   * the eids stored within the event type's idempotency window (docs/publishing.md "Idempotent publishing").
+   */
+  partitionEids(name: string, timeline: number, partition: string): string;
   /** String with expiry: held (and renewed) by the one node compacting an event type's partitions. */
   compactionLock(name: string): string;
   /** Sharded pub/sub channel (SPUBLISH, same slot as the partition): a batch was appended; readers wake. */
@@ -116,6 +121,7 @@ export function createKeys(prefix: string): Keys {
     retentionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:retention-lock`,
     partitionCompactionIndex: (name, timeline, p) => `${partition(name, timeline, p)}:compaction-keys`,
     partitionTombstones: (name, timeline, p) => `${partition(name, timeline, p)}:tombstones`,
+    partitionEids: (name, timeline, p) => `${partition(name, timeline, p)}:eids`,
     compactionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:compaction-lock`,
     partitionNotices: (name, timeline, p) => `${partition(name, timeline, p)}:notices`,
     metadataChannel: `${prefix}metadata-changes`,

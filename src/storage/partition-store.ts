@@ -16,6 +16,12 @@ export interface PartitionAppend {
   readonly count: number;
   readonly data: Uint8Array;
   readonly compactionKeys?: readonly string[];
+  /**
+   * Idempotent publishing (docs/publishing.md "Idempotent publishing"): the eid of each event, in order,
+   * the event type's window in seconds and the most eids a partition remembers. An event whose eid the
+   * partition stored within the window is left out (it counts as written).
+   */
+  readonly idempotency?: { readonly eids: readonly string[]; readonly windowSeconds: number; readonly maxEids: number };
 }
 
 /**
@@ -30,13 +36,23 @@ export type TimelineRef = Pick<StoredTimeline, 'order' | 'id'>;
  * keys): its keys in the script's header order and its arguments, the timeline's id among them (the
  * script refuses a partition opened for another timeline id). Shared with the replicated appender.
  */
-export function appendCall(keys: Keys, name: string, timeline: TimelineRef, write: PartitionAppend): { script: 'publishBatch' | 'publishCompacted'; keys: string[]; args: ScriptArg[] } {
+export function appendCall(keys: Keys, name: string, timeline: TimelineRef, write: PartitionAppend): { script: AppendScript; keys: string[]; args: ScriptArg[] } {
   const data = Buffer.from(write.data.buffer, write.data.byteOffset, write.data.byteLength);
   const { order } = timeline;
   const base = [keys.partitionMeta(name, order, write.partition), keys.partitionLog(name, order, write.partition), keys.partitionTimeIndex(name, order, write.partition), keys.partitionNotices(name, order, write.partition)];
+  const idempotency = write.idempotency;
+  if (idempotency !== undefined) {
+    const eids = keys.partitionEids(name, order, write.partition);
+    const head: ScriptArg[] = [write.count, data, timeline.id, idempotency.windowSeconds, idempotency.maxEids];
+    if (write.compactionKeys === undefined) return { script: 'publishIdempotent', keys: [...base, eids], args: [...head, ...idempotency.eids] };
+    return { script: 'publishCompactedIdempotent', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition), eids], args: [...head, ...write.compactionKeys, ...idempotency.eids] };
+  }
   if (write.compactionKeys === undefined) return { script: 'publishBatch', keys: base, args: [write.count, data, timeline.id] };
   return { script: 'publishCompacted', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition)], args: [write.count, data, timeline.id, ...write.compactionKeys] };
 }
+
+/** The scripts that append a batch's share of one partition (see {@link appendCall}). */
+export type AppendScript = 'publishBatch' | 'publishCompacted' | 'publishIdempotent' | 'publishCompactedIdempotent';
 
 /**
  * Outcome of writing one partition's share of a batch. Nothing was written when it failed; `closed`:
@@ -204,6 +220,7 @@ export class PartitionStore {
           this.keys.partitionTimeIndex(name, timeline, p),
           this.keys.partitionCompactionIndex(name, timeline, p),
           this.keys.partitionTombstones(name, timeline, p),
+          this.keys.partitionEids(name, timeline, p),
         );
       }),
     ).catch(storageError);

@@ -85,6 +85,8 @@ export const scriptFailureErrors = {
    */
   publishBatch: { TIMELINE_CLOSED: null, PARTITION_MISSING: null },
   publishCompacted: { TIMELINE_CLOSED: null, PARTITION_MISSING: null },
+  publishIdempotent: { TIMELINE_CLOSED: null, PARTITION_MISSING: null },
+  publishCompactedIdempotent: { TIMELINE_CLOSED: null, PARTITION_MISSING: null },
 } as const satisfies { readonly [S in ScriptName]?: { readonly [F in ScriptFailure]?: ErrorCode | null } };
 
 type FailingScript = keyof typeof scriptFailureErrors;

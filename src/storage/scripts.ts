@@ -19,6 +19,8 @@ export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 
   | 'extendOffsets'
   | 'growPartitions'
   | 'publishCompacted'
+  | 'publishIdempotent'
+  | 'publishCompactedIdempotent'
   | 'markDeleted'
   | 'compactPartition'
   | 'pruneCompactionIndex'

@@ -292,7 +292,8 @@ describe('a subscription of a compacted event type', () => {
     const name = 'removed.compacted-tight';
     await compacted(name);
     const id = await createSubscription(name);
-    const stream = await openStream(id, 'batch_limit=5&max_uncommitted_events=10&batch_flush_timeout=1');
+    // 9 removed versions ahead of each kept one, more than max_uncommitted_events.
+    const stream = await openStream(id, 'batch_limit=5&max_uncommitted_events=5&batch_flush_timeout=1');
     const batches = await consume(id, stream, 5);
     stream.client.close();
     const events = batches.flatMap((b) => b.events ?? []);
