@@ -6,11 +6,12 @@
  *
  * Pure: no I/O. Problems are 422 detail lines in the form `Field "name" ...`.
  */
-import type { AuthorizationAttribute } from './event-type.js';
+import { Type, type Static } from '@sinclair/typebox';
 import { EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH } from './event-type-input.js';
 import { parseOffset, type PartitionRange } from './offsets.js';
 import type { TimelineMap } from './timeline.js';
-import type { ReadFrom } from './subscription-input.js';
+import { READ_FROM } from './subscription-input.js';
+import { AttributeList, Closed, StringEnum, StringMap, Timestamp, type DeepReadonly } from './wire-parts.js';
 
 export {
   DEFAULT_CONSUMER_GROUP,
@@ -33,40 +34,42 @@ export {
  * `offset` is the last consumed offset in its normalized form: `begin`, or the full form
  * `001-<timeline>-<18 digits>` (docs/concepts.md "Offsets and cursors").
  */
-export interface InitialCursor {
-  readonly event_type: string;
-  readonly partition: string;
-  readonly offset: string;
-}
+export const InitialCursorSchema = Type.Object({ event_type: Type.String(), partition: Type.String(), offset: Type.String() }, Closed);
+/** A starting cursor ({@link InitialCursorSchema}). */
+export type InitialCursor = DeepReadonly<Static<typeof InitialCursorSchema>>;
 
 /** A subscription's authorization section: `admins` and `readers` only, since nobody publishes to a subscription (docs/security.md "Authorization: what a subject may do"); stored as given. */
-export interface SubscriptionAuthorization {
-  readonly admins: readonly AuthorizationAttribute[];
-  readonly readers: readonly AuthorizationAttribute[];
-}
+export const SubscriptionAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList }, Closed);
+/** A subscription's authorization section ({@link SubscriptionAuthorizationSchema}). */
+export type SubscriptionAuthorization = DeepReadonly<Static<typeof SubscriptionAuthorizationSchema>>;
 
-/** The stored and served subscription record (docs/concepts.md "Subscriptions"). */
-export interface Subscription {
+/** The fields of the subscription record; a listing item adds `status` to them (src/http/api/wire/subscriptions.ts). */
+export const SUBSCRIPTION_FIELDS = {
   /** uuid v4, lower case (set by the service). */
-  readonly id: string;
+  id: Type.String({ format: 'uuid' }),
   /** Part of the subscription key. */
-  readonly owning_application: string;
+  owning_application: Type.String(),
   /** Distinct event type names in the order first given; part of the subscription key as a set. */
-  readonly event_types: readonly string[];
+  event_types: Type.Array(Type.String()),
   /** Part of the subscription key; `default` when not given. */
-  readonly consumer_group: string;
+  consumer_group: Type.String(),
   /** Lower case; resolved lazily when the subscription is first streamed or its cursors first reset. */
-  readonly read_from: ReadFrom;
+  read_from: StringEnum(READ_FROM),
   /** One cursor per partition of every event type when `read_from` is `cursors`, else empty. */
-  readonly initial_cursors: readonly InitialCursor[];
-  readonly authorization?: SubscriptionAuthorization;
-  readonly annotations?: Readonly<Record<string, string>>;
-  readonly labels?: Readonly<Record<string, string>>;
+  initial_cursors: Type.Array(InitialCursorSchema),
+  authorization: Type.Optional(SubscriptionAuthorizationSchema),
+  annotations: Type.Optional(StringMap('annotations; `broker.io/subscription-max-event-send-count` and `broker.io/unprocessable-event-policy` configure the dead-letter queue')),
+  labels: Type.Optional(StringMap('labels')),
   /** RFC 3339 (set by the service). */
-  readonly created_at: string;
+  created_at: Timestamp,
   /** RFC 3339 (set by the service; moves on every accepted update). */
-  readonly updated_at: string;
-}
+  updated_at: Timestamp,
+};
+
+/** The stored and served subscription record (docs/concepts.md "Subscriptions"), as its schema; closed: a field the node starts to send is declared here first. */
+export const SubscriptionRecordSchema = Type.Object(SUBSCRIPTION_FIELDS, Closed);
+/** The stored and served subscription record, derived from {@link SubscriptionRecordSchema}. */
+export type Subscription = DeepReadonly<Static<typeof SubscriptionRecordSchema>>;
 
 /**
  * A validated, normalized subscription body: every {@link Subscription} field except the service-set ones.

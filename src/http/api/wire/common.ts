@@ -1,19 +1,8 @@
-/** Pieces every wire schema uses: closed objects, enums, timestamps, maps, problems, authorization attributes, paging links. */
+/** Pieces every wire schema uses: closed objects, enums, timestamps, maps and authorization attributes (declared in src/domain/wire-parts.ts), problems, paging links. */
 import { Type, type Static } from '@sinclair/typebox';
+import { Closed } from '../../../domain/wire-parts.js';
 
-/** A closed object: only the listed properties. */
-export const Closed = { additionalProperties: false } as const;
-
-/** A string enum from a constant list. */
-export function StringEnum<const T extends readonly string[]>(values: T, options: { description?: string } = {}) {
-  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
-}
-
-/** RFC 3339 timestamp (set by the service). */
-export const Timestamp = Type.String({ format: 'date-time', description: 'RFC 3339, set by the service' });
-
-/** A string-to-string map (annotations, labels). */
-export const StringMap = (description: string) => Type.Record(Type.String(), Type.String(), { description });
+export { Closed, StringEnum, Timestamp, StringMap, AuthorizationAttributeSchema, AttributeList } from '../../../domain/wire-parts.js';
 
 /** RFC 7807 problem (docs/errors.md): every failure answers one, as `application/problem+json`. */
 export const ProblemSchema = Type.Object(
@@ -38,12 +27,6 @@ export const ProblemSchema = Type.Object(
 );
 /** A problem body. */
 export type ProblemBody = Static<typeof ProblemSchema>;
-
-/** One attribute of an authorization list (docs/security.md); `*`/`*` is the wildcard. */
-export const AuthorizationAttributeSchema = Type.Object({ data_type: Type.String(), value: Type.String() }, Closed);
-
-/** A list of authorization attributes. */
-export const AttributeList = Type.Array(AuthorizationAttributeSchema);
 
 /** A page link (`_links.prev`, `_links.next`). */
 export const Link = Type.Object({ href: Type.String() }, Closed);

@@ -1,8 +1,8 @@
 /** Wire schemas of subscriptions, their cursors, stats and streams (docs/consuming.md). */
 import { Type, type Static } from '@sinclair/typebox';
-import { READ_FROM } from '../../../domain/subscription-input.js';
+import { SUBSCRIPTION_FIELDS, type SubscriptionRecordSchema } from '../../../domain/subscription.js';
 import { EventSchema } from './event-types.js';
-import { Closed, StringEnum, Timestamp, StringMap, AttributeList, PageLinksSchema } from './common.js';
+import { Closed, PageLinksSchema } from './common.js';
 
 /** A subscription cursor (docs/consuming.md "Commits"). */
 export const SubscriptionCursorSchema = Type.Object({
@@ -14,29 +14,13 @@ export const SubscriptionCursorSchema = Type.Object({
 /** The same without the token (cursor reset, docs/consuming.md "Commits"). */
 export const SubscriptionCursorWithoutTokenSchema = Type.Object({ partition: Type.String(), offset: Type.String(), event_type: Type.String() });
 
-/** A subscription's authorization (docs/security.md "Authorization: what a subject may do"). */
-export const SubscriptionAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList }, Closed);
-
-/** A starting cursor of a subscription with `read_from: cursors`. */
-export const InitialCursorSchema = Type.Object({ event_type: Type.String(), partition: Type.String(), offset: Type.String() }, Closed);
-
-const subscriptionFields = {
-  id: Type.String({ format: 'uuid' }),
-  owning_application: Type.String(),
-  event_types: Type.Array(Type.String()),
-  consumer_group: Type.String(),
-  read_from: StringEnum(READ_FROM),
-  initial_cursors: Type.Array(InitialCursorSchema),
-  authorization: Type.Optional(SubscriptionAuthorizationSchema),
-  annotations: Type.Optional(StringMap('annotations; `broker.io/subscription-max-event-send-count` and `broker.io/unprocessable-event-policy` configure the dead-letter queue')),
-  labels: Type.Optional(StringMap('labels')),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-};
-
-/** The subscription record as served (docs/consuming.md "Subscriptions"). */
-export const SubscriptionRecordSchema = Type.Object(subscriptionFields, Closed);
-/** The subscription record as the wire carries it (compare src/domain/subscription.ts `Subscription`). */
+/**
+ * The subscription record as served (docs/consuming.md "Subscriptions"), its authorization section and
+ * initial cursors: declared with the record in src/domain/subscription.ts, whose `Subscription` type is
+ * derived from them.
+ */
+export { InitialCursorSchema, SubscriptionAuthorizationSchema, SubscriptionRecordSchema } from '../../../domain/subscription.js';
+/** The subscription record as the wire carries it (src/domain/subscription.ts `Subscription`, made mutable). */
 export type SubscriptionRecord = Static<typeof SubscriptionRecordSchema>;
 
 /** The bodies of `POST /subscriptions` and `PUT /subscriptions/{id}`: the schemas the node checks them against (src/domain/subscription-input.ts). */
@@ -56,7 +40,7 @@ export const SubscriptionEventTypeStatusSchema = Type.Object(
 );
 
 /** A listing item: the record, with `status` when asked for. */
-export const SubscriptionListItemSchema = Type.Object({ ...subscriptionFields, status: Type.Optional(Type.Array(SubscriptionEventTypeStatusSchema)) }, Closed);
+export const SubscriptionListItemSchema = Type.Object({ ...SUBSCRIPTION_FIELDS, status: Type.Optional(Type.Array(SubscriptionEventTypeStatusSchema)) }, Closed);
 
 /** `GET /subscriptions`. */
 export const SubscriptionListSchema = Type.Object({ items: Type.Array(SubscriptionListItemSchema), _links: PageLinksSchema }, Closed);
