@@ -42,7 +42,55 @@ function listening(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * A stand-in for an old Redis on a free port: answers `INFO` as Redis `version` would (with noeviction),
+ * `+OK` to `CLIENT`, `SELECT` and `PING`, an error to anything else. Enough for a node to connect and check it.
+ */
+async function oldRedis(version: string): Promise<{ port: number; close: () => Promise<void> }> {
+  const info = `# Server\r\nredis_version:${version}\r\nredis_mode:standalone\r\n\r\n# Memory\r\nmaxmemory_policy:noeviction\r\n\r\n# Persistence\r\nloading:0\r\n`;
+  const server = net.createServer((socket) => {
+    let pending = '';
+    socket.on('data', (chunk: Buffer) => {
+      pending += chunk.toString('latin1');
+      // Each command is a RESP array of bulk strings: *<n>\r\n($<len>\r\n<arg>\r\n)*n
+      for (;;) {
+        const match = /^\*(\d+)\r\n/.exec(pending);
+        if (!match) return;
+        const args: string[] = [];
+        let at = match[0].length;
+        for (let i = 0; i < Number(match[1]); i++) {
+          const head = /^\$(\d+)\r\n/.exec(pending.slice(at));
+          if (!head || pending.length < at + head[0].length + Number(head[1]) + 2) return;
+          at += head[0].length;
+          args.push(pending.slice(at, at + Number(head[1])));
+          at += Number(head[1]) + 2;
+        }
+        pending = pending.slice(at);
+        const name = (args[0] ?? '').toLowerCase();
+        if (name === 'info') socket.write(`$${Buffer.byteLength(info)}\r\n${info}\r\n`);
+        else if (name === 'client' || name === 'select' || name === 'ping') socket.write('+OK\r\n');
+        else socket.write(`-ERR unknown command '${name}'\r\n`);
+      }
+    });
+    socket.on('error', () => undefined);
+  });
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return { port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
 describe.skipIf(inject('clusterNodes').length > 0)('a Redis the broker cannot use', () => {
+  it('a Redis older than 7.0: exit 1 naming the version found and the one needed', async () => {
+    const old = await oldRedis('6.2.14');
+    cleanups.push(() => old.close());
+    const port = await freePort();
+    const { code, output } = await refusedStart(port, { BROKER_REDIS_URL: `redis://127.0.0.1:${old.port}` });
+    expect(code, output).toBe(1);
+    expect(output).toContain(`the Redis at 127.0.0.1:${old.port} is version 6.2.14; the broker needs Redis 7.0.0 or later`);
+    expect(output).not.toContain('maxmemory-policy');
+    expect(await listening(port)).toBe(false);
+  });
+
   it('maxmemory-policy allkeys-lru: exit 1 naming the policy and the fix, the HTTP port never opened', async () => {
     const redis = await startRedis({ extraArgs: ['--maxmemory-policy', 'allkeys-lru'] });
     cleanups.push(() => redis.stop());
