@@ -1,33 +1,43 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { brokerError, BrokerError, invalidInput } from '../errors/catalog.js';
 import { checkInput, fieldOf, type InputProblem } from './input-check.js';
+import { Closed, type DeepReadonly } from './wire-parts.js';
 
 /**
  * Where a storage keeps its keys: a Redis deployment (`url`, or `cluster_nodes` seeds) or, with
  * neither, the node's own deployment; `key_prefix` is the namespace inside it (docs/operations.md
- * "Storages and timelines"; the fields are this broker's own).
+ * "Storages and timelines").
  */
-export interface RedisConfiguration {
-  /** `redis://` or `rediss://` URL of a standalone deployment (credentials are never shown back). */
-  readonly url?: string;
-  /** `host:port` seeds of a Redis Cluster. */
-  readonly cluster_nodes?: readonly string[];
-  /** Prefix of every key of the storage, 0 to 64 characters of `[A-Za-z0-9:._-]`. */
-  readonly key_prefix: string;
-}
+export const RedisConfigurationSchema = Type.Object(
+  {
+    /** `redis://` or `rediss://` URL of a standalone deployment (credentials are never shown back). */
+    url: Type.Optional(Type.String({ description: 'redis:// or rediss:// URL (a password is shown as ***)' })),
+    /** `host:port` seeds of a Redis Cluster. */
+    cluster_nodes: Type.Optional(Type.Array(Type.String({ description: 'host:port' }))),
+    /** Prefix of every key of the storage, 0 to 64 characters of `[A-Za-z0-9:._-]`. */
+    key_prefix: Type.String({ pattern: '^[A-Za-z0-9:._-]{0,64}$' }),
+  },
+  Closed,
+);
+/** Where a storage keeps its keys, derived from {@link RedisConfigurationSchema}. */
+export type RedisConfiguration = DeepReadonly<Static<typeof RedisConfigurationSchema>>;
 
-/** A storage backend (docs/operations.md "Storages and timelines"; `GET/POST /storages`). */
-export interface Storage {
-  /** 1 to 64 characters of `[A-Za-z0-9._-]`. */
-  readonly id: string;
-  readonly storage_type: 'redis';
-  readonly redis_configuration: RedisConfiguration;
-}
+/** A storage as served (`GET/POST /storages`): the stored record with whether it is the default one. */
+export const StorageViewSchema = Type.Object(
+  {
+    /** 1 to 64 characters of `[A-Za-z0-9._-]`. */
+    id: Type.String(),
+    storage_type: Type.Literal('redis'),
+    redis_configuration: RedisConfigurationSchema,
+    default: Type.Boolean(),
+  },
+  Closed,
+);
+/** A storage as served, derived from {@link StorageViewSchema}. */
+export type StorageView = DeepReadonly<Static<typeof StorageViewSchema>>;
 
-/** A storage as served: with whether it is the default one. */
-export interface StorageView extends Storage {
-  readonly default: boolean;
-}
+/** A storage backend (docs/operations.md "Storages and timelines"): the served record without `default`. */
+export type Storage = Omit<StorageView, 'default'>;
 
 /** The id of the storage every node starts with (its own `redis.*` configuration). */
 export const NODE_STORAGE_ID = 'default';

@@ -1,6 +1,7 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { formatOffset, MAX_OFFSET, OFFSET_EXPIRED, type ParsedOffset, type PartitionRange } from './offsets.js';
 import { NODE_STORAGE_ID } from './storage.js';
+import { Closed, Timestamp, type DeepReadonly } from './wire-parts.js';
 
 /**
  * Timelines (docs/concepts.md "Timelines and storages").
@@ -43,18 +44,23 @@ export interface StoredTimeline {
 }
 
 /** The timeline as served (docs/concepts.md "Timelines and storages"; `GET /event-types/{name}/timelines`). */
-export interface TimelineView {
-  readonly id: string;
-  readonly event_type: string;
-  readonly order: number;
-  readonly storage_id: string;
-  readonly topic: string;
-  readonly created_at: string;
-  readonly switched_at: string;
-  readonly cleaned_up_at?: string;
-  /** The last offset per partition in this timeline's storage (-1 = unused; 0 = one event). Closed timelines only. */
-  readonly latest_position?: { readonly offsets: readonly number[] };
-}
+export const TimelineSchema = Type.Object(
+  {
+    id: Type.String({ format: 'uuid' }),
+    event_type: Type.String(),
+    order: Type.Integer({ minimum: 1 }),
+    storage_id: Type.String(),
+    topic: Type.String(),
+    created_at: Timestamp,
+    switched_at: Timestamp,
+    cleaned_up_at: Type.Optional(Timestamp),
+    /** The last offset per partition in this timeline's storage (-1 = unused; 0 = one event). Closed timelines only. */
+    latest_position: Type.Optional(Type.Object({ offsets: Type.Array(Type.Integer({ minimum: -1 })) }, Closed)),
+  },
+  Closed,
+);
+/** The timeline as served, derived from {@link TimelineSchema}. */
+export type TimelineView = DeepReadonly<Static<typeof TimelineSchema>>;
 
 /** The timeline every event type had before timelines existed: order 1 on the node's storage. */
 export function legacyTimeline(createdAt: string): StoredTimeline {
