@@ -12,6 +12,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import {
+  AUDIENCES,
   CATEGORIES,
   CLEANUP_POLICIES,
   COMPATIBILITY_MODES,
@@ -142,6 +143,7 @@ export const EventTypeInputSchema = Type.Object(
     annotations: Type.Optional(StringMapInput('annotations; keys under `broker.io/` are the service\'s')),
     labels: Type.Optional(StringMapInput('labels')),
     ordering_key_fields: Type.Optional(FieldPaths('the fields that order events of a partition')),
+    audience: Type.Optional(AnyCaseEnum(AUDIENCES, { what: 'audience', description: `who the events are meant for: one of ${AUDIENCES.join(', ')} (any case); optional, may change on update` })),
     event_owner_selector: Type.Optional(
       Type.Object({ type: AnyCaseEnum(['path', 'static'] as const), name: Type.String({ minLength: 1 }), value: Type.String({ minLength: 1 }) }),
     ),
@@ -181,9 +183,10 @@ function lower<T extends string>(allowed: readonly T[], value: string): T {
  * that breaks it is answered with those problems only. Then the rules: the category rules of
  * `enrichment_strategies` (and no strategy twice), `partition_strategy` (`user_defined` not for
  * `undefined`) and `cleanup_policy` (compaction not for `undefined`), `partition_key_fields` (non-empty
- * exactly for `hash`), the retention bounds (unless `isAdmin`), distinct authorization attributes,
- * annotation and label keys and values. The schema text itself and field paths against the schema are
- * checked elsewhere (`checkFieldsAgainstSchema` of event-type-rules.ts).
+ * exactly for `hash`; `[]` for another strategy counts as absent, as served records carry it), the
+ * retention bounds (unless `isAdmin`), distinct authorization attributes, annotation and label keys and
+ * values; `audience` is one of {@link AUDIENCES} (any case; another value is 422). The schema text
+ * itself and field paths against the schema are checked elsewhere (`checkFieldsAgainstSchema` of event-type-rules.ts).
  *
  * @param body the parsed JSON request body (declared properties holding `null` are removed from it)
  * @param limits installation defaults and bounds
@@ -239,7 +242,7 @@ export function parseEventTypeInput(body: unknown, limits: EventTypeLimits, isAd
       category,
       enrichment_strategies: enrichment,
       partition_strategy: partitionStrategy,
-      ...(partitionStrategy === 'hash' && keyFields !== undefined ? { partition_key_fields: keyFields } : {}),
+      partition_key_fields: partitionStrategy === 'hash' && keyFields !== undefined ? keyFields : [],
       compatibility_mode: compatibilityMode,
       schema: { type: 'json_schema', schema: input.schema.schema },
       cleanup_policy: cleanupPolicy,
@@ -249,6 +252,7 @@ export function parseEventTypeInput(body: unknown, limits: EventTypeLimits, isAd
       ...(input.annotations !== undefined ? { annotations: input.annotations } : {}),
       ...(input.labels !== undefined ? { labels: input.labels } : {}),
       ...(input.ordering_key_fields !== undefined ? { ordering_key_fields: input.ordering_key_fields } : {}),
+      ...(input.audience !== undefined ? { audience: lower(AUDIENCES, input.audience) } : {}),
       ...(selector !== undefined ? { event_owner_selector: { type: lower(['path', 'static'] as const, selector.type), name: selector.name, value: selector.value } } : {}),
     },
   };

@@ -33,7 +33,7 @@ export interface EventTypeLimits {
  * (`schema.version`, `schema.created_at`, `created_at`, `updated_at`). Enum values are lower case,
  * defaults are applied (`enrichment_strategies []`, `partition_strategy random`, `compatibility_mode
  * forward`, `cleanup_policy delete`, `options.retention_time` = the installation default) and optional
- * fields that were absent or `null` are left out. `partition_key_fields` is present only for `hash`.
+ * fields that were absent or `null` are left out. `partition_key_fields` is `[]` unless the strategy is `hash`.
  */
 export type EventTypeInput = Omit<EventType, 'schema' | 'created_at' | 'updated_at'> & {
   readonly schema: { readonly type: 'json_schema'; readonly schema: string };

@@ -19,6 +19,14 @@ export type CompatibilityMode = (typeof COMPATIBILITY_MODES)[number];
 export const CLEANUP_POLICIES = ['delete', 'compact', 'compact_and_delete'] as const;
 export type CleanupPolicy = (typeof CLEANUP_POLICIES)[number];
 
+/**
+ * Who the events of an event type are meant for (docs/concepts.md "Event types"), from the narrowest
+ * (one component) to the widest (anyone). Informational: the broker stores and serves it, access is
+ * decided by `authorization` alone.
+ */
+export const AUDIENCES = ['component-internal', 'business-unit-internal', 'company-internal', 'external-partner', 'external-public'] as const;
+export type Audience = (typeof AUDIENCES)[number];
+
 /** `schema` of an event type; `schema` is the JSON Schema (draft-04) as an escaped JSON string. */
 export interface EventTypeSchema {
   readonly type: 'json_schema';
@@ -70,7 +78,11 @@ export interface EventType {
   readonly category: Category;
   readonly enrichment_strategies: readonly EnrichmentStrategy[];
   readonly partition_strategy: PartitionStrategy;
-  readonly partition_key_fields?: readonly string[];
+  /**
+   * The key fields of `hash`; `[]` for the other strategies. Records stored before it was always written
+   * lack it ({@link StoredEventTypeRecord}); {@link servedEventType} adds `[]` when serving them.
+   */
+  readonly partition_key_fields: readonly string[];
   readonly compatibility_mode: CompatibilityMode;
   readonly schema: EventTypeSchema;
   readonly cleanup_policy: CleanupPolicy;
@@ -80,11 +92,27 @@ export interface EventType {
   readonly annotations?: Readonly<Record<string, string>>;
   readonly labels?: Readonly<Record<string, string>>;
   readonly ordering_key_fields?: readonly string[];
+  /** Who the events are meant for; absent when not given. */
+  readonly audience?: Audience;
   readonly event_owner_selector?: EventOwnerSelector;
   /** RFC 3339 (set by the service). */
   readonly created_at: string;
   /** RFC 3339 (set by the service). */
   readonly updated_at: string;
+}
+
+/** A record as Redis may hold it: written before `partition_key_fields` was always stored, it may lack it. */
+export type StoredEventTypeRecord = Omit<EventType, 'partition_key_fields'> & { readonly partition_key_fields?: readonly string[] };
+
+/**
+ * The record as served (docs/concepts.md "Event types"): `partition_key_fields` is always there, `[]`
+ * unless the strategy is `hash`, so a record read and sent back compares equal to the stored one. Records
+ * written since it is always stored come back with the same fields in the same order; older ones get
+ * `[]` after `partition_strategy`.
+ */
+export function servedEventType(record: StoredEventTypeRecord): EventType {
+  const { name, owning_application, category, enrichment_strategies, partition_strategy, partition_key_fields = [], ...rest } = record;
+  return { name, owning_application, category, enrichment_strategies, partition_strategy, partition_key_fields, ...rest };
 }
 
 /** Internal facts stored beside the record and never served: the partition count and active timeline. */

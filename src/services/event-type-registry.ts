@@ -1,6 +1,6 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import { buildEffectiveSchema } from '../domain/effective-schema.js';
-import { partitionIds, type AuthorizationAttribute, type CompatibilityMode, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
+import { partitionIds, servedEventType, type AuthorizationAttribute, type CompatibilityMode, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
 import { parseEventTypeInput } from '../domain/event-type-input.js';
 import { checkBody } from '../domain/rule-problems.js';
 import { CompatibilityCheckInputSchema, SchemaAdditionCheck, SchemaFetchInputSchema } from '../domain/schema-version-input.js';
@@ -253,11 +253,11 @@ export class EventTypeRegistry {
     await Promise.all(removed.timelines.all.map((t) => this.logs.dropTimeline(name, t, t.lastOffsets?.length ?? removed.topology.partitionCount)));
   }
 
-  /** @throws BrokerError 404 */
+  /** The record as served ({@link servedEventType}). @throws BrokerError 404 */
   async get(name: string): Promise<EventType> {
     const stored = await this.store.get(name);
     if (!stored) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
-    return stored.record;
+    return servedEventType(stored.record);
   }
 
   /**
@@ -272,7 +272,7 @@ export class EventTypeRegistry {
   async listJson(filter: { owningApplication?: string; writer?: AuthorizationAttribute }): Promise<Buffer> {
     const { owningApplication, writer } = filter;
     const stored = await this.store.listStored();
-    const kept =
+    const kept = (
       owningApplication === undefined && writer === undefined
         ? stored
         : stored.filter((bytes) => {
@@ -281,7 +281,8 @@ export class EventTypeRegistry {
               (owningApplication === undefined || et.owning_application === owningApplication) &&
               (writer === undefined || (et.authorization?.writers ?? []).some((a) => a.data_type === writer.data_type && a.value === writer.value))
             );
-          });
+          })
+    ).map(withPartitionKeyFields);
     return jsonArrayOf(kept);
   }
 
@@ -375,7 +376,7 @@ function toRecord(input: EventTypeInput, schema: EventTypeSchema, createdAt: str
     category: input.category,
     enrichment_strategies: input.enrichment_strategies,
     partition_strategy: input.partition_strategy,
-    ...(input.partition_key_fields ? { partition_key_fields: input.partition_key_fields } : {}),
+    partition_key_fields: input.partition_key_fields,
     compatibility_mode: input.compatibility_mode,
     schema,
     cleanup_policy: input.cleanup_policy,
@@ -385,10 +386,27 @@ function toRecord(input: EventTypeInput, schema: EventTypeSchema, createdAt: str
     ...(input.annotations ? { annotations: input.annotations } : {}),
     ...(input.labels ? { labels: input.labels } : {}),
     ...(input.ordering_key_fields ? { ordering_key_fields: input.ordering_key_fields } : {}),
+    ...(input.audience ? { audience: input.audience } : {}),
     ...(input.event_owner_selector ? { event_owner_selector: input.event_owner_selector } : {}),
     created_at: createdAt,
     updated_at: updatedAt,
   };
+}
+
+const STRATEGY_KEY = Buffer.from('"partition_strategy":"');
+const KEY_FIELDS_KEY = Buffer.from(',"partition_key_fields":');
+
+/**
+ * A stored record's bytes as served ({@link servedEventType}): unchanged when `partition_key_fields`
+ * follows `partition_strategy`, as in every record {@link toRecord} builds (a byte comparison, no
+ * parsing; the first `"partition_strategy":"` is the record's own key, since the fields before it hold
+ * no unescaped quote), else parsed and given `partition_key_fields: []`.
+ */
+function withPartitionKeyFields(bytes: Buffer): Buffer {
+  const at = bytes.indexOf(STRATEGY_KEY);
+  const valueEnd = at < 0 ? -1 : bytes.indexOf(0x22, at + STRATEGY_KEY.length);
+  if (valueEnd >= 0 && bytes.subarray(valueEnd + 1, valueEnd + 1 + KEY_FIELDS_KEY.length).equals(KEY_FIELDS_KEY)) return bytes;
+  return Buffer.from(JSON.stringify(servedEventType(JSON.parse(bytes.toString('utf8')) as EventType)));
 }
 
 /** `[a,b,…]` of JSON texts given as UTF-8 bytes, in one buffer. */

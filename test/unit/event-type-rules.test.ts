@@ -98,7 +98,12 @@ describe('parseEventTypeInput: accepted bodies', () => {
     ['enrichment in any case is normalized', body({ enrichment_strategies: ['METADATA_Enrichment'] }), false, { enrichment_strategies: ['metadata_enrichment'] }],
     ['partition strategy hash with key fields', body({ partition_strategy: 'HASH', partition_key_fields: ['id', 'nested.x'] }), false, { partition_strategy: 'hash', partition_key_fields: ['id', 'nested.x'] }],
     ['user_defined for business', body({ partition_strategy: 'user_defined' }), false, { partition_strategy: 'user_defined' }],
-    ['random with empty key fields drops them', body({ partition_strategy: 'random', partition_key_fields: [] }), false, { partition_key_fields: undefined }],
+    ['random with empty key fields counts them as absent', body({ partition_strategy: 'random', partition_key_fields: [] }), false, { partition_key_fields: [] }],
+    ['user_defined with empty key fields counts them as absent', body({ partition_strategy: 'user_defined', partition_key_fields: [] }), false, { partition_key_fields: [] }],
+    ['random without key fields gets []', body({ partition_strategy: 'random' }), false, { partition_key_fields: [] }],
+    ['audience is kept', body({ audience: 'company-internal' }), false, { audience: 'company-internal' }],
+    ['audience in any case is normalized', body({ audience: 'External-Partner' }), false, { audience: 'external-partner' }],
+    ['audience null counts as absent', body({ audience: null }), false, { audience: undefined }],
     ['compatibility mode in any case', body({ compatibility_mode: 'NONE' }), false, { compatibility_mode: 'none' }],
     ['compatibility mode compatible', body({ compatibility_mode: 'compatible' }), false, { compatibility_mode: 'compatible' }],
     ['cleanup compact for business', body({ cleanup_policy: 'Compact' }), false, { cleanup_policy: 'compact' }],
@@ -141,7 +146,7 @@ describe('parseEventTypeInput: accepted bodies', () => {
 
   it('leaves absent optional fields out of the value', () => {
     expect(Object.keys(mustParse(base())).sort()).toEqual(
-      ['category', 'cleanup_policy', 'compatibility_mode', 'enrichment_strategies', 'name', 'options', 'owning_application', 'partition_strategy', 'schema'].sort(),
+      ['category', 'cleanup_policy', 'compatibility_mode', 'enrichment_strategies', 'name', 'options', 'owning_application', 'partition_key_fields', 'partition_strategy', 'schema'].sort(),
     );
   });
 });
@@ -180,6 +185,8 @@ describe('parseEventTypeInput: rejected bodies', () => {
     ['enrichment item a number', body({ enrichment_strategies: [1] }), false, 400, 'Field "enrichment_strategies[0]" must be a string'],
     // partition_strategy
     ['partition strategy unknown', body({ partition_strategy: 'round_robin' }), false, 422, 'Field "partition_strategy" has unknown partition strategy "round_robin"'],
+    ['audience unknown', body({ audience: 'everyone' }), false, 422, 'Field "audience" has unknown audience "everyone"; allowed: component-internal, business-unit-internal, company-internal, external-partner, external-public'],
+    ['audience not a string', body({ audience: 3 }), false, 400, 'Field "audience"'],
     ['partition strategy a number', body({ partition_strategy: 3 }), false, 400, 'Field "partition_strategy" must be a string'],
     ['user_defined for undefined', body({ ...undefinedCategory, partition_strategy: 'user_defined' }), false, 422, '"user_defined" is not available for category "undefined"'],
     // partition_key_fields

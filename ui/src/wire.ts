@@ -27,13 +27,16 @@ export interface EventType {
   readonly owning_application: string;
   readonly category: string;
   readonly partition_strategy: string;
-  readonly partition_key_fields?: readonly string[];
+  /** `[]` unless the strategy is `hash`. */
+  readonly partition_key_fields: readonly string[];
   readonly compatibility_mode?: string;
   readonly cleanup_policy?: string;
   readonly enrichment_strategies?: readonly string[];
   readonly schema: SchemaRecord;
   readonly authorization?: EventTypeAuthorization;
   readonly options?: { readonly retention_time?: number };
+  /** Who the events are meant for; absent when not given. */
+  readonly audience?: 'component-internal' | 'business-unit-internal' | 'company-internal' | 'external-partner' | 'external-public';
   readonly created_at?: string;
   readonly updated_at?: string;
 }

@@ -40,6 +40,7 @@ export function EventTypePage({ name }: { name: string; access: Access }): View 
           <dt>Partition strategy</dt><dd>${et.partition_strategy}${et.partition_key_fields?.length ? ` by ${et.partition_key_fields.join(', ')}` : ''}</dd>
           <dt>Compatibility mode</dt><dd>${et.compatibility_mode ?? ''}</dd>
           <dt>Cleanup policy</dt><dd>${et.cleanup_policy ?? 'delete'}</dd>
+          ${et.audience !== undefined ? html`<dt>Audience</dt><dd>${et.audience}</dd>` : null}
           <dt>Enrichment</dt><dd>${(et.enrichment_strategies ?? []).join(', ') || 'none'}</dd>
           <dt>Created</dt><dd>${et.created_at ?? ''}</dd>
           <dt>Updated</dt><dd>${et.updated_at ?? ''}</dd>

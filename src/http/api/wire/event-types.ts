@@ -1,6 +1,6 @@
 /** Wire schemas of event types, schemas, partitions, cursors, batch items and events (docs/concepts.md, docs/publishing.md). */
 import { Type, type Static } from '@sinclair/typebox';
-import { CATEGORIES, CLEANUP_POLICIES, COMPATIBILITY_MODES, ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES } from '../../../domain/event-type.js';
+import { AUDIENCES, CATEGORIES, CLEANUP_POLICIES, COMPATIBILITY_MODES, ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES } from '../../../domain/event-type.js';
 import { Closed, StringEnum, Timestamp, StringMap, AttributeList } from './common.js';
 
 /** An event type's authorization (docs/security.md "Authorization: what a subject may do"). */
@@ -39,7 +39,7 @@ export const EventTypeRecordSchema = Type.Object(
     category: StringEnum(CATEGORIES),
     enrichment_strategies: Type.Array(StringEnum(ENRICHMENT_STRATEGIES)),
     partition_strategy: StringEnum(PARTITION_STRATEGIES),
-    partition_key_fields: Type.Optional(Type.Array(Type.String())),
+    partition_key_fields: Type.Array(Type.String(), { description: 'the key fields of `hash`; `[]` for the other strategies' }),
     compatibility_mode: StringEnum(COMPATIBILITY_MODES),
     schema: EventTypeSchemaSchema,
     cleanup_policy: StringEnum(CLEANUP_POLICIES),
@@ -49,6 +49,7 @@ export const EventTypeRecordSchema = Type.Object(
     annotations: Type.Optional(StringMap('annotations; keys under `broker.io/` are the service\'s (see the document\'s description)')),
     labels: Type.Optional(StringMap('labels')),
     ordering_key_fields: Type.Optional(Type.Array(Type.String())),
+    audience: Type.Optional(StringEnum(AUDIENCES, { description: 'who the events are meant for; absent when not given' })),
     event_owner_selector: Type.Optional(EventOwnerSelectorSchema),
     created_at: Timestamp,
     updated_at: Timestamp,
