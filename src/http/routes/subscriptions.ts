@@ -33,7 +33,12 @@ export interface SubscriptionDeps {
  */
 export const ListSubscriptionsQuery = Type.Object({
   owning_application: Type.Optional(Type.String({ description: 'only subscriptions of this application' })),
-  event_type: Type.Optional(Type.Array(Type.String(), { description: 'repeatable: only subscriptions reading every one of them' })),
+  event_type: Type.Optional(
+    Type.Array(Type.String(), {
+      description:
+        'only subscriptions reading every event type named: repeat the parameter (`event_type=a&event_type=b`) or separate names by commas (`event_type=a,b`), or both; event type names contain no commas',
+    }),
+  ),
   reader: Type.Optional(AttributeQueryParam('`<data_type>:<value>`: only subscriptions whose `authorization.readers` list this attribute')),
   show_status: Type.Optional(Bool('add each partition\'s state')),
   token: Type.Optional(Type.String({ description: 'paging token (feature token_subscription_iteration); `new` for the first page' })),
@@ -85,7 +90,7 @@ export const SUBSCRIPTION_ROUTES: readonly Route<SubscriptionDeps>[] = [
       const page = pageOf(query);
       const filter: SubscriptionFilter = {
         owningApplication: query.owning_application,
-        eventTypes: query.event_type ?? [],
+        eventTypes: eventTypesOf(query.event_type),
         reader: query.reader === undefined ? undefined : attributeOf(query.reader),
       };
       const token = query.token;
@@ -170,6 +175,15 @@ export function subscriptionRoutes(
 }
 
 /** A listing link repeating only the filters the client gave (docs/http-api.md). */
+/**
+ * The event types of `GET /subscriptions?event_type=` (docs/consuming.md "Subscriptions"): every value
+ * split at commas, so `event_type=a,b` filters as `event_type=a&event_type=b` does. An empty part names no
+ * event type and matches nothing, as an empty value does.
+ */
+export function eventTypesOf(values: readonly string[] | undefined): string[] {
+  return (values ?? []).flatMap((value) => value.split(','));
+}
+
 function linkOf(filter: SubscriptionFilter, position: [string, string], limit: number): { href: string } {
   const query = new URLSearchParams();
   if (filter.owningApplication !== undefined) query.append('owning_application', filter.owningApplication);
