@@ -7,8 +7,11 @@
  * - 200: the batch is written.
  * - 422 (items): nothing was written; the `failed` events are reported and the `aborted` ones (valid,
  *   refused with their batch) are sent again without them, unless `--all-or-nothing`.
- * - 207 (items): the `failed` events (storage) are sent again, at most 3 attempts in all, then reported.
- * - 503: nothing was written; the batch is sent again after `Retry-After` (at most 3 attempts).
+ * - 207 (items): the events that were not stored (`failed` or `aborted`) are sent again, without the
+ *   `submitted` ones, after a jittered exponential backoff ({@link retryDelayMs}), each retry said on
+ *   stderr; at most `--attempts` (default {@link DEFAULT_ATTEMPTS}) attempts in all, then reported.
+ * - 429 and 503: nothing was written; the batch is sent again after `Retry-After` ({@link retryAfterMs};
+ *   the backoff when the answer has none), at most `--attempts` attempts in all.
  * - anything else: the command stops (exit 3 for 4xx, 4 for 5xx) saying how far it got.
  */
 import { Option, type Command } from 'commander';
@@ -18,10 +21,44 @@ import { openEventSource, type EventSource, type InputEvent } from './input.js';
 import { formatCount, type Output } from './output.js';
 import { encoderOf, type WireEncoding } from './wire-encoding.js';
 
-/** Attempts per event when storage fails for its partition (207), and per batch answered 503. */
-export const MAX_ATTEMPTS = 3;
-/** Longest wait before sending a batch answered 503 again, in milliseconds. */
-const MAX_RETRY_WAIT_MS = 5_000;
+/** Attempts per event when storage fails for its partition (207), and per batch answered 429 or 503, unless `--attempts` says otherwise. */
+export const DEFAULT_ATTEMPTS = 5;
+/** The first backoff before a retry, in milliseconds; it doubles with each further attempt. */
+export const RETRY_BASE_DELAY_MS = 200;
+/** Longest backoff before a retry, in milliseconds. */
+export const MAX_RETRY_DELAY_MS = 5_000;
+/** Longest wait `Retry-After` may ask for before a batch is sent again, in milliseconds. */
+export const MAX_RETRY_AFTER_MS = 30_000;
+
+/**
+ * The backoff before attempt `attempt + 1` (docs/publishing.md "The command line"):
+ * {@link RETRY_BASE_DELAY_MS} doubled per attempt made, capped at {@link MAX_RETRY_DELAY_MS}, then a
+ * random share of it between a half and all of it, so clients that failed together do not retry together.
+ * @param attempt the attempts made so far (1 after the first)
+ * @param random a number in [0, 1) (`Math.random` by default)
+ * @returns milliseconds
+ */
+export function retryDelayMs(attempt: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(MAX_RETRY_DELAY_MS, RETRY_BASE_DELAY_MS * 2 ** Math.max(0, attempt - 1));
+  return Math.round(ceiling / 2 + (ceiling / 2) * random());
+}
+
+/**
+ * The wait a `Retry-After` header asks for: delay-seconds or an HTTP date, capped at
+ * {@link MAX_RETRY_AFTER_MS}.
+ * @param header the header's value, if any
+ * @param now the current time in epoch milliseconds
+ * @returns milliseconds (0 for a date already past), or undefined when the header is absent or unreadable
+ */
+export function retryAfterMs(header: string | undefined, now: number = Date.now()): number | undefined {
+  if (header === undefined || header.trim() === '') return undefined;
+  const text = header.trim();
+  if (/^\d+$/.test(text)) return Math.min(MAX_RETRY_AFTER_MS, Number(text) * 1000);
+  // An HTTP date names its month; Date.parse alone would read "-1" as a year.
+  const at = /[a-z]/i.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(at)) return undefined;
+  return Math.min(MAX_RETRY_AFTER_MS, Math.max(0, at - now));
+}
 
 interface PublishOptions {
   readonly batch: string;
@@ -29,6 +66,7 @@ interface PublishOptions {
   readonly zstd?: boolean;
   readonly progress: boolean;
   readonly allOrNothing?: boolean;
+  readonly attempts: string;
 }
 
 /** An event that was not written. */
@@ -64,6 +102,7 @@ export function registerPublish(program: Command, session: CliSession): void {
     .addOption(new Option('--gzip', 'gzip each request body (Content-Encoding: gzip)').conflicts('zstd'))
     .addOption(new Option('--zstd', 'zstd each request body (Content-Encoding: zstd)').conflicts('gzip'))
     .option('--all-or-nothing', 'do not send the valid events of a batch refused for an invalid one again (they count as failed)')
+    .option('--attempts <n>', 'attempts per event in all: events not stored (207) and batches answered 429 or 503 are sent again with backoff', String(DEFAULT_ATTEMPTS))
     .option('--no-progress', 'no progress line (it is drawn only for a file, on a terminal, without --json)')
     .action(async (eventType: string, file: string | undefined, options: PublishOptions, command: Command) => {
       await publish(session.contextOf(command), eventType, file, options);
@@ -73,6 +112,8 @@ export function registerPublish(program: Command, session: CliSession): void {
 async function publish(ctx: CommandContext, eventType: string, file: string | undefined, options: PublishOptions): Promise<void> {
   const batchSize = Number(options.batch);
   if (!Number.isInteger(batchSize) || batchSize < 1) throw usageError(`--batch must be a positive integer, got "${options.batch}"`);
+  const maxAttempts = Number(options.attempts);
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw usageError(`--attempts must be a positive integer, got "${options.attempts}"`);
   const encoding: WireEncoding = options.zstd === true ? 'zstd' : options.gzip === true ? 'gzip' : 'identity';
   const encode = encoderOf(encoding);
   const source = openEventSource(file);
@@ -95,16 +136,23 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
     }
   };
 
-  /** Posts a batch; 503 answers are retried after Retry-After. */
+  /** A line on stderr about a retry (also with `--json`: it is not a result). */
+  const note = (line: string): void => {
+    progress.clear();
+    output.err(line);
+  };
+
+  /** Posts a batch; 429 and 503 answers are retried after Retry-After (or the backoff). */
   const post = async (items: readonly InputEvent[]): Promise<{ status: number; text: string }> => {
     const body = await encode(Buffer.from(`[${items.map((e) => e.json ?? 'null').join(',')}]`));
     const headers: Record<string, string> = encoding === 'identity' ? {} : { 'content-encoding': encoding };
     for (let attempt = 1; ; attempt++) {
       const answer = await client.request('POST', path, { body, headers });
       requests += 1;
-      if (answer.status !== 503 || attempt >= MAX_ATTEMPTS) return answer;
-      const retryAfter = Number(answer.headers['retry-after']);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(MAX_RETRY_WAIT_MS, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : 1000)));
+      if ((answer.status !== 503 && answer.status !== 429) || attempt >= maxAttempts) return answer;
+      const waitMs = retryAfterMs(answer.headers['retry-after']) ?? retryDelayMs(attempt);
+      note(`the broker answered ${answer.status}; sending ${formatCount(items.length)} ${items.length === 1 ? 'event' : 'events'} again in ${(waitMs / 1000).toFixed(1)} s (attempt ${attempt + 1} of ${maxAttempts})`);
+      await sleep(waitMs);
     }
   };
 
@@ -126,7 +174,7 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
       const event = items[i];
       if (event === undefined) continue;
       if (result.publishing_status === 'submitted') published += 1;
-      else if (answer.status === 207 && attempt < MAX_ATTEMPTS) again.push(event);
+      else if (answer.status === 207 && attempt < maxAttempts) again.push(event);
       else if (answer.status === 422 && result.publishing_status === 'aborted' && options.allOrNothing !== true) again.push(event);
       else fail(event, result.publishing_status, result.step, result.detail);
     }
@@ -135,7 +183,12 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
       for (const event of again) fail(event, 'aborted', '', 'the broker refused the batch without naming a failed event');
       return;
     }
-    if (again.length > 0) await send(again, answer.status === 207 ? attempt + 1 : attempt);
+    if (again.length === 0) return;
+    if (answer.status === 207) {
+      note(`retrying ${formatCount(again.length)} of ${formatCount(items.length)} events that were not stored (attempt ${attempt + 1} of ${maxAttempts})`);
+      await sleep(retryDelayMs(attempt));
+      await send(again, attempt + 1);
+    } else await send(again, attempt);
   };
 
   let batch: InputEvent[] = [];
@@ -172,6 +225,10 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
     await output.out(`published ${formatCount(published)} of ${formatCount(read)} events to ${eventType} in ${formatCount(requests)} ${requests === 1 ? 'request' : 'requests'} (${seconds.toFixed(2)} s${rate})${failed}\n`);
   }
   if (failures.length > 0) ctx.partial();
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** One item of a 207/422 answer. */
