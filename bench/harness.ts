@@ -214,6 +214,11 @@ export interface LoadOptions {
   readonly pipelining?: number;
   /** Extra request headers (e.g. `Authorization`). */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * Gives each request a body of its own, made from the request's body (same size): e.g. fresh eids, so
+   * a broker that stores each eid once stores every request. Runs in the load generator, per request.
+   */
+  readonly rewrite?: (body: Buffer) => Buffer;
 }
 
 /** What one load run measured (2xx answers only, unless said otherwise). */
@@ -264,6 +269,7 @@ export function runLoad(options: LoadOptions): Promise<LoadResult> {
     path: request.path,
     headers: { 'content-type': 'application/json', ...options.headers },
     body: request.body,
+    ...(options.rewrite === undefined ? {} : { setupRequest: (req: autocannon.Request) => ({ ...req, body: (options.rewrite as (body: Buffer) => Buffer)(request.body) }) }),
     onResponse: (status: number, body: string) => {
       if (status >= 200 && status < 300) {
         okRequests++;

@@ -39,8 +39,9 @@ import { rebalance } from './rebalance.js';
 import { idleStreams } from './idle-streams.js';
 import { coldPublish } from './cold-publish.js';
 import { demoScenario } from './demo.js';
+import { publishIdempotent } from './publish-idempotent.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario, publishIdempotent];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const DOCS_FILE = path.join(repoRoot, 'docs', 'benchmarks.md');
 const START_MARKER = '<!-- results:start -->';

@@ -42,10 +42,10 @@ export function appendCall(keys: Keys, name: string, timeline: TimelineRef, writ
   const base = [keys.partitionMeta(name, order, write.partition), keys.partitionLog(name, order, write.partition), keys.partitionTimeIndex(name, order, write.partition), keys.partitionNotices(name, order, write.partition)];
   const idempotency = write.idempotency;
   if (idempotency !== undefined) {
-    const eids = keys.partitionEids(name, order, write.partition);
+    const eids = [keys.partitionEids(name, order, write.partition, 'a'), keys.partitionEids(name, order, write.partition, 'b')];
     const head: ScriptArg[] = [write.count, data, timeline.id, idempotency.windowSeconds, idempotency.maxEids];
-    if (write.compactionKeys === undefined) return { script: 'publishIdempotent', keys: [...base, eids], args: [...head, ...idempotency.eids] };
-    return { script: 'publishCompactedIdempotent', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition), eids], args: [...head, ...write.compactionKeys, ...idempotency.eids] };
+    if (write.compactionKeys === undefined) return { script: 'publishIdempotent', keys: [...base, ...eids], args: [...head, ...idempotency.eids] };
+    return { script: 'publishCompactedIdempotent', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition), ...eids], args: [...head, ...write.compactionKeys, ...idempotency.eids] };
   }
   if (write.compactionKeys === undefined) return { script: 'publishBatch', keys: base, args: [write.count, data, timeline.id] };
   return { script: 'publishCompacted', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition)], args: [write.count, data, timeline.id, ...write.compactionKeys] };
@@ -220,7 +220,8 @@ export class PartitionStore {
           this.keys.partitionTimeIndex(name, timeline, p),
           this.keys.partitionCompactionIndex(name, timeline, p),
           this.keys.partitionTombstones(name, timeline, p),
-          this.keys.partitionEids(name, timeline, p),
+          this.keys.partitionEids(name, timeline, p, 'a'),
+          this.keys.partitionEids(name, timeline, p, 'b'),
         );
       }),
     ).catch(storageError);

@@ -2,21 +2,44 @@
   Idempotent publishing (docs/publishing.md "Idempotent publishing"): an event whose `metadata.eid` was
   stored in the partition within the window is not stored again.
 
-  idempotent_keep(index, window_seconds, max_eids, eids, from, count, now):
-    index           (sorted set) member = eid, score = when it was stored (ms, Redis clock)
-    window_seconds  how long a stored eid is remembered (integer 1..86400)
-    max_eids        most eids remembered per partition: the oldest go first beyond it
-    eids            ARGV, the eid of each event at ARGV[from .. from + count - 1], in event order
-  Forgets eids older than the window, then looks every eid up at once (ZMSCORE). Returns a table of
-  `count` booleans, true for an event to store (its eid was not stored within the window, and is not
-  an earlier event's of this batch), and how many are true.
+  A partition remembers eids in two generations, hashes of eid -> 1: the current one takes the eids stored
+  now, the previous one holds those of the generation before. When the current generation is a window
+  old (or holds `max_eids`), the previous one is dropped and the current one becomes the previous: an eid
+  is remembered at least one window (unless `max_eids` starts generations sooner), and each generation
+  holds at most `max_eids`. The partition meta hash records which key is current
+  (`eid_gen`: `a` or `b`) and since when (`eid_since`, ms on Redis's clock). Hashes keep the check and the
+  insert O(1) per eid (a sorted set with expiry per eid cost several times more Redis CPU per event).
 
-  idempotent_remember(index, window_seconds, max_eids, eids, from, keep, now): records the kept eids
-  with score `now`, trims the index to `max_eids` and lets it expire a window after the last write, so
-  an event type whose idempotency was turned off leaves nothing behind.
+  idempotent_generations(meta, a, b, window_seconds, now): rotates as needed; returns current, previous.
+  idempotent_keep(current, previous, eids, from, count): looks every eid up in both generations (HMGET)
+    and returns a table of `count` booleans, true for an event to store (its eid is in neither, nor an
+    earlier event's of this batch), and how many are true.
+  idempotent_remember(meta, current, previous, window_seconds, max_eids, eids, from, keep, now): adds
+    the kept eids to the current generation, starts a new one when it reached `max_eids`, and lets both
+    expire two windows after the last write, so an event type whose idempotency was turned off leaves
+    nothing behind.
 ]]
-local function idempotent_keep(index, window_seconds, max_eids, eids, from, count, now)
-  redis.call('ZREMRANGEBYSCORE', index, '-inf', '(' .. (now - window_seconds * 1000))
+local function idempotent_rotate(meta, current, previous, generation, now)
+  redis.call('DEL', previous)
+  redis.call('HSET', meta, 'eid_gen', generation, 'eid_since', now)
+  return previous, current
+end
+
+local function idempotent_generations(meta, a, b, window_seconds, now)
+  local state = redis.call('HMGET', meta, 'eid_gen', 'eid_since')
+  local since = tonumber(state[2] or '')
+  local current, previous, other = a, b, 'b'
+  if state[1] == 'b' then current, previous, other = b, a, 'a' end
+  local window_ms = window_seconds * 1000
+  if since == nil then
+    redis.call('HSET', meta, 'eid_gen', state[1] or 'a', 'eid_since', now)
+  elseif now - since >= window_ms then
+    current, previous = idempotent_rotate(meta, current, previous, other, now)
+  end
+  return current, previous
+end
+
+local function idempotent_keep(current, previous, eids, from, count)
   local keep = {}
   local kept = 0
   local seen = {}
@@ -25,10 +48,12 @@ local function idempotent_keep(index, window_seconds, max_eids, eids, from, coun
     local stop = math.min(start + chunk, count) - 1
     local args = {}
     for i = start, stop do args[#args + 1] = eids[from + i] end
-    local scores = redis.call('ZMSCORE', index, unpack(args))
+    local now_gen = redis.call('HMGET', current, unpack(args))
+    local old_gen = redis.call('HMGET', previous, unpack(args))
     for i = start, stop do
       local eid = eids[from + i]
-      local fresh = (not scores[i - start + 1]) and (not seen[eid])
+      local j = i - start + 1
+      local fresh = (not now_gen[j]) and (not old_gen[j]) and (not seen[eid])
       seen[eid] = true
       keep[i + 1] = fresh
       if fresh then kept = kept + 1 end
@@ -37,20 +62,24 @@ local function idempotent_keep(index, window_seconds, max_eids, eids, from, coun
   return keep, kept
 end
 
-local function idempotent_remember(index, window_seconds, max_eids, eids, from, keep, now)
+local function idempotent_remember(meta, current, previous, window_seconds, max_eids, eids, from, keep, now)
   local args = {}
   for i, fresh in ipairs(keep) do
     if fresh then
-      args[#args + 1] = now
       args[#args + 1] = eids[from + i - 1]
+      args[#args + 1] = '1'
       if #args >= 6000 then
-        redis.call('ZADD', index, unpack(args))
+        redis.call('HSET', current, unpack(args))
         args = {}
       end
     end
   end
-  if #args > 0 then redis.call('ZADD', index, unpack(args)) end
-  local size = redis.call('ZCARD', index)
-  if size > max_eids then redis.call('ZREMRANGEBYRANK', index, 0, size - max_eids - 1) end
-  redis.call('PEXPIRE', index, window_seconds * 1000)
+  if #args > 0 then redis.call('HSET', current, unpack(args)) end
+  local ttl = window_seconds * 2000
+  if redis.call('HLEN', current) >= max_eids then
+    local generation = redis.call('HGET', meta, 'eid_gen') == 'b' and 'a' or 'b'
+    current, previous = idempotent_rotate(meta, current, previous, generation, now)
+  end
+  redis.call('PEXPIRE', current, ttl)
+  redis.call('PEXPIRE', previous, ttl)
 end

@@ -8,13 +8,14 @@
   KEYS[3] time index         (zset)   member = first offset received in a second, score = that unix second
   KEYS[4] notices            (sharded pub/sub channel) receives the new `next` offset so readers wake at once
   KEYS[5] compaction index   (hash)   compaction key -> offset of its newest event
-  KEYS[6] eid index          (zset)   member = eid, score = when it was stored (ms, Redis clock)
+  KEYS[6] eids, generation a (hash)   eid -> 1 (see include `idempotency`)
+  KEYS[7] eids, generation b (hash)   eid -> 1
 
   ARGV[1] event count        (integer >= 1)
   ARGV[2] events             (bytes: the JSON texts joined by "\n")
   ARGV[3] timeline id        (uuid of the timeline the publisher appends to)
   ARGV[4] window             (seconds, 1..86400)
-  ARGV[5] max eids           (most eids the index keeps)
+  ARGV[5] max eids           (most eids one generation takes before a new one starts)
   ARGV[6 .. 5 + count]       compaction key of each event, in the same order
   ARGV[6 + count .. 5 + 2 * count]  eid of each event, in the same order
 
@@ -35,7 +36,8 @@ local window = tonumber(ARGV[4])
 local max_eids = tonumber(ARGV[5])
 local now = now_ms()
 local eids_from = 6 + count
-local keep, kept = idempotent_keep(KEYS[6], window, max_eids, ARGV, eids_from, count, now)
+local current, previous = idempotent_generations(KEYS[1], KEYS[6], KEYS[7], window, now)
+local keep, kept = idempotent_keep(current, previous, ARGV, eids_from, count)
 if kept == 0 then return tonumber(redis.call('HGET', KEYS[1], 'next') or '0') end
 local data = ARGV[2]
 local next_offset = redis.call('HINCRBY', KEYS[1], 'next', kept)
@@ -53,7 +55,7 @@ for i = 1, count do
   end
   position = stop + 2
 end
-idempotent_remember(KEYS[6], window, max_eids, ARGV, eids_from, keep, now)
+idempotent_remember(KEYS[1], current, previous, window, max_eids, ARGV, eids_from, keep, now)
 index_time(KEYS[3], first)
 redis.call('SPUBLISH', KEYS[4], next_offset)
 return first

@@ -7,13 +7,14 @@
   KEYS[2] partition log    (stream) entry id `<next after this entry>-0`, fields n = event count, d = events
   KEYS[3] time index       (zset)   member = first offset received in a second, score = that unix second
   KEYS[4] notices          (sharded pub/sub channel) receives the new `next` offset so readers wake at once
-  KEYS[5] eid index        (zset)   member = eid, score = when it was stored (ms, Redis clock)
+  KEYS[5] eids, generation a (hash)  eid -> 1 (see include `idempotency`: which generation is current is in the meta hash)
+  KEYS[6] eids, generation b (hash)  eid -> 1
 
   ARGV[1] event count      (integer >= 1)
   ARGV[2] events           (bytes: the JSON texts joined by "\n"; JSON text never holds a raw newline)
   ARGV[3] timeline id      (uuid of the timeline the publisher appends to)
   ARGV[4] window           (seconds, 1..86400)
-  ARGV[5] max eids         (most eids the index keeps)
+  ARGV[5] max eids         (most eids one generation takes before a new one starts)
   ARGV[6 .. 5 + count]     eid of each event, in the same order
 
   Refusals as publishBatch's (include `append-refusal`). Returns the offset of the first stored event,
@@ -32,7 +33,8 @@ if #ARGV ~= count + 5 then return redis.error_reply('ERR publishIdempotent: ' ..
 local window = tonumber(ARGV[4])
 local max_eids = tonumber(ARGV[5])
 local now = now_ms()
-local keep, kept = idempotent_keep(KEYS[5], window, max_eids, ARGV, 6, count, now)
+local current, previous = idempotent_generations(KEYS[1], KEYS[5], KEYS[6], window, now)
+local keep, kept = idempotent_keep(current, previous, ARGV, 6, count)
 if kept == 0 then return tonumber(redis.call('HGET', KEYS[1], 'next') or '0') end
 local data = ARGV[2]
 if kept < count then
@@ -49,7 +51,7 @@ end
 local next_offset = redis.call('HINCRBY', KEYS[1], 'next', kept)
 local first = next_offset - kept
 redis.call('XADD', KEYS[2], next_offset .. '-0', 'n', kept, 'd', data)
-idempotent_remember(KEYS[5], window, max_eids, ARGV, 6, keep, now)
+idempotent_remember(KEYS[1], current, previous, window, max_eids, ARGV, 6, keep, now)
 index_time(KEYS[3], first)
 redis.call('SPUBLISH', KEYS[4], next_offset)
 return first
