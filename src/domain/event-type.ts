@@ -1,8 +1,12 @@
 /**
  * The event type record as stored in Redis and served on the wire (docs/concepts.md "Event
  * types"). Wire names stay snake_case. Input validation lives in `event-type-input.ts` (the
- * body's shape) and `event-type-rules.ts` (the rules a schema cannot say).
+ * body's shape) and `event-type-rules.ts` (the rules a schema cannot say). The record's types are
+ * derived from its TypeBox schemas (`Static<>`), which the OpenAPI document shows
+ * (src/http/api/wire/event-types.ts re-exports them).
  */
+import { Type, type Static } from '@sinclair/typebox';
+import { AttributeList, AuthorizationAttributeSchema, Closed, StringEnum, StringMap, Timestamp, type DeepReadonly } from './wire-parts.js';
 
 export const CATEGORIES = ['undefined', 'data', 'business'] as const;
 export type Category = (typeof CATEGORIES)[number];
@@ -27,79 +31,89 @@ export type CleanupPolicy = (typeof CLEANUP_POLICIES)[number];
 export const AUDIENCES = ['component-internal', 'business-unit-internal', 'company-internal', 'external-partner', 'external-public'] as const;
 export type Audience = (typeof AUDIENCES)[number];
 
-/** `schema` of an event type; `schema` is the JSON Schema (draft-04) as an escaped JSON string. */
-export interface EventTypeSchema {
-  readonly type: 'json_schema';
-  readonly schema: string;
-  /** Semantic version, `1.0.0` first (set by the service). */
-  readonly version: string;
-  /** RFC 3339 (set by the service). */
-  readonly created_at: string;
-}
+/** `schema` of an event type (docs/concepts.md "Schema versions"): the JSON Schema (draft-04) as text. */
+export const EventTypeSchemaSchema = Type.Object(
+  {
+    type: Type.Literal('json_schema'),
+    /** The JSON Schema (draft-04) as an escaped JSON string. */
+    schema: Type.String({ description: 'the JSON Schema (draft-04) of the events, as JSON text' }),
+    /** Semantic version, `1.0.0` first (set by the service). */
+    version: Type.String({ pattern: '^\\d+\\.\\d+\\.\\d+$', description: 'semantic version, 1.0.0 first (set by the service)' }),
+    /** RFC 3339 (set by the service). */
+    created_at: Timestamp,
+  },
+  Closed,
+);
+/** `schema` of an event type, derived from {@link EventTypeSchemaSchema}. */
+export type EventTypeSchema = DeepReadonly<Static<typeof EventTypeSchemaSchema>>;
 
 /** `default_statistic` (docs/concepts.md "Partitions"): all ≥ 1; partitions = max(read, write parallelism), capped. */
-export interface EventTypeStatistics {
-  readonly messages_per_minute: number;
-  readonly message_size: number;
-  readonly read_parallelism: number;
-  readonly write_parallelism: number;
-}
+export const EventTypeStatisticsSchema = Type.Object(
+  {
+    messages_per_minute: Type.Integer({ minimum: 1 }),
+    message_size: Type.Integer({ minimum: 1 }),
+    read_parallelism: Type.Integer({ minimum: 1 }),
+    write_parallelism: Type.Integer({ minimum: 1 }),
+  },
+  Closed,
+);
+/** `default_statistic`, derived from {@link EventTypeStatisticsSchema}. */
+export type EventTypeStatistics = DeepReadonly<Static<typeof EventTypeStatisticsSchema>>;
 
-/** `options` of an event type: retention_time in ms, default 2 days (docs/concepts.md "Event types"). */
-export interface EventTypeOptions {
-  /** Retention in milliseconds. */
-  readonly retention_time: number;
-}
+/** `options` of an event type: `retention_time` in milliseconds (default `eventTypes.defaultRetentionTimeMs`). */
+const EventTypeOptionsSchema = Type.Object({ retention_time: Type.Integer({ minimum: 0, description: 'retention in milliseconds' }) }, Closed);
+/** `options` of an event type, derived from its schema. */
+export type EventTypeOptions = DeepReadonly<Static<typeof EventTypeOptionsSchema>>;
 
-/** One attribute of an authorization list (docs/security.md "Authorization: what a subject may do"); `*`/`*` is the wildcard. */
-export interface AuthorizationAttribute {
-  readonly data_type: string;
-  readonly value: string;
-}
+/** One attribute of an authorization list (docs/security.md); `*`/`*` is the wildcard. */
+export type AuthorizationAttribute = DeepReadonly<Static<typeof AuthorizationAttributeSchema>>;
 
-/** An event type's authorization section (docs/security.md "Authorization: what a subject may do"): once set, an update cannot remove it. */
-export interface EventTypeAuthorization {
-  readonly admins: readonly AuthorizationAttribute[];
-  readonly readers: readonly AuthorizationAttribute[];
-  readonly writers: readonly AuthorizationAttribute[];
-}
+/** An event type's authorization section (docs/security.md "Authorization: what a subject may do"): stored, not removable. */
+export const EventTypeAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList, writers: AttributeList }, { ...Closed, description: 'who may change (admins), read and write the event type' });
+/** An event type's authorization section, derived from {@link EventTypeAuthorizationSchema}. */
+export type EventTypeAuthorization = DeepReadonly<Static<typeof EventTypeAuthorizationSchema>>;
 
-/** Per-event owner (docs/security.md "Authorization: what a subject may do"): `path` into the event or a `static` value; immutable once set. */
-export interface EventOwnerSelector {
-  readonly type: 'path' | 'static';
-  readonly name: string;
-  readonly value: string;
-}
+/** Per-event owner (docs/consuming.md "Per-event authorization"): `path` into the event or a `static` value; immutable once set. */
+export const EventOwnerSelectorSchema = Type.Object({ type: Type.Union([Type.Literal('path'), Type.Literal('static')]), name: Type.String(), value: Type.String() }, Closed);
+/** Per-event owner, derived from {@link EventOwnerSelectorSchema}. */
+export type EventOwnerSelector = DeepReadonly<Static<typeof EventOwnerSelectorSchema>>;
 
-/** The stored and served event type record. */
-export interface EventType {
-  readonly name: string;
-  readonly owning_application: string;
-  readonly category: Category;
-  readonly enrichment_strategies: readonly EnrichmentStrategy[];
-  readonly partition_strategy: PartitionStrategy;
-  /**
-   * The key fields of `hash`; `[]` for the other strategies. Records stored before it was always written
-   * lack it ({@link StoredEventTypeRecord}); {@link servedEventType} adds `[]` when serving them.
-   */
-  readonly partition_key_fields: readonly string[];
-  readonly compatibility_mode: CompatibilityMode;
-  readonly schema: EventTypeSchema;
-  readonly cleanup_policy: CleanupPolicy;
-  readonly default_statistic?: EventTypeStatistics;
-  readonly options: EventTypeOptions;
-  readonly authorization?: EventTypeAuthorization;
-  readonly annotations?: Readonly<Record<string, string>>;
-  readonly labels?: Readonly<Record<string, string>>;
-  readonly ordering_key_fields?: readonly string[];
-  /** Who the events are meant for; absent when not given. */
-  readonly audience?: Audience;
-  readonly event_owner_selector?: EventOwnerSelector;
-  /** RFC 3339 (set by the service). */
-  readonly created_at: string;
-  /** RFC 3339 (set by the service). */
-  readonly updated_at: string;
-}
+/**
+ * The stored and served event type record (docs/concepts.md "Event types"), as its schema; closed: a
+ * field the node starts to send is declared here first.
+ */
+export const EventTypeRecordSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[a-zA-Z][-0-9a-zA-Z_]*(\\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$', maxLength: 255 }),
+    owning_application: Type.String(),
+    category: StringEnum(CATEGORIES),
+    enrichment_strategies: Type.Array(StringEnum(ENRICHMENT_STRATEGIES)),
+    partition_strategy: StringEnum(PARTITION_STRATEGIES),
+    /**
+     * The key fields of `hash`; `[]` for the other strategies. Records stored before it was always written
+     * lack it ({@link StoredEventTypeRecord}); {@link servedEventType} adds `[]` when serving them.
+     */
+    partition_key_fields: Type.Array(Type.String(), { description: 'the key fields of `hash`; `[]` for the other strategies' }),
+    compatibility_mode: StringEnum(COMPATIBILITY_MODES),
+    schema: EventTypeSchemaSchema,
+    cleanup_policy: StringEnum(CLEANUP_POLICIES),
+    default_statistic: Type.Optional(EventTypeStatisticsSchema),
+    options: EventTypeOptionsSchema,
+    authorization: Type.Optional(EventTypeAuthorizationSchema),
+    annotations: Type.Optional(StringMap('annotations; keys under `broker.io/` are the service\'s (see the document\'s description)')),
+    labels: Type.Optional(StringMap('labels')),
+    ordering_key_fields: Type.Optional(Type.Array(Type.String())),
+    audience: Type.Optional(StringEnum(AUDIENCES, { description: 'who the events are meant for; absent when not given' })),
+    event_owner_selector: Type.Optional(EventOwnerSelectorSchema),
+    /** RFC 3339 (set by the service). */
+    created_at: Timestamp,
+    /** RFC 3339 (set by the service). */
+    updated_at: Timestamp,
+  },
+  Closed,
+);
+/** The stored and served event type record, derived from {@link EventTypeRecordSchema}. */
+export type EventType = DeepReadonly<Static<typeof EventTypeRecordSchema>>;
 
 /** A record as Redis may hold it: written before `partition_key_fields` was always stored, it may lack it. */
 export type StoredEventTypeRecord = Omit<EventType, 'partition_key_fields'> & { readonly partition_key_fields?: readonly string[] };

@@ -1,62 +1,14 @@
 /** Wire schemas of event types, schemas, partitions, cursors, batch items and events (docs/concepts.md, docs/publishing.md). */
 import { Type, type Static } from '@sinclair/typebox';
-import { AUDIENCES, CATEGORIES, CLEANUP_POLICIES, COMPATIBILITY_MODES, ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES } from '../../../domain/event-type.js';
-import { Closed, StringEnum, Timestamp, StringMap, AttributeList } from './common.js';
+import { COMPATIBILITY_MODES, type EventTypeRecordSchema } from '../../../domain/event-type.js';
+import { Closed, StringEnum } from './common.js';
 
-/** An event type's authorization (docs/security.md "Authorization: what a subject may do"). */
-export const EventTypeAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList, writers: AttributeList }, { ...Closed, description: 'who may change (admins), read and write the event type' });
-
-/** `schema` of an event type (docs/concepts.md "Schema versions"): the JSON Schema (draft-04) as text. */
-export const EventTypeSchemaSchema = Type.Object(
-  {
-    type: Type.Literal('json_schema'),
-    schema: Type.String({ description: 'the JSON Schema (draft-04) of the events, as JSON text' }),
-    version: Type.String({ pattern: '^\\d+\\.\\d+\\.\\d+$', description: 'semantic version, 1.0.0 first (set by the service)' }),
-    created_at: Timestamp,
-  },
-  Closed,
-);
-
-/** `default_statistic` (docs/concepts.md "Partitions"). */
-export const EventTypeStatisticsSchema = Type.Object(
-  {
-    messages_per_minute: Type.Integer({ minimum: 1 }),
-    message_size: Type.Integer({ minimum: 1 }),
-    read_parallelism: Type.Integer({ minimum: 1 }),
-    write_parallelism: Type.Integer({ minimum: 1 }),
-  },
-  Closed,
-);
-
-/** Per-event owner (docs/consuming.md "Per-event authorization"). */
-export const EventOwnerSelectorSchema = Type.Object({ type: Type.Union([Type.Literal('path'), Type.Literal('static')]), name: Type.String(), value: Type.String() }, Closed);
-
-/** The event type record as served (docs/concepts.md "Event types"). */
-export const EventTypeRecordSchema = Type.Object(
-  {
-    name: Type.String({ pattern: '^[a-zA-Z][-0-9a-zA-Z_]*(\\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*$', maxLength: 255 }),
-    owning_application: Type.String(),
-    category: StringEnum(CATEGORIES),
-    enrichment_strategies: Type.Array(StringEnum(ENRICHMENT_STRATEGIES)),
-    partition_strategy: StringEnum(PARTITION_STRATEGIES),
-    partition_key_fields: Type.Array(Type.String(), { description: 'the key fields of `hash`; `[]` for the other strategies' }),
-    compatibility_mode: StringEnum(COMPATIBILITY_MODES),
-    schema: EventTypeSchemaSchema,
-    cleanup_policy: StringEnum(CLEANUP_POLICIES),
-    default_statistic: Type.Optional(EventTypeStatisticsSchema),
-    options: Type.Object({ retention_time: Type.Integer({ minimum: 0, description: 'retention in milliseconds' }) }, Closed),
-    authorization: Type.Optional(EventTypeAuthorizationSchema),
-    annotations: Type.Optional(StringMap('annotations; keys under `broker.io/` are the service\'s (see the document\'s description)')),
-    labels: Type.Optional(StringMap('labels')),
-    ordering_key_fields: Type.Optional(Type.Array(Type.String())),
-    audience: Type.Optional(StringEnum(AUDIENCES, { description: 'who the events are meant for; absent when not given' })),
-    event_owner_selector: Type.Optional(EventOwnerSelectorSchema),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  Closed,
-);
-/** The event type record as the wire carries it (compare src/domain/event-type.ts `EventType`). */
+/**
+ * The event type record as served (docs/concepts.md "Event types") and its parts: declared with the
+ * record in src/domain/event-type.ts, whose `EventType` type is derived from them.
+ */
+export { EventTypeAuthorizationSchema, EventTypeSchemaSchema, EventTypeStatisticsSchema, EventOwnerSelectorSchema, EventTypeRecordSchema } from '../../../domain/event-type.js';
+/** The event type record as the wire carries it (src/domain/event-type.ts `EventType`, made mutable). */
 export type EventTypeRecord = Static<typeof EventTypeRecordSchema>;
 
 /**
