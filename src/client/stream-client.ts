@@ -15,7 +15,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import { pipeline, type Transform } from 'node:stream';
+import { pipeline, type Readable, type Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { DecompressStream } from 'zstd-napi';
 import { StreamFormatError, readBatches, type EventsMode, type StreamBatch } from './stream-batch.js';
@@ -180,26 +180,19 @@ export class BatchStream implements AsyncIterable<StreamBatch> {
   /** The body as decoded bytes: the answer itself, or a decoder the answer is piped into. */
   private body(): AsyncIterable<Buffer> {
     const coding = this.contentEncoding;
-    if (coding === undefined) return this.counted(this.res);
+    if (coding === undefined) return dataChunks(this.res, (chunk) => this.take(chunk));
     const decoder: Transform | undefined =
       coding === 'gzip' || coding === 'x-gzip' ? zlib.createGunzip() : coding === 'deflate' ? zlib.createInflate() : coding === 'zstd' ? new DecompressStream() : undefined;
     if (decoder === undefined) throw new StreamBrokenError(`the stream came with Content-Encoding ${coding}, which this client does not decode`);
     this.res.on('data', (chunk: Buffer) => this.take(chunk));
     // An error on either side (a dropped connection, a corrupt body) destroys the decoder with it, which ends its iteration.
     pipeline(this.res, decoder, () => undefined);
-    return decoder;
+    return dataChunks(decoder);
   }
 
   private take(chunk: Buffer): void {
     this.bodyBytes += chunk.byteLength;
     this.onBodyChunk?.(chunk);
-  }
-
-  private async *counted(body: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-    for await (const chunk of body) {
-      this.take(chunk);
-      yield chunk;
-    }
   }
 
   private async *batches(): AsyncGenerator<StreamBatch> {
@@ -227,5 +220,71 @@ export class BatchStream implements AsyncIterable<StreamBatch> {
       // Releases the reader of the body when the iteration was left early (a no-op once it finished).
       void batches?.return(undefined).catch(() => undefined);
     }
+  }
+}
+
+/** Chunks a {@link dataChunks} reader holds before it pauses its source. */
+const QUEUED_CHUNKS = 16;
+
+/**
+ * The chunks of `source` as its `data` events deliver them, each passed to `onChunk` first. Unlike a
+ * readable's own async iterator, which hands out whatever it buffered meanwhile concatenated into one
+ * new buffer (a copy of every byte when the consumer falls behind), the chunks go out as they came; the
+ * source is paused while {@link QUEUED_CHUNKS} wait, so backpressure still reaches the sender. Ends at
+ * the source's `end`; throws its error, or a premature-close error when it closed before its end.
+ * Leaving the iteration early destroys the source.
+ */
+async function* dataChunks(source: Readable, onChunk?: (chunk: Buffer) => void): AsyncGenerator<Buffer> {
+  const queue: Buffer[] = [];
+  let ended = false;
+  let failure: Error | undefined;
+  let wake: (() => void) | undefined;
+  const notify = (): void => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  const onData = (chunk: Buffer): void => {
+    onChunk?.(chunk);
+    queue.push(chunk);
+    if (queue.length >= QUEUED_CHUNKS) source.pause();
+    notify();
+  };
+  const onEnd = (): void => {
+    ended = true;
+    notify();
+  };
+  const onError = (err: Error): void => {
+    failure ??= err;
+    notify();
+  };
+  const onClose = (): void => {
+    if (!ended) failure ??= new Error('the body closed before its end');
+    notify();
+  };
+  source.on('data', onData);
+  source.on('end', onEnd);
+  source.on('error', onError);
+  source.on('close', onClose);
+  try {
+    for (;;) {
+      const chunk = queue.shift();
+      if (chunk !== undefined) {
+        if (queue.length === 0 && source.isPaused()) source.resume();
+        yield chunk;
+        continue;
+      }
+      if (failure !== undefined) throw failure;
+      if (ended) return;
+      await new Promise<void>((resolve) => (wake = resolve));
+    }
+  } finally {
+    source.off('data', onData);
+    source.off('end', onEnd);
+    source.off('error', onError);
+    source.off('close', onClose);
+    // A source destroyed later (the connection closing after a decoder error) must not throw unheard.
+    source.on('error', () => undefined);
+    if (!ended) source.destroy();
   }
 }
