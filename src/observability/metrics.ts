@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { ExpositionBuffer, familyHeader, HistogramValues, labelText, sampleValue, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
 import type { Logger } from './logger.js';
+import { SubscriptionCounter } from './subscription-counter.js';
 import type {
   CommitResult,
   ConsumptionMeter,
@@ -101,12 +102,8 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   private readonly streamMeters: Record<StreamKind, StreamMeter>;
   private readonly commitCounters: Record<CommitResult, CounterChild>;
   private readonly rebalances: Counter;
-  private readonly deadLetters: Counter<'subscription_id' | 'event_type'>;
-  /** Event types with a dead-letter series, per subscription (their series go with the subscription). */
-  private readonly deadLetterSeries = new Map<string, Set<string>>();
-  private readonly expiredEvents: Counter<'subscription_id' | 'event_type'>;
-  /** Event types with an expired-events series, per subscription (their series go with the subscription). */
-  private readonly expiredSeries = new Map<string, Set<string>>();
+  private readonly deadLetters: SubscriptionCounter;
+  private readonly expiredEvents: SubscriptionCounter;
 
   private readonly poolThreads: Gauge;
   private readonly poolQueueDepth: Gauge;
@@ -151,8 +148,8 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
 
     const commits = new Counter({ name: 'broker_subscription_commits_total', help: 'Committed cursors by result (committed, outdated = not newer than the stored one, refused = the stream does not hold the partition or its session is gone)', labelNames: ['result'], registers });
     this.commitCounters = { committed: commits.labels('committed'), outdated: commits.labels('outdated'), refused: commits.labels('refused') };
-    this.deadLetters = new Counter({ name: 'broker_dead_letters_total', help: 'Events a subscription stream skipped after they reached the subscription-max-event-send-count in a single-event batch (dead-letter queue), by subscription and event type', labelNames: ['subscription_id', 'event_type'], registers });
-    this.expiredEvents = new Counter({ name: 'broker_subscription_expired_events_total', help: 'Events that retention removed before a subscription read them, counted when the subscription\'s committed offset passed them on this node, by subscription and event type', labelNames: ['subscription_id', 'event_type'], registers });
+    this.deadLetters = new SubscriptionCounter('broker_dead_letters_total', 'Events a subscription stream skipped after they reached the subscription-max-event-send-count in a single-event batch (dead-letter queue), by subscription and event type', registers);
+    this.expiredEvents = new SubscriptionCounter('broker_subscription_expired_events_total', 'Events that retention removed before a subscription read them, counted when the subscription\'s committed offset passed them on this node, by subscription and event type', registers);
     this.rebalances = new Counter({ name: 'broker_subscription_rebalances_total', help: 'Changes of a subscription partition assignment written by this node (sessions joining, leaving, expiring)', registers });
 
     this.poolThreads = new Gauge({ name: 'broker_worker_pool_threads', help: 'Validation worker threads', registers });
@@ -233,29 +230,18 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   }
 
   deadLettered(subscriptionId: string, eventType: string): void {
-    this.deadLetters.labels(subscriptionId, eventType).inc();
-    let eventTypes = this.deadLetterSeries.get(subscriptionId);
-    if (!eventTypes) this.deadLetterSeries.set(subscriptionId, (eventTypes = new Set()));
-    eventTypes.add(eventType);
+    this.deadLetters.inc(subscriptionId, eventType);
   }
 
   expiredPassed(subscriptionId: string, eventType: string, count: number): void {
-    this.expiredEvents.labels(subscriptionId, eventType).inc(count);
-    let eventTypes = this.expiredSeries.get(subscriptionId);
-    if (!eventTypes) this.expiredSeries.set(subscriptionId, (eventTypes = new Set()));
-    eventTypes.add(eventType);
+    this.expiredEvents.inc(subscriptionId, eventType, count);
   }
 
   /** The event type was deleted: its publish, dead-letter and expired-events series go (nothing outlives what it describes). */
   forgetEventType(eventType: string): void {
     this.publishSeries.delete(eventType);
-    for (const [series, counter] of [[this.deadLetterSeries, this.deadLetters], [this.expiredSeries, this.expiredEvents]] as const) {
-      for (const [subscriptionId, eventTypes] of series) {
-        if (!eventTypes.delete(eventType)) continue;
-        counter.remove(subscriptionId, eventType);
-        if (eventTypes.size === 0) series.delete(subscriptionId);
-      }
-    }
+    this.deadLetters.forgetEventType(eventType);
+    this.expiredEvents.forgetEventType(eventType);
   }
 
   /** Reads the sizes of the node's in-memory caches at every scrape (`broker_cache_entries{cache}`). */
@@ -264,10 +250,8 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   }
 
   forgetSubscription(subscriptionId: string): void {
-    for (const eventType of this.deadLetterSeries.get(subscriptionId) ?? []) this.deadLetters.remove(subscriptionId, eventType);
-    this.deadLetterSeries.delete(subscriptionId);
-    for (const eventType of this.expiredSeries.get(subscriptionId) ?? []) this.expiredEvents.remove(subscriptionId, eventType);
-    this.expiredSeries.delete(subscriptionId);
+    this.deadLetters.forgetSubscription(subscriptionId);
+    this.expiredEvents.forgetSubscription(subscriptionId);
   }
 
   // ---- read at scrape time ----
@@ -359,7 +343,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     const eventTypes = new Set(snapshot.eventTypes);
     for (const name of [...this.publishSeries.keys()]) if (name !== '' && !eventTypes.has(name)) this.forgetEventType(name);
     const subscriptions = new Set(snapshot.subscriptionIds);
-    for (const id of new Set([...this.deadLetterSeries.keys(), ...this.expiredSeries.keys()])) if (!subscriptions.has(id)) this.forgetSubscription(id);
+    for (const id of new Set([...this.deadLetters.subscriptions(), ...this.expiredEvents.subscriptions()])) if (!subscriptions.has(id)) this.forgetSubscription(id);
   }
 
   /** Reads the consumer lag for a scrape. @returns undefined when no source is set or the read failed (counted and logged) */

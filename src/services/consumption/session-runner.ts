@@ -14,7 +14,7 @@ import { SessionCommits } from './session-commits.js';
 import { SessionDeadLetters } from './session-dead-letters.js';
 import { LeaseKeeper } from './session-lease.js';
 import { transition, type SessionState } from './session-states.js';
-import { END_REASONS, type ResolvedSubscription, type SessionLoop, type SessionOwner } from './session-types.js';
+import { END_REASONS, type ResolvedSubscription, type SessionLoop, type SessionOwner, type SessionRunnerOptions } from './session-types.js';
 import type { SubscriptionNotice } from './subscription-notices.js';
 
 /**
@@ -23,22 +23,6 @@ import type { SubscriptionNotice } from './subscription-notices.js';
  * a node that died meanwhile, and must not run out first while a loaded node finishes the window.
  */
 export const CLOSED_SESSION_LEASE_MARGIN_MS = 2_000;
-
-/** What a {@link SessionRunner} is made of: one stream of a subscription, its session already joined. */
-export interface SessionRunnerOptions {
-  /** The node's subscription streams: stores, clock, assignment changes. */
-  readonly owner: SessionOwner;
-  readonly subscription: ResolvedSubscription;
-  /** The session's id (`X-Broker-StreamId`). */
-  readonly streamId: string;
-  readonly params: StreamParameters;
-  /** Who consumes (access re-checks, the streamed KPI). */
-  readonly subject: Subject;
-  /** Per event type name, the per-event authorization test (absent = every event). */
-  readonly filters: ReadonlyMap<string, (event: string) => boolean>;
-  /** How batches are framed (JSON lines or server-sent events); default JSON lines. */
-  readonly format?: StreamFormat;
-}
 
 /**
  * One subscription stream on this node: the state machine starting → streaming → leaving → (closing →)

@@ -6,6 +6,7 @@ import type { StreamParameters } from '../../domain/stream-parameters.js';
 import type { Subscription } from '../../domain/subscription.js';
 import type { StreamSink } from '../../domain/stream-sink.js';
 import type { StreamFormat } from '../../domain/stream-format.js';
+import type { Subject } from '../../auth/subject.js';
 import type { Logger } from '../../observability/logger.js';
 import type { ConsumptionMeter } from '../../observability/meters.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
@@ -111,4 +112,20 @@ export interface SessionOwner {
    * Never throws (a failure is logged).
    */
   expiredPassed(subscriptionId: string, field: string, expired: number): void;
+}
+
+/** What a `SessionRunner` is made of: one stream of a subscription, its session already joined. */
+export interface SessionRunnerOptions {
+  /** The node's subscription streams: stores, clock, assignment changes. */
+  readonly owner: SessionOwner;
+  readonly subscription: ResolvedSubscription;
+  /** The session's id (`X-Broker-StreamId`). */
+  readonly streamId: string;
+  readonly params: StreamParameters;
+  /** Who consumes (access re-checks, the streamed KPI). */
+  readonly subject: Subject;
+  /** Per event type name, the per-event authorization test (absent = every event). */
+  readonly filters: ReadonlyMap<string, (event: string) => boolean>;
+  /** How batches are framed (JSON lines or server-sent events); default JSON lines. */
+  readonly format?: StreamFormat;
 }
