@@ -1,21 +1,22 @@
 import type { BrokerConfig } from '../config/config-schema.js';
-import { buildEffectiveSchema } from '../domain/effective-schema.js';
-import { partitionIds, servedEventType, type AuthorizationAttribute, type CompatibilityMode, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
+import { canonicalJson } from '../domain/canonical-json.js';
+import { partitionIds, servedEventType, type CompatibilityMode, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
 import { parseEventTypeInput } from '../domain/event-type-input.js';
+import { toEventTypeRecord } from '../domain/event-type-record.js';
 import { checkBody } from '../domain/rule-problems.js';
 import { CompatibilityCheckInputSchema, SchemaAdditionCheck, SchemaFetchInputSchema } from '../domain/schema-version-input.js';
-import { checkFieldsAgainstSchema, checkUpdate, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
+import { checkUpdate, partitionCountOf, type EventTypeInput } from '../domain/event-type-rules.js';
 import type { JsonObject } from '../domain/json-schema-walk.js';
-import { compatibleModeViolations, evolveSchema } from '../domain/schema-evolution.js';
-import { schemaCostLimitsOf } from '../domain/schema-cost.js';
+import { evolveSchema } from '../domain/schema-evolution.js';
 import { brokerError, BrokerError, errorDetail, invalidInput } from '../errors/catalog.js';
 import { scriptError } from '../storage/script-failures.js';
-import { parseUntrustedJson } from '../domain/json-limits.js';
 import { randomUUID } from 'node:crypto';
 import type { StoredTimeline } from '../domain/timeline.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 import type { EventTypeCache } from './event-type-cache.js';
+import { eventTypeListJson, type EventTypeListFilter } from './event-type-listing.js';
+import { SchemaChecks } from './schema-checks.js';
 import type { WorkerPool } from './worker-pool.js';
 
 /**
@@ -30,14 +31,11 @@ export interface RegistryCaller {
   requireAdmin(existing: EventType): void;
   /**
    * The service itself, registering its own event types at start-up: their schemas are the broker's,
-   * so the schema checks run under {@link TRUSTED_SCHEMA_CHECK_TIMEOUT_MS} instead of
+   * so the schema checks run under `TRUSTED_SCHEMA_CHECK_TIMEOUT_MS` (src/services/schema-checks.ts) instead of
    * `eventTypes.schemaCompileTimeoutMs` (a node on a loaded machine must not fail to start on its own schema).
    */
   readonly trusted?: boolean;
 }
-
-/** Time limit of the schema checks of the service's own event types, in ms. */
-export const TRUSTED_SCHEMA_CHECK_TIMEOUT_MS = 60_000;
 
 const FIRST_VERSION = '1.0.0';
 
@@ -88,14 +86,15 @@ export interface EventTypeRegistryOptions {
 export class EventTypeRegistry {
   private readonly store: EventTypeStore;
   private readonly cache: EventTypeCache;
-  private readonly pool: WorkerPool;
+  private readonly checks: SchemaChecks;
   private readonly config: BrokerConfig['eventTypes'];
   private readonly logs: PartitionLogs;
   private readonly defaultStorage: () => Promise<string>;
   private readonly prepare: (name: string) => Promise<void>;
 
   constructor(options: EventTypeRegistryOptions) {
-    ({ store: this.store, cache: this.cache, pool: this.pool, config: this.config, logs: this.logs, defaultStorage: this.defaultStorage } = options);
+    ({ store: this.store, cache: this.cache, config: this.config, logs: this.logs, defaultStorage: this.defaultStorage } = options);
+    this.checks = new SchemaChecks(options.pool, options.config);
     this.prepare = options.prepare ?? (() => Promise.resolve());
   }
 
@@ -113,10 +112,10 @@ export class EventTypeRegistry {
     // time (30-40 ms each for a GitHub webhook schema, one at a time per node). The create script still
     // refuses a name taken meanwhile.
     if (await this.store.exists(input.name)) throw scriptError('createEventType', 'ALREADY_EXISTS', { name: input.name });
-    const submitted = await this.guard(input.schema.schema, input, caller);
-    await this.checkSchema(submitted, input, caller);
+    const submitted = await this.checks.guard(input.schema.schema, input, caller);
+    await this.checks.check(submitted, input, caller);
     const now = new Date().toISOString();
-    const record = toRecord(input, { type: 'json_schema', schema: input.schema.schema, version: FIRST_VERSION, created_at: now }, now, now);
+    const record = toEventTypeRecord(input, { type: 'json_schema', schema: input.schema.schema, version: FIRST_VERSION, created_at: now }, now, now);
     const topology: EventTypeTopology = { partitionCount: partitionCountOf(input, this.config), timeline: 1 };
     const first: StoredTimeline = { id: randomUUID(), order: 1, storageId: await this.defaultStorage(), createdAt: now, switchedAt: now, firstOffsets: [] };
     if (!(await this.store.create(record, topology, [first]))) throw scriptError('createEventType', 'ALREADY_EXISTS', { name: input.name });
@@ -176,11 +175,11 @@ export class EventTypeRegistry {
     if (!checked.ok) throw invalidInput(checked.status, checked.details, checked.errors);
     // Retention bounds and other rules are not the check's concern: the stored event type passed them.
     const input = this.parse({ ...existing.record, schema: { type: existing.record.schema.type, schema: checked.value.schema } }, true);
-    const submitted = await this.guard(input.schema.schema, input);
+    const submitted = await this.checks.guard(input.schema.schema, input);
     const mode = input.compatibility_mode;
     const evolution = evolveSchema(JSON.parse(against.schema) as JsonObject, submitted, against.version, mode);
     if (!evolution.ok) return { compatible: false, compatibility_mode: mode, validated_against_version: against.version, error: incompatibility(mode, evolution.reasons) };
-    await this.checkSchema(submitted, input);
+    await this.checks.check(submitted, input);
     return { compatible: true, compatibility_mode: mode, validated_against_version: against.version };
   }
 
@@ -214,7 +213,7 @@ export class EventTypeRegistry {
     const updateProblems = [...checkUpdate(previous, input, caller.isAdmin), ...caller.authorizationProblems(input, false)];
     if (updateProblems.length > 0) throw brokerError('UNPROCESSABLE', { reason: updateProblems.join('\n') });
 
-    const submitted = await this.guard(input.schema.schema, input, caller);
+    const submitted = await this.checks.guard(input.schema.schema, input, caller);
     let schema: EventTypeSchema = previous.schema;
     let newSchema: EventTypeSchema | undefined;
     if (input.schema.schema !== previous.schema.schema) {
@@ -225,9 +224,9 @@ export class EventTypeRegistry {
         schema = newSchema;
       }
     }
-    await this.checkSchema(submitted, input, caller);
+    await this.checks.check(submitted, input, caller);
     if (onlyWhenSchemaChanges && newSchema === undefined) return { record: previous, previous, changed: false };
-    const record = toRecord(input, schema, previous.created_at, new Date().toISOString());
+    const record = toEventTypeRecord(input, schema, previous.created_at, new Date().toISOString());
     const outcome = await this.store.update(record, existing.revision, newSchema);
     if (outcome !== 'updated') throw scriptError('updateEventType', outcome, { name });
     await this.cache.announce(name);
@@ -263,27 +262,11 @@ export class EventTypeRegistry {
   /**
    * Every event type as the JSON `GET /event-types` answers (UTF-8: an array of the records, sorted by
    * name), optionally only those of one owning application and those whose `writers` list names `writer`
-   * explicitly (`GET /event-types?writer=`). The records go out as stored (`JSON.stringify` of each, the
-   * same text serializing the parsed record gives); only a filter parses them, to test them. At 10,000
-   * event types (16 MB) decoding, parsing and serializing every record again would cost a quarter of the
-   * listing's time, most of it garbage collection (docs/decisions/0018-event-type-listing-from-stored-bytes.md).
+   * explicitly (`GET /event-types?writer=`), built from the stored bytes ({@link eventTypeListJson}).
    * @throws BrokerError 503
    */
-  async listJson(filter: { owningApplication?: string; writer?: AuthorizationAttribute }): Promise<Buffer> {
-    const { owningApplication, writer } = filter;
-    const stored = await this.store.listStored();
-    const kept = (
-      owningApplication === undefined && writer === undefined
-        ? stored
-        : stored.filter((bytes) => {
-            const et = JSON.parse(bytes.toString('utf8')) as EventType;
-            return (
-              (owningApplication === undefined || et.owning_application === owningApplication) &&
-              (writer === undefined || (et.authorization?.writers ?? []).some((a) => a.data_type === writer.data_type && a.value === writer.value))
-            );
-          })
-    ).map(withPartitionKeyFields);
-    return jsonArrayOf(kept);
+  async listJson(filter: EventTypeListFilter): Promise<Buffer> {
+    return eventTypeListJson(await this.store.listStored(), filter);
   }
 
   /** Schema versions newest first. @throws BrokerError 404 */
@@ -307,36 +290,6 @@ export class EventTypeRegistry {
     return parsed.value;
   }
 
-  /**
-   * The submitted schema checked in a worker under `schemaCompileTimeoutMs` (the
-   * meta-schema check and the keyword bounds cost what the user's schema decides), then parsed here:
-   * once accepted it is proven bounded (size, depth, subschemas, enum sizes), so the rules below that
-   * walk it on the main thread are too. @throws BrokerError 422, 503 (BUSY: too many checks waiting)
-   */
-  private async guard(text: string, input: EventTypeInput, caller?: RegistryCaller): Promise<JsonObject> {
-    const guarded = await this.pool.guardSchema(text, this.config.maxSchemaBytes, schemaCostLimitsOf(this.config), this.schemaCheckTimeoutMs(caller));
-    if (!guarded.ok) throw brokerError('INVALID_SCHEMA', { reason: guarded.reason });
-    const schema = JSON.parse(text) as JsonObject;
-    if (input.compatibility_mode === 'compatible') {
-      const violations = compatibleModeViolations(schema);
-      if (violations.length > 0) throw brokerError('INVALID_SCHEMA', { reason: violations.join('\n') });
-    }
-    return schema;
-  }
-
-  private schemaCheckTimeoutMs(caller: RegistryCaller | undefined): number {
-    return caller?.trusted === true ? TRUSTED_SCHEMA_CHECK_TIMEOUT_MS : this.config.schemaCompileTimeoutMs;
-  }
-
-  /** Effective schema rules, key fields, then its validation cost and compilation in a worker under `schemaCompileTimeoutMs`. */
-  private async checkSchema(submitted: JsonObject, input: EventTypeInput, caller?: RegistryCaller): Promise<void> {
-    const effective = buildEffectiveSchema(submitted, input.category, input.cleanup_policy, input.compatibility_mode);
-    if (!effective.ok) throw brokerError('INVALID_SCHEMA', { reason: effective.reason });
-    const fieldProblems = checkFieldsAgainstSchema(input, effective.schema);
-    if (fieldProblems.length > 0) throw brokerError('UNPROCESSABLE', { reason: fieldProblems.join('\n') });
-    const compiled = await this.pool.compile(JSON.stringify(effective.schema), schemaCostLimitsOf(this.config), this.schemaCheckTimeoutMs(caller));
-    if (!compiled.ok) throw brokerError('INVALID_SCHEMA', { reason: compiled.reason });
-  }
 }
 
 function schemaVersionNotFound(name: string, version: string): BrokerError {
@@ -348,78 +301,6 @@ function incompatibility(mode: CompatibilityMode, reasons: readonly string[]): s
   return errorDetail('INCOMPATIBLE_SCHEMA', { mode, reasons: reasons.join('\n') });
 }
 
-/** JSON text in a canonical form (object keys sorted, no whitespace), or undefined when it is not JSON nested at most 512 levels. */
-function canonicalJson(text: string): string | undefined {
-  const parsed = parseUntrustedJson(Buffer.from(text));
-  return parsed.ok ? JSON.stringify(sortKeys(parsed.value)) : undefined;
-}
-
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (!isObject(value)) return value;
-  return Object.fromEntries(
-    Object.keys(value)
-      .sort()
-      .map((key) => [key, sortKeys(value[key])]),
-  );
-}
-
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** The stored record: validated input plus the service-set fields, in the reference service's field order. */
-function toRecord(input: EventTypeInput, schema: EventTypeSchema, createdAt: string, updatedAt: string): EventType {
-  return {
-    name: input.name,
-    owning_application: input.owning_application,
-    category: input.category,
-    enrichment_strategies: input.enrichment_strategies,
-    partition_strategy: input.partition_strategy,
-    partition_key_fields: input.partition_key_fields,
-    compatibility_mode: input.compatibility_mode,
-    schema,
-    cleanup_policy: input.cleanup_policy,
-    ...(input.default_statistic ? { default_statistic: input.default_statistic } : {}),
-    options: input.options,
-    ...(input.authorization ? { authorization: input.authorization } : {}),
-    ...(input.annotations ? { annotations: input.annotations } : {}),
-    ...(input.labels ? { labels: input.labels } : {}),
-    ...(input.ordering_key_fields ? { ordering_key_fields: input.ordering_key_fields } : {}),
-    ...(input.audience ? { audience: input.audience } : {}),
-    ...(input.event_owner_selector ? { event_owner_selector: input.event_owner_selector } : {}),
-    created_at: createdAt,
-    updated_at: updatedAt,
-  };
-}
-
-const STRATEGY_KEY = Buffer.from('"partition_strategy":"');
-const KEY_FIELDS_KEY = Buffer.from(',"partition_key_fields":');
-
-/**
- * A stored record's bytes as served ({@link servedEventType}): unchanged when `partition_key_fields`
- * follows `partition_strategy`, as in every record {@link toRecord} builds (a byte comparison, no
- * parsing; the first `"partition_strategy":"` is the record's own key, since the fields before it hold
- * no unescaped quote), else parsed and given `partition_key_fields: []`.
- */
-function withPartitionKeyFields(bytes: Buffer): Buffer {
-  const at = bytes.indexOf(STRATEGY_KEY);
-  const valueEnd = at < 0 ? -1 : bytes.indexOf(0x22, at + STRATEGY_KEY.length);
-  if (valueEnd >= 0 && bytes.subarray(valueEnd + 1, valueEnd + 1 + KEY_FIELDS_KEY.length).equals(KEY_FIELDS_KEY)) return bytes;
-  return Buffer.from(JSON.stringify(servedEventType(JSON.parse(bytes.toString('utf8')) as EventType)));
-}
-
-/** `[a,b,…]` of JSON texts given as UTF-8 bytes, in one buffer. */
-function jsonArrayOf(items: readonly Buffer[]): Buffer {
-  let length = 2 + Math.max(0, items.length - 1);
-  for (const item of items) length += item.byteLength;
-  const out = Buffer.allocUnsafe(length);
-  let at = 0;
-  out[at++] = 0x5b;
-  items.forEach((item, i) => {
-    if (i > 0) out[at++] = 0x2c;
-    at += item.copy(out, at);
-  });
-  out[at] = 0x5d;
-  return out;
 }
