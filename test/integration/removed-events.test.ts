@@ -173,6 +173,9 @@ describe('a subscription whose cursor lies in offsets retention removed', () => 
       await publish(name, 10);
       const second = await openStream(id, 'batch_limit=5&max_uncommitted_events=100&batch_flush_timeout=1&stream_timeout=30');
       await expectContinuesAfterRemoval(id, name, second, old, 10, old - 5);
+      // The metric's series ends with the subscription.
+      expect((await call(broker.url, 'DELETE', `/subscriptions/${id}`)).status).toBe(204);
+      await until('the series of the deleted subscription gone', async () => ((await call(broker.url, 'GET', '/metrics')).text.includes(`subscription_id="${id}"`) ? undefined : true));
     });
 
     it(`continues from an initial cursor at the oldest kept event (gap ${size} than max_uncommitted_events)`, async () => {
