@@ -266,6 +266,10 @@ describe('a stream kind that takes a cursor in the removed range as an expired c
       expect(answer.headers.get('content-type')).toBe('application/problem+json');
       expect(((await answer.json()) as { detail: string }).detail).toContain('expired');
     }
+    // An EventSource reconnecting with the id of an event retention has removed since.
+    const reconnect = await fetch(`${broker.url}/event-types/${name}/events?stream_timeout=1&batch_flush_timeout=1`, { headers: { 'Last-Event-ID': cursors, Accept: 'text/event-stream' } });
+    expect(reconnect.status).toBe(412);
+    await reconnect.body?.cancel();
     // The oldest kept offset minus one is still a valid cursor.
     const fromOldest = await fetch(`${broker.url}/event-types/${name}/events?stream_timeout=1&batch_flush_timeout=1`, { headers: { 'X-Broker-Cursors': JSON.stringify([{ partition: '0', offset: offset(19) }]) } });
     expect(fromOldest.status).toBe(200);
