@@ -1,4 +1,7 @@
-// The API's records as the console reads them (docs/http-api.md "Endpoints"); only the fields the console uses.
+// The API's records as the console reads them (docs/http-api.md "Endpoints"). The console is compiled
+// for the browser on its own and cannot import the server's modules, so these declare the records again:
+// test/unit/console-wire-types.test.ts checks each against the server's wire schema it mirrors (`npm run
+// typecheck`), so a field changed on one side alone fails there.
 
 /** `{data_type, value}` of an authorization list. */
 export interface Attribute {
@@ -15,30 +18,36 @@ export interface EventTypeAuthorization {
 
 /** A schema version record. */
 export interface SchemaRecord {
-  readonly type: string;
+  readonly type: 'json_schema';
   readonly schema: string;
-  readonly version?: string;
-  readonly created_at?: string;
+  readonly version: string;
+  readonly created_at: string;
 }
 
 /** An event type record. */
 export interface EventType {
   readonly name: string;
   readonly owning_application: string;
-  readonly category: string;
-  readonly partition_strategy: string;
+  readonly category: 'undefined' | 'data' | 'business';
+  readonly enrichment_strategies: readonly 'metadata_enrichment'[];
+  readonly partition_strategy: 'random' | 'hash' | 'user_defined';
   /** `[]` unless the strategy is `hash`. */
   readonly partition_key_fields: readonly string[];
-  readonly compatibility_mode?: string;
-  readonly cleanup_policy?: string;
-  readonly enrichment_strategies?: readonly string[];
+  readonly compatibility_mode: 'compatible' | 'forward' | 'none';
   readonly schema: SchemaRecord;
+  readonly cleanup_policy: 'delete' | 'compact' | 'compact_and_delete';
+  readonly default_statistic?: { readonly messages_per_minute: number; readonly message_size: number; readonly read_parallelism: number; readonly write_parallelism: number };
+  /** `retention_time` in milliseconds. */
+  readonly options: { readonly retention_time: number };
   readonly authorization?: EventTypeAuthorization;
-  readonly options?: { readonly retention_time?: number };
+  readonly annotations?: { readonly [key: string]: string };
+  readonly labels?: { readonly [key: string]: string };
+  readonly ordering_key_fields?: readonly string[];
   /** Who the events are meant for; absent when not given. */
   readonly audience?: 'component-internal' | 'business-unit-internal' | 'company-internal' | 'external-partner' | 'external-public';
-  readonly created_at?: string;
-  readonly updated_at?: string;
+  readonly event_owner_selector?: { readonly type: 'path' | 'static'; readonly name: string; readonly value: string };
+  readonly created_at: string;
+  readonly updated_at: string;
 }
 
 /** A partition record of an event type. */
@@ -55,9 +64,13 @@ export interface Subscription {
   readonly owning_application: string;
   readonly event_types: readonly string[];
   readonly consumer_group: string;
-  readonly read_from: string;
+  readonly read_from: 'begin' | 'end' | 'cursors';
+  readonly initial_cursors: readonly { readonly event_type: string; readonly partition: string; readonly offset: string }[];
   readonly authorization?: { readonly admins: readonly Attribute[]; readonly readers: readonly Attribute[] };
+  readonly annotations?: { readonly [key: string]: string };
+  readonly labels?: { readonly [key: string]: string };
   readonly created_at: string;
+  readonly updated_at: string;
 }
 
 /** A page of a listing. */
@@ -69,11 +82,15 @@ export interface Page<T> {
 /** One partition of `GET /subscriptions/{id}/stats`. */
 export interface PartitionStats {
   readonly partition: string;
-  readonly state: string;
+  readonly state: 'unassigned' | 'reassigning' | 'assigned';
   readonly unconsumed_events?: number;
   readonly consumer_lag_seconds?: number;
   readonly stream_id: string;
-  readonly assignment_type: string;
+  readonly assignment_type: 'auto' | 'direct';
+  /** Dead-letter queue: sends of its events that ended without a commit. */
+  readonly failed_send_count?: number;
+  /** Dead-letter queue: the last offset of the search window. */
+  readonly dead_letter_search_until?: string;
   readonly expired_events?: number;
 }
 
@@ -82,20 +99,28 @@ export interface Stats {
   readonly items: readonly { readonly event_type: string; readonly partitions: readonly PartitionStats[] }[];
 }
 
-/** A subscription cursor. */
+/** A subscription cursor, as `GET /subscriptions/{id}/cursors` answers it. */
 export interface SubscriptionCursor {
-  readonly event_type: string;
   readonly partition: string;
   readonly offset: string;
-  readonly cursor_token?: string;
+  readonly event_type: string;
+  readonly cursor_token: string;
+}
+
+/** A cursor to reset a subscription to (`PATCH /subscriptions/{id}/cursors`): no token. */
+export interface SubscriptionCursorWithoutToken {
+  readonly partition: string;
+  readonly offset: string;
+  readonly event_type: string;
 }
 
 /** One item of a 422 or 207 publish answer. */
 export interface BatchItem {
-  readonly eid?: string;
+  /** `metadata.eid` of the event, `""` when it had none. */
+  readonly eid: string;
   readonly publishing_status: 'submitted' | 'failed' | 'aborted';
-  readonly step?: string;
-  readonly detail?: string;
+  readonly step: 'none' | 'validating' | 'partitioning' | 'enriching' | 'publishing';
+  readonly detail: string;
 }
 
 /** One line of a low-level or subscription stream. */

@@ -4,7 +4,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import { api, seg } from '../api.js';
 import { AuthorizationView, Confirm, duration, ErrorBox, html, href, Section, useFeatures, useLoad, type View } from '../ui.js';
-import type { Access, Partition, Stats, Subscription, SubscriptionCursor } from '../wire.js';
+import type { Access, Partition, Stats, Subscription, SubscriptionCursor, SubscriptionCursorWithoutToken } from '../wire.js';
 
 /** How often stats and cursors are read. */
 const POLL_MS = 2000;
@@ -142,9 +142,9 @@ function ResetCursors({ subscription, onReset }: { subscription: Subscription; o
   const [asking, setAsking] = useState(false);
   const [error, setError] = useState<unknown>(undefined);
   const [done, setDone] = useState(false);
-  const cursors = async (): Promise<SubscriptionCursor[]> => {
-    if (target === 'custom') return JSON.parse(custom) as SubscriptionCursor[];
-    const all: SubscriptionCursor[] = [];
+  const cursors = async (): Promise<SubscriptionCursorWithoutToken[]> => {
+    if (target === 'custom') return JSON.parse(custom) as SubscriptionCursorWithoutToken[];
+    const all: SubscriptionCursorWithoutToken[] = [];
     for (const eventType of subscription.event_types) {
       const partitions = await api<Partition[]>('GET', `/event-types/${seg(eventType)}/partitions`);
       for (const p of partitions) all.push({ event_type: eventType, partition: p.partition, offset: target === 'begin' ? 'BEGIN' : p.newest_available_offset });
