@@ -26,8 +26,8 @@ import {
   type PartitionStrategy,
 } from './event-type.js';
 import { annotationProblems, MAX_ANNOTATIONS } from './annotation-rules.js';
-import {
 import { EVENT_TYPE_SERVICE_ANNOTATIONS, idempotencyAnnotationProblems } from './idempotency.js';
+import {
   cleanupPolicyProblems,
   enrichmentProblems,
   partitionKeyFieldsProblems,
