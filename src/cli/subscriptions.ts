@@ -83,6 +83,19 @@ export function registerSubscriptions(program: Command, session: CliSession): vo
     });
 
   cursors
+    .command('at')
+    .description('the cursor of every partition of an event type from which a stream starts with the first event received at or after a time')
+    .argument('<event-type>', 'event type name')
+    .argument('<time>', 'RFC 3339 date-time, e.g. 2026-01-01T12:00:00Z')
+    .action(async (eventType: string, time: string, _options: unknown, command: Command) => {
+      const ctx = session.contextOf(command);
+      const { body } = await ctx.client.json('GET', `/event-types/${encodeURIComponent(eventType)}/cursors-at-time?time=${encodeURIComponent(time)}`);
+      const items = itemsOf(body);
+      if (ctx.output.json) return ctx.output.out(`${JSON.stringify(items)}\n`);
+      return ctx.output.out(formatTable(['PARTITION', 'OFFSET'], items.map((c) => [stringField(c, 'partition'), stringField(c, 'offset')])));
+    });
+
+  cursors
     .command('reset')
     .description('move the cursors: to the oldest event, after the newest, or to those of a file; ends the subscription\'s streams')
     .argument('<subscription>', 'subscription id')

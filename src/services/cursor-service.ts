@@ -8,6 +8,7 @@ import { brokerError, invalidInput } from '../errors/catalog.js';
 import { parseUntrustedJson } from '../domain/json-limits.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
+import { parseSeekTime } from '../domain/time-seek.js';
 
 /** A partition record (docs/consuming.md "Cursor tools"). */
 export interface PartitionRecord {
@@ -126,6 +127,29 @@ export class CursorService {
       if (!moved.ok) throw brokerError('INVALID_SHIFT', { cursor: JSON.stringify(cursor), reason: moved.reason });
       return { partition: cursor.partition, offset: eventType.timelines.format(cursor.partition, moved.offset) };
     });
+  }
+
+  /**
+   * One cursor per partition, in partition order, from which a stream starts with the first event
+   * received at or after `time` (docs/consuming.md "Seeking by time"): the offset before that event;
+   * the offset before the oldest retained event (as `BEGIN`) when every retained event is later; the
+   * newest offset when none is at or after it. Exact to the millisecond by `metadata.received_at`;
+   * category `undefined` events (no `received_at`) at the one-second granularity of the time index.
+   * @param time RFC 3339 date-time (the route checked its form)
+   * @throws BrokerError 404 for an unknown event type; 422 when `time` names no moment; 503 when a storage fails
+   */
+  async atTime(name: string, time: string): Promise<Cursor[]> {
+    const atMs = parseSeekTime(time);
+    if (atMs === undefined) throw brokerError('UNPROCESSABLE', { reason: `Field "time" must be an RFC 3339 date-time: ${JSON.stringify(time)}` });
+    const eventType = await this.load(name);
+    const ranges = await this.rangesOf(eventType);
+    const exact = eventType.record.category !== 'undefined';
+    return Promise.all(
+      [...ranges].map(async ([partition, range]) => ({
+        partition,
+        offset: eventType.timelines.format(partition, await this.partitions.cursorAtTime(name, eventType.timelines, partition, range, atMs, exact)),
+      })),
+    );
   }
 
   /** The partition record of a cursor's partition with the events after it. @throws BrokerError 422 for an invalid cursor */

@@ -74,6 +74,26 @@ export class PartitionLogs {
   }
 
   /**
+   * The cursor (internal "last consumed" offset) from which partition `partition` streams the first
+   * event received at or after `atMs` (unix ms): the offset before that event; `range.oldest - 1` (as
+   * `BEGIN`) when every retained event is later; `range.newest` when none is at or after it. Searches
+   * the live timelines oldest first, each with `PartitionStore.seekTime` (docs/consuming.md "Seeking by time").
+   * @param range the partition's available range ({@link ranges})
+   * @param exact compare `metadata.received_at` (false for events without it: one-second granularity)
+   * @throws BrokerError 503 when a storage fails
+   */
+  async cursorAtTime(name: string, timelines: TimelineMap, partition: string, range: PartitionRange, atMs: number, exact: boolean): Promise<number> {
+    const p = Number(partition);
+    for (const t of timelines.live(p)) {
+      const last = t === timelines.active ? range.newest : (t.lastOffsets?.[p] ?? -1);
+      if (last < Math.max(firstOffset(t, p), range.oldest)) continue;
+      const found = await (await this.storageOf(t)).partitions.seekTime(name, t.order, partition, atMs, exact);
+      if (found !== undefined && found <= last) return Math.max(found, range.oldest) - 1;
+    }
+    return range.newest;
+  }
+
+  /**
    * Reads up to `maxEntries` stream entries after internal offset `after` from the timeline holding
    * `after + 1` (a cleaned-up timeline is skipped: the read continues at the next one's start and the
    * caller sees the gap as expired events). See `PartitionStore.read`.

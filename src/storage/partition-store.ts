@@ -5,6 +5,7 @@ import { settleEachBy } from './deadline.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { ScriptArg, Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
+import { firstReceivedAtOrAfter } from '../domain/time-seek.js';
 
 /**
  * One partition's share of a batch: `count` JSON texts joined by `\n`. `compactionKeys` (one per event,
@@ -97,6 +98,11 @@ export interface PartitionSlice {
 
 const NEWLINE = 0x0a;
 
+/** Stream entries one page of a time seek reads ({@link PartitionStore.seekTime}). */
+export const SEEK_PAGE_ENTRIES = 100;
+/** The most stream entries a time seek compares before it answers at the index's one-second granularity. */
+export const SEEK_MAX_ENTRIES = 10_000;
+
 /**
  * Partition logs on Redis Streams with dense offsets (docs/architecture.md#34-the-write-publishbatch-dense-offsets-notices): one stream entry per partition per
  * batch, written by `publishBatch`; ranges are O(1) reads of the partition's counters.
@@ -174,6 +180,47 @@ export class PartitionStore {
       segments.push({ first, count: end - first, data });
     }
     return { segments, more: entries.length >= maxEntries };
+  }
+
+  /**
+   * The first offset the time index records at unix second `second` or later (the first event received
+   * in the earliest indexed second ≥ `second`), or undefined when every indexed second is earlier. One
+   * `ZRANGEBYSCORE … LIMIT 0 1` (O(log n)); docs/consuming.md "Seeking by time".
+   * @throws BrokerError 503 when Redis fails
+   */
+  async indexedFrom(name: string, timeline: number, partition: string, second: number): Promise<number | undefined> {
+    const [member] = await this.redis.zrangebyscore(this.keys.partitionTimeIndex(name, timeline, partition), second, '+inf', 'LIMIT', 0, 1).catch(storageError);
+    return member === undefined ? undefined : Number(member);
+  }
+
+  /**
+   * The first offset of this timeline's partition whose event was received at or after `atMs` (unix
+   * ms), or undefined when none is (docs/consuming.md "Seeking by time"). With `exact` the time index
+   * narrows the search to the events indexed in the seconds around `atMs` (one second before to one
+   * after, for the moments between receiving a batch and appending it), whose stream entries are read
+   * in pages and compared by `metadata.received_at`; the events indexed two seconds later or more count
+   * as later. After {@link SEEK_MAX_ENTRIES} entries without an answer, or without `exact` (events
+   * without `received_at`), the answer has the index's one-second granularity: the first event indexed
+   * in `atMs`'s second or later.
+   * @throws BrokerError 503 when Redis fails
+   */
+  async seekTime(name: string, timeline: number, partition: string, atMs: number, exact: boolean): Promise<number | undefined> {
+    const second = Math.floor(atMs / 1000);
+    if (!exact) return this.indexedFrom(name, timeline, partition, second);
+    const [low, high] = await Promise.all([this.indexedFrom(name, timeline, partition, second - 1), this.indexedFrom(name, timeline, partition, second + 2)]);
+    if (low === undefined) return undefined;
+    let after = low - 1;
+    for (let scanned = 0; scanned < SEEK_MAX_ENTRIES; ) {
+      const slice = await this.read(name, timeline, partition, after, SEEK_PAGE_ENTRIES);
+      const within = high === undefined ? slice.segments : slice.segments.filter((s) => s.first < high);
+      const hit = firstReceivedAtOrAfter(within, atMs);
+      if (hit !== undefined) return hit;
+      const last = within[within.length - 1];
+      if (!slice.more || last === undefined || within.length < slice.segments.length) return high;
+      after = last.first + last.count - 1;
+      scanned += slice.segments.length;
+    }
+    return this.indexedFrom(name, timeline, partition, second);
   }
 
   /** Removes entries received before `cutoffSeconds` (unix seconds). @returns the new oldest offset */

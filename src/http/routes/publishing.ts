@@ -27,6 +27,8 @@ export interface PublishingDeps {
 
 /** The query of `GET /event-types/{name}/partitions`. */
 export const PartitionsQuery = Type.Object({ cursors: Type.Optional(Type.String({ description: 'JSON array of cursors, each partition at most once: adds unconsumed_events to their partitions (malformed: 422)' })) });
+/** The query of `GET /event-types/{name}/cursors-at-time` (docs/consuming.md "Seeking by time"). */
+export const CursorsAtTimeQuery = Type.Object({ time: Type.String({ format: 'date-time', description: 'RFC 3339 date-time, e.g. `2026-01-01T12:00:00.250Z` (missing or malformed: 422)' }) });
 /** The query of `GET /event-types/{name}/partitions/{partition}`. */
 export const PartitionQuery = Type.Object({ consumed_offset: Type.Optional(Type.String({ description: 'adds unconsumed_events after this offset (invalid: 422)' })) });
 
@@ -42,7 +44,7 @@ async function readable(ctx: Pick<RequestContext, 'params' | 'subject'>, { regis
 /**
  * Publishing and partition routes (docs/publishing.md; docs/concepts.md "Offsets and cursors"):
  * `POST /event-types/{name}/events`, partitions (with `unconsumed_events` for given cursors), cursor
- * distances, lag and shifted cursors. Publishing checks, in this order: blacklist (403), body (400),
+ * distances, lag, shifted cursors and cursors at a time. Publishing checks, in this order: blacklist (403), body (400),
  * event type (404), the event type's `writers` (403), then per event — so a blocked or malformed request
  * costs no lookup. The partition and cursor endpoints need its `readers`.
  */
@@ -105,6 +107,14 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
     responses: { '200': json('the partition', PartitionSchema), ...problems(400, 403, 404, 422) },
     // `?consumed_offset=<offset>` adds unconsumed_events after it.
     handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.get(await readable(ctx, deps), ctx.input.params.partition, ctx.input.query.consumed_offset) }),
+  }),
+  route({
+    method: 'GET', path: '/event-types/{name}/cursors-at-time', operationId: 'cursorsAtTime', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam, limited: true,
+    summary: 'Cursors at a time',
+    description: 'One cursor per partition from which a stream starts with the first event received at or after `time` (by `metadata.received_at`, to the millisecond; category `undefined`: to the second). Every retained event later: the offset before the oldest one (as `BEGIN`); none at or after `time`: the newest offset. Missing or malformed `time`: 422.',
+    query: CursorsAtTimeQuery,
+    responses: { '200': json('one cursor per partition, in partition order', Type.Array(CursorSchema)), ...problems(400, 403, 404, 422) },
+    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.atTime(await readable(ctx, deps), ctx.input.query.time) }),
   }),
   // The cursor tools' work grows with the number of cursors: they run under the control-plane limiter.
   route({
