@@ -323,7 +323,7 @@ describe('a subscription of a compacted event type', () => {
     const batches = await consume(id, stream, 1);
     const events = batches.flatMap((b) => b.events ?? []);
     expect(events.map((e) => e.amount)).toEqual([10]);
-    expect(batches.some((b) => (b.info as { debug?: string } | undefined)?.debug?.startsWith('Stream limit'))).toBe(false);
+    expect(batches.some((b) => b.info?.debug?.startsWith('Stream limit'))).toBe(false);
     stream.client.close();
   });
 });
