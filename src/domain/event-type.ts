@@ -47,6 +47,24 @@ export const EventTypeSchemaSchema = Type.Object(
 /** `schema` of an event type, derived from {@link EventTypeSchemaSchema}. */
 export type EventTypeSchema = DeepReadonly<Static<typeof EventTypeSchemaSchema>>;
 
+/**
+ * The answer of `POST /event-types/{name}/schemas/{version}/compatibility-check` (docs/publishing.md
+ * "Schema versions"): whether the schema could become the event type's next version under its mode.
+ * `validated_against_version` is the stored version the schema was compared with (`latest` resolved);
+ * `error` says why it is not compatible (the 422 detail a schema update would get), absent when compatible.
+ */
+export const CompatibilityCheckSchema = Type.Object(
+  {
+    compatible: Type.Boolean(),
+    compatibility_mode: StringEnum(COMPATIBILITY_MODES),
+    validated_against_version: Type.String(),
+    error: Type.Optional(Type.String({ description: 'why it is not compatible; absent when compatible' })),
+  },
+  Closed,
+);
+/** The answer of a compatibility check, derived from {@link CompatibilityCheckSchema}. */
+export type CompatibilityCheck = DeepReadonly<Static<typeof CompatibilityCheckSchema>>;
+
 /** `default_statistic` (docs/concepts.md "Partitions"): all ≥ 1; partitions = max(read, write parallelism), capped. */
 export const EventTypeStatisticsSchema = Type.Object(
   {

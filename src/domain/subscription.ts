@@ -71,6 +71,45 @@ export const SubscriptionRecordSchema = Type.Object(SUBSCRIPTION_FIELDS, Closed)
 /** The stored and served subscription record, derived from {@link SubscriptionRecordSchema}. */
 export type Subscription = DeepReadonly<Static<typeof SubscriptionRecordSchema>>;
 
+/** A subscription cursor as sent and served (docs/concepts.md "Offsets and cursors"; docs/consuming.md "Commits"). */
+export const SubscriptionCursorSchema = Type.Object({
+  partition: Type.String(),
+  offset: Type.String(),
+  event_type: Type.String(),
+  cursor_token: Type.String({ description: 'served by the node; any string when committing' }),
+});
+/** A subscription cursor, derived from {@link SubscriptionCursorSchema}. */
+export type SubscriptionCursor = DeepReadonly<Static<typeof SubscriptionCursorSchema>>;
+
+/** The same without the token (cursor reset, docs/consuming.md "Commits"). */
+export const SubscriptionCursorWithoutTokenSchema = Type.Object({ partition: Type.String(), offset: Type.String(), event_type: Type.String() });
+
+/** Partition status of a subscription (`show_status=true`, stats). */
+export const PartitionStateSchema = Type.Union([Type.Literal('unassigned'), Type.Literal('reassigning'), Type.Literal('assigned')]);
+/** How a partition was assigned: by rebalancing (`auto`) or because a stream asked for it (`direct`). */
+export const AssignmentTypeSchema = Type.Union([Type.Literal('auto'), Type.Literal('direct')]);
+
+/** One partition of `GET /subscriptions/{id}/stats` (docs/consuming.md "Commits"; dead letters: "Dead letters"; expired events: "Events removed before they were read"). */
+export const PartitionStatsSchema = Type.Object(
+  {
+    partition: Type.String(),
+    state: PartitionStateSchema,
+    unconsumed_events: Type.Optional(Type.Integer({ minimum: 0 })),
+    consumer_lag_seconds: Type.Optional(Type.Integer({ minimum: 0 })),
+    stream_id: Type.String(),
+    assignment_type: AssignmentTypeSchema,
+    failed_send_count: Type.Optional(Type.Integer({ minimum: 1, description: 'dead-letter queue: sends of its events that ended without a commit' })),
+    dead_letter_search_until: Type.Optional(Type.String({ description: 'dead-letter queue: the last offset of the search window' })),
+    expired_events: Type.Optional(Type.Integer({ minimum: 1, description: 'events of the partition that retention removed before the subscription read them (counted when its committed offset passed them); absent while there are none' })),
+  },
+  Closed,
+);
+/**
+ * One partition of the stats, derived from {@link PartitionStatsSchema}; mutable, since the stats build
+ * each entry field by field as they find its lag, dead letters and expired events.
+ */
+export type PartitionStats = Static<typeof PartitionStatsSchema>;
+
 /**
  * A validated, normalized subscription body: every {@link Subscription} field except the service-set ones.
  * Defaults are applied (`consumer_group default`, `read_from end`); `initial_cursors` is empty unless

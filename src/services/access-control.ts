@@ -4,7 +4,7 @@ import { eventOwner } from '../domain/event-owner.js';
 import type { AuthorizationAttribute, EventType } from '../domain/event-type.js';
 import type { Subscription } from '../domain/subscription.js';
 import { brokerError, errorCatalog } from '../errors/catalog.js';
-import type { AdminAuthorization } from '../storage/settings-store.js';
+import type { AdminAuthorization } from '../domain/admin-authorization.js';
 import type { Feature, Settings } from './settings.js';
 
 /** Operations on an event type (docs/security.md "Authorization: what a subject may do"). */

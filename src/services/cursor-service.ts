@@ -1,5 +1,6 @@
 import { partitionIds } from '../domain/event-type.js';
 import { parseOffset, shiftOffset, type PartitionRange } from '../domain/offsets.js';
+import type { PartitionRecord } from '../domain/partition-record.js';
 import type { TimelineMap } from '../domain/timeline.js';
 import { checkCursorBody, CursorDistancesInputSchema, CursorsLagInputSchema, PartitionCursorsSchema, repeatedPartition, ShiftedCursorsInputSchema } from '../domain/cursor-input.js';
 import { checkInput } from '../domain/input-check.js';
@@ -9,14 +10,6 @@ import { parseUntrustedJson } from '../domain/json-limits.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 import { parseSeekTime } from '../domain/time-seek.js';
-
-/** A partition record (docs/consuming.md "Cursor tools"). */
-export interface PartitionRecord {
-  partition: string;
-  oldest_available_offset: string;
-  newest_available_offset: string;
-  unconsumed_events?: number;
-}
 
 /** A cursor as clients send it (docs/concepts.md "Offsets and cursors"). */
 export interface Cursor {

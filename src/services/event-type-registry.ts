@@ -1,6 +1,6 @@
 import type { BrokerConfig } from '../config/config-schema.js';
 import { canonicalJson } from '../domain/canonical-json.js';
-import { partitionIds, servedEventType, type CompatibilityMode, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
+import { partitionIds, servedEventType, type CompatibilityCheck, type CompatibilityMode, type EventType, type EventTypeSchema, type EventTypeTopology } from '../domain/event-type.js';
 import { parseEventTypeInput } from '../domain/event-type-input.js';
 import { toEventTypeRecord } from '../domain/event-type-record.js';
 import { checkBody } from '../domain/rule-problems.js';
@@ -38,19 +38,6 @@ export interface RegistryCaller {
 }
 
 const FIRST_VERSION = '1.0.0';
-
-/**
- * The answer of `POST /event-types/{name}/schemas/{version}/compatibility-check` (the reference
- * service's fields; docs/publishing.md "Schema versions"): whether the schema could become the event type's next version under its mode.
- */
-export interface CompatibilityCheck {
-  readonly compatible: boolean;
-  readonly compatibility_mode: CompatibilityMode;
-  /** The stored version the schema was compared with (`latest` resolved). */
-  readonly validated_against_version: string;
-  /** Why it is not compatible (the 422 detail a schema update would get); absent when compatible. */
-  readonly error?: string;
-}
 
 /** The outcome of a schema addition: the event type afterwards and the one before. */
 export interface SchemaAddition {

@@ -2,7 +2,8 @@ import { onResubscribed, type RedisClient } from '../storage/redis-connection.js
 import { brokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
 import type { Keys } from '../storage/keys.js';
-import type { AdminAuthorization, SettingsSnapshot, SettingsStore } from '../storage/settings-store.js';
+import type { AdminAuthorization } from '../domain/admin-authorization.js';
+import type { SettingsSnapshot, SettingsStore } from '../storage/settings-store.js';
 
 /** The feature toggles (docs/operations.md "Feature toggles"); all are off until enabled. */
 export const FEATURES = [

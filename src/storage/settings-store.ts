@@ -1,13 +1,6 @@
-import type { AuthorizationAttribute } from '../domain/event-type.js';
+import type { AdminAuthorization } from '../domain/admin-authorization.js';
 import type { Keys } from './keys.js';
 import type { RedisClient } from './redis-connection.js';
-
-/** The administrators (docs/security.md "Authorization: what a subject may do"): each list non-empty, so the admin endpoints can never lock everyone out. */
-export interface AdminAuthorization {
-  readonly admins: readonly AuthorizationAttribute[];
-  readonly readers: readonly AuthorizationAttribute[];
-  readonly writers: readonly AuthorizationAttribute[];
-}
 
 /** Everything in the settings, read together. */
 export interface SettingsSnapshot {

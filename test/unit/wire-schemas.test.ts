@@ -1,28 +1,28 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import { describe, expectTypeOf, it } from 'vitest';
-import type { EventType, EventTypeSchema } from '../../src/domain/event-type.js';
+import type { AdminAuthorization } from '../../src/domain/admin-authorization.js';
+import type { BatchItemResponse } from '../../src/domain/batch-item-response.js';
+import type { CompatibilityCheck, EventType, EventTypeSchema } from '../../src/domain/event-type.js';
+import type { PartitionRecord } from '../../src/domain/partition-record.js';
 import type { StorageView } from '../../src/domain/storage.js';
-import type { Subscription } from '../../src/domain/subscription.js';
+import type { PartitionStats, Subscription, SubscriptionCursor } from '../../src/domain/subscription.js';
 import type { TimelineView } from '../../src/domain/timeline.js';
+import type { DeepReadonly } from '../../src/domain/wire-parts.js';
 import type { Problem } from '../../src/errors/catalog.js';
 import type * as wire from '../../src/http/api/wire-schemas.js';
-import type { CompatibilityCheck } from '../../src/services/event-type-registry.js';
-import type { PartitionRecord } from '../../src/services/cursor-service.js';
-import type { PartitionStats, SubscriptionCursor } from '../../src/services/consumption/subscription-cursors.js';
-import type { AdminAuthorization } from '../../src/storage/settings-store.js';
-import type { BatchItemResponse } from '../../src/domain/batch-item-response.js';
 
-/** `T` with every property and array readonly, as the hand-written interfaces declare them. */
-type DeepReadonly<T> = T extends readonly (infer E)[] ? readonly DeepReadonly<E>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T;
-/** The type a schema derives, made readonly like the hand-written interfaces. */
+/** The type a schema derives, made readonly as the domain hands records around. */
 type Derived<S extends TSchema> = DeepReadonly<Static<S>>;
+/** A domain type made readonly throughout (batch items, stats entries are built mutable). */
 type Loose<T> = DeepReadonly<T>;
 
-// The types derived from the wire schemas (`Static<>`) are the domain's types that describe the same
-// JSON — checked by the compiler (`npm run typecheck`), so either side changing alone fails here. The
-// event type, subscription, storage and timeline records declare their schemas in src/domain and derive
-// their types from them (so those lines hold by construction); the others are still written twice.
-describe('the wire schemas derive the hand-written wire types', () => {
+// Every record the node serves declares its TypeBox schema in src/domain beside its type, which is derived
+// from it (`Static<>`), and src/http/api/wire/ re-exports the schema for the OpenAPI document. These lines,
+// checked by the compiler (`npm run typecheck`), fail when a record's type and the schema the wire module
+// serves drift apart (a type written by hand again and changed alone, or the wire module serving another
+// schema than the domain's). The one type still written by hand is the catalog's Problem, checked against
+// the wire schema below.
+describe('the wire schemas derive the domain\'s record types', () => {
   it('event types, schemas and compatibility checks', () => {
     expectTypeOf<Derived<typeof wire.EventTypeRecordSchema>>().toEqualTypeOf<Loose<EventType>>();
     expectTypeOf<Derived<typeof wire.EventTypeSchemaSchema>>().toEqualTypeOf<Loose<EventTypeSchema>>();

@@ -5,7 +5,7 @@ import { brokerError, invalidInput } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import { BLACKLIST_TYPES, isBlacklistType, isFeature, type BlacklistType, type Settings } from '../../services/settings.js';
 import type { AuditLog } from '../../services/audit-log.js';
-import type { AdminAuthorization } from '../../storage/settings-store.js';
+import type { AdminAuthorization } from '../../domain/admin-authorization.js';
 import { empty, json, jsonBody, problems, routesOf, type Route, type RouteHandler } from '../api/route-model.js';
 import { AdminAuthorizationSchema, BlacklistSchema, FeatureListSchema } from '../api/wire-schemas.js';
 import type { HttpServer } from '../server.js';

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream-parameters.js';
 import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
 import { checkCursorBody, SubscriptionCursorsInputSchema, type SubscriptionCursorsInput } from '../../domain/cursor-input.js';
+import type { PartitionStats, SubscriptionCursor } from '../../domain/subscription.js';
 import { brokerError, invalidInput } from '../../errors/catalog.js';
 import { scriptError } from '../../storage/script-failures.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
@@ -10,33 +11,6 @@ import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription, SubscriptionPartition, SubscriptionStreams } from './subscription-streams.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability/meters.js';
 import { lagSeconds, partitionLag } from './consumer-lag.js';
-
-/** A subscription cursor as sent and served (docs/concepts.md "Offsets and cursors"). */
-export interface SubscriptionCursor {
-  partition: string;
-  offset: string;
-  event_type: string;
-  cursor_token: string;
-}
-
-/** One partition in `GET /subscriptions/{id}/stats` (docs/consuming.md "Commits"). */
-export interface PartitionStats {
-  partition: string;
-  state: 'unassigned' | 'reassigning' | 'assigned';
-  unconsumed_events?: number;
-  consumer_lag_seconds?: number;
-  stream_id: string;
-  assignment_type: 'auto' | 'direct';
-  /** Dead-letter queue (docs/consuming.md "Dead letters"): sends of its events that ended without a commit, when above 0. */
-  failed_send_count?: number;
-  /** Dead-letter queue: the last offset of the dead-letter search window, while the partition is in it. */
-  dead_letter_search_until?: string;
-  /**
-   * Events of the partition that retention removed before the subscription read them, since it was
-   * created (docs/consuming.md "Events removed before they were read"); absent while there are none.
-   */
-  expired_events?: number;
-}
 
 /** Answer of a commit: 204 when every cursor advanced, else 200 with a result per cursor. */
 export type CommitAnswer = { status: 204 } | { status: 200; body: { items: { cursor: unknown; result: 'committed' | 'outdated' }[] } };

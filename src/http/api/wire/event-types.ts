@@ -1,7 +1,8 @@
 /** Wire schemas of event types, schemas, partitions, cursors, batch items and events (docs/concepts.md, docs/publishing.md). */
 import { Type, type Static } from '@sinclair/typebox';
-import { COMPATIBILITY_MODES, type EventTypeRecordSchema } from '../../../domain/event-type.js';
-import { Closed, StringEnum } from './common.js';
+import { BatchItemResponseSchema } from '../../../domain/batch-item-response.js';
+import type { EventTypeRecordSchema } from '../../../domain/event-type.js';
+import { Closed } from './common.js';
 
 /**
  * The event type record as served (docs/concepts.md "Event types") and its parts: declared with the
@@ -17,28 +18,14 @@ export type EventTypeRecord = Static<typeof EventTypeRecordSchema>;
  */
 export { EventTypeInputSchema } from '../../../domain/event-type-input.js';
 
-/** Result of `POST /event-types/{name}/schemas/{version}/compatibility-check` (docs/publishing.md "Schema versions"). */
-export const CompatibilityCheckSchema = Type.Object(
-  {
-    compatible: Type.Boolean(),
-    compatibility_mode: StringEnum(COMPATIBILITY_MODES),
-    validated_against_version: Type.String(),
-    error: Type.Optional(Type.String({ description: 'why it is not compatible; absent when compatible' })),
-  },
-  Closed,
-);
+/**
+ * Result of `POST /event-types/{name}/schemas/{version}/compatibility-check` (docs/publishing.md "Schema
+ * versions"): declared in src/domain/event-type.ts, whose `CompatibilityCheck` type is derived from it.
+ */
+export { CompatibilityCheckSchema } from '../../../domain/event-type.js';
 
-
-/** A partition (docs/concepts.md "Partitions", "Offsets and cursors"). */
-export const PartitionSchema = Type.Object(
-  {
-    partition: Type.String(),
-    oldest_available_offset: Type.String(),
-    newest_available_offset: Type.String(),
-    unconsumed_events: Type.Optional(Type.Integer({ minimum: 0, description: 'events after the given cursor or consumed_offset' })),
-  },
-  Closed,
-);
+/** A partition (docs/concepts.md "Partitions", "Offsets and cursors"): declared in src/domain/partition-record.ts, whose `PartitionRecord` type is derived from it. */
+export { PartitionSchema } from '../../../domain/partition-record.js';
 
 /** A cursor (docs/concepts.md "Offsets and cursors"). */
 export const CursorSchema = Type.Object({ partition: Type.String(), offset: Type.String({ description: '`begin`, or an offset as served (docs/concepts.md "Offsets and cursors")' }) });
@@ -53,18 +40,8 @@ export { ShiftedCursorInputSchema as ShiftedCursorSchema, CursorDistanceQueryInp
 export const CursorDistanceResultSchema = Type.Object({ initial_cursor: CursorSchema, final_cursor: CursorSchema, distance: Type.Integer() }, Closed);
 
 
-/** One item of a 207 or 422 publishing answer (docs/publishing.md "Answers"). */
-export const BatchItemResponseSchema = Type.Object(
-  {
-    eid: Type.String({ description: '`metadata.eid` of the event, `""` when it had none' }),
-    publishing_status: Type.Union([Type.Literal('submitted'), Type.Literal('failed'), Type.Literal('aborted')]),
-    step: Type.Union([Type.Literal('none'), Type.Literal('validating'), Type.Literal('partitioning'), Type.Literal('enriching'), Type.Literal('publishing')]),
-    detail: Type.String(),
-  },
-  Closed,
-);
-/** A batch item as the wire carries it (compare src/domain/batch-item-response.ts `BatchItemResponse`). */
-export type BatchItem = Static<typeof BatchItemResponseSchema>;
+/** One item of a 207 or 422 publishing answer (docs/publishing.md "Answers"): declared in src/domain/batch-item-response.ts, whose `BatchItemResponse` type is derived from it. */
+export { BatchItemResponseSchema };
 /** The body of a 207 or 422 answer: one item per event, in input order. */
 export const BatchItemResponsesSchema = Type.Array(BatchItemResponseSchema);
 

@@ -1,10 +1,10 @@
 /** Wire schemas of settings, storages, timelines, Avro envelope schemas and the console (docs/operations.md, docs/http-api.md). */
 import { Type } from '@sinclair/typebox';
 import { FEATURES } from '../../../services/settings.js';
-import { Closed, StringEnum, AttributeList } from './common.js';
+import { Closed, StringEnum } from './common.js';
 
-/** The administrators (docs/operations.md "Administrator settings"). */
-export const AdminAuthorizationSchema = Type.Object({ admins: AttributeList, readers: AttributeList, writers: AttributeList }, { ...Closed, description: 'the administrators: admins change them and storages, readers read settings, writers change the blacklist and features' });
+/** The administrators (docs/operations.md "Administrator settings"): declared in src/domain/admin-authorization.ts, whose `AdminAuthorization` type is derived from it. */
+export { AdminAuthorizationSchema } from '../../../domain/admin-authorization.js';
 
 /** `GET /settings/blacklist`. */
 export const BlacklistSchema = Type.Object(

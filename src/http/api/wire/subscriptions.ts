@@ -1,18 +1,15 @@
 /** Wire schemas of subscriptions, their cursors, stats and streams (docs/consuming.md). */
 import { Type, type Static } from '@sinclair/typebox';
-import { SUBSCRIPTION_FIELDS, type SubscriptionRecordSchema } from '../../../domain/subscription.js';
+import { AssignmentTypeSchema, PartitionStateSchema, PartitionStatsSchema, SUBSCRIPTION_FIELDS, SubscriptionCursorSchema, type SubscriptionRecordSchema } from '../../../domain/subscription.js';
 import { EventSchema } from './event-types.js';
 import { Closed, PageLinksSchema } from './common.js';
 
-/** A subscription cursor (docs/consuming.md "Commits"). */
-export const SubscriptionCursorSchema = Type.Object({
-  partition: Type.String(),
-  offset: Type.String(),
-  event_type: Type.String(),
-  cursor_token: Type.String({ description: 'served by the node; any string when committing' }),
-});
-/** The same without the token (cursor reset, docs/consuming.md "Commits"). */
-export const SubscriptionCursorWithoutTokenSchema = Type.Object({ partition: Type.String(), offset: Type.String(), event_type: Type.String() });
+/**
+ * A subscription cursor (docs/consuming.md "Commits"), the same without the token (cursor reset) and one
+ * partition of the stats: declared in src/domain/subscription.ts, whose `SubscriptionCursor` and
+ * `PartitionStats` types are derived from them.
+ */
+export { SubscriptionCursorSchema, SubscriptionCursorWithoutTokenSchema, PartitionStatsSchema } from '../../../domain/subscription.js';
 
 /**
  * The subscription record as served (docs/consuming.md "Subscriptions"), its authorization section and
@@ -26,15 +23,11 @@ export type SubscriptionRecord = Static<typeof SubscriptionRecordSchema>;
 /** The bodies of `POST /subscriptions` and `PUT /subscriptions/{id}`: the schemas the node checks them against (src/domain/subscription-input.ts). */
 export { SubscriptionInputSchema, SubscriptionUpdateSchema } from '../../../domain/subscription-input.js';
 
-/** Partition status of a subscription (`show_status=true`, stats). */
-const PartitionState = Type.Union([Type.Literal('unassigned'), Type.Literal('reassigning'), Type.Literal('assigned')]);
-const AssignmentType = Type.Union([Type.Literal('auto'), Type.Literal('direct')]);
-
 /** One event type's partition status in a listing with `show_status=true`. */
 export const SubscriptionEventTypeStatusSchema = Type.Object(
   {
     event_type: Type.String(),
-    partitions: Type.Array(Type.Object({ partition: Type.String(), state: PartitionState, stream_id: Type.String(), assignment_type: AssignmentType }, Closed)),
+    partitions: Type.Array(Type.Object({ partition: Type.String(), state: PartitionStateSchema, stream_id: Type.String(), assignment_type: AssignmentTypeSchema }, Closed)),
   },
   Closed,
 );
@@ -44,22 +37,6 @@ export const SubscriptionListItemSchema = Type.Object({ ...SUBSCRIPTION_FIELDS, 
 
 /** `GET /subscriptions`. */
 export const SubscriptionListSchema = Type.Object({ items: Type.Array(SubscriptionListItemSchema), _links: PageLinksSchema }, Closed);
-
-/** One partition of `GET /subscriptions/{id}/stats` (docs/consuming.md). */
-export const PartitionStatsSchema = Type.Object(
-  {
-    partition: Type.String(),
-    state: PartitionState,
-    unconsumed_events: Type.Optional(Type.Integer({ minimum: 0 })),
-    consumer_lag_seconds: Type.Optional(Type.Integer({ minimum: 0 })),
-    stream_id: Type.String(),
-    assignment_type: AssignmentType,
-    failed_send_count: Type.Optional(Type.Integer({ minimum: 1, description: 'dead-letter queue: sends of its events that ended without a commit' })),
-    dead_letter_search_until: Type.Optional(Type.String({ description: 'dead-letter queue: the last offset of the search window' })),
-    expired_events: Type.Optional(Type.Integer({ minimum: 1, description: 'events of the partition that retention removed before the subscription read them (counted when its committed offset passed them); absent while there are none' })),
-  },
-  Closed,
-);
 
 /** `GET /subscriptions/{id}/stats`. */
 export const SubscriptionStatsSchema = Type.Object(
