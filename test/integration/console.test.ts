@@ -217,6 +217,14 @@ describe('the console in auth mode off', () => {
     await waitForText(page, '.ok', 'Cursors reset.');
     await page.waitForFunction(() => (globalThis as unknown as InPage).document.querySelector('[data-test=total-unconsumed]')?.textContent === '3', { timeout: WAIT_MS, polling: 100 });
 
+    // Cursor reset to a time after every event (docs/consuming.md "Seeking by time"): the cursors at that
+    // time are the newest offsets, so nothing is unconsumed any more.
+    await page.click('[data-test=reset-to-time]');
+    await fill(page, '[data-test=reset-time]', '2099-01-01T00:00');
+    await clickButton(page, 'Reset…');
+    await page.click('[data-test=confirm]');
+    await page.waitForFunction(() => (globalThis as unknown as InPage).document.querySelector('[data-test=total-unconsumed]')?.textContent === '0', { timeout: WAIT_MS, polling: 100 });
+
     // Deleting the event type asks for its name, and shows the broker's 409 (a subscription reads it).
     await page.goto(`${broker.url}/ui#/event-types/${encodeURIComponent(name)}`);
     await (await page.waitForSelector('[data-test=delete-event-type]', { timeout: WAIT_MS }))?.click();

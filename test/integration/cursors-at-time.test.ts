@@ -1,5 +1,8 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot } from '../../scripts/local-processes.js';
 import { formatOffset } from '../../src/domain/offsets.js';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
@@ -79,6 +82,19 @@ async function delivered(name: string, cursors: Cursor[]): Promise<ReadEvent[]> 
   }
 }
 
+/** Runs the built command line (`node dist/src/cli/main.js`, docs/cli.md) against the test node. */
+function cli(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(repoRoot, 'dist', 'src', 'cli', 'main.js'), ...args], { env: { ...process.env, BROKER_URL: broker.url }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
 const BEGIN: Cursor[] = PARTITIONS.map((partition) => ({ partition, offset: 'BEGIN' }));
 const sorted = (orders: string[]): string[] => [...orders].sort();
 
@@ -116,6 +132,16 @@ describe('cursors at a time', () => {
     const before = await cursorsAt(name, new Date((times[0] as number) - 60_000).toISOString());
     expect(before).toEqual(PARTITIONS.map((partition) => ({ partition, offset: formatOffset(1, -1) })));
     expect(sorted((await delivered(name, before)).map((e) => e.order))).toEqual(sorted(all.map((e) => e.order)));
+
+    // The command line prints the same cursors: JSON with --json, a table otherwise, exit 3 for a 422.
+    const middleTime = new Date(middle).toISOString();
+    const printed = await cli(['--json', 'cursors', 'at', name, middleTime]);
+    expect(printed.code, printed.stderr).toBe(0);
+    expect(JSON.parse(printed.stdout)).toEqual(await cursorsAt(name, middleTime));
+    const table = await cli(['cursors', 'at', name, middleTime]);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/^PARTITION\s+OFFSET\n0\s+001-0001-\d{18}\n1\s+001-0001-\d{18}\n$/);
+    expect((await cli(['cursors', 'at', name, 'yesterday'])).code).toBe(3);
 
     // After the last event: the newest offsets; the stream gives nothing.
     const partitions = (await call(broker.url, 'GET', `/event-types/${name}/partitions`)).json as { partition: string; newest_available_offset: string }[];

@@ -22,6 +22,7 @@ describe('the console\'s wire types mirror the server\'s wire schemas', () => {
     expectTypeOf<Mutual<ui.SchemaRecord, Derived<typeof wire.EventTypeSchemaSchema>>>().toEqualTypeOf<true>();
     expectTypeOf<Mutual<ui.EventType, Derived<typeof wire.EventTypeRecordSchema>>>().toEqualTypeOf<true>();
     expectTypeOf<Mutual<ui.Partition, Derived<typeof wire.PartitionSchema>>>().toEqualTypeOf<true>();
+    expectTypeOf<Mutual<ui.Cursor, Derived<typeof wire.CursorSchema>>>().toEqualTypeOf<true>();
     expectTypeOf<Mutual<ui.BatchItem, Derived<typeof wire.BatchItemResponseSchema>>>().toEqualTypeOf<true>();
   });
 

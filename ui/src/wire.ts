@@ -107,6 +107,12 @@ export interface SubscriptionCursor {
   readonly cursor_token: string;
 }
 
+/** A cursor of one event type's partition, as `GET /event-types/{name}/cursors-at-time` answers them. */
+export interface Cursor {
+  readonly partition: string;
+  readonly offset: string;
+}
+
 /** A cursor to reset a subscription to (`PATCH /subscriptions/{id}/cursors`): no token. */
 export interface SubscriptionCursorWithoutToken {
   readonly partition: string;

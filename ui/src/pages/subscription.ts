@@ -4,7 +4,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import { api, seg } from '../api.js';
 import { AuthorizationView, Confirm, duration, ErrorBox, html, href, Section, useFeatures, useLoad, type View } from '../ui.js';
-import type { Access, Partition, Stats, Subscription, SubscriptionCursor, SubscriptionCursorWithoutToken } from '../wire.js';
+import type { Access, Cursor, Partition, Stats, Subscription, SubscriptionCursor, SubscriptionCursorWithoutToken } from '../wire.js';
 
 /** How often stats and cursors are read. */
 const POLL_MS = 2000;
@@ -135,16 +135,30 @@ function LagChart({ points }: { points: readonly LagPoint[] }): View {
   return html`<div ref=${box} class="chart" data-test="lag-chart"></div>`;
 }
 
-/** Cursor reset to the beginning or the end of every partition, or to cursors given as JSON, after a confirmation. */
+/**
+ * Cursor reset to the beginning or the end of every partition, to a time (the cursors at that time of each
+ * event type: docs/consuming.md "Seeking by time"), or to cursors given as JSON, after a confirmation.
+ */
 function ResetCursors({ subscription, onReset }: { subscription: Subscription; onReset: () => void }): View {
-  const [target, setTarget] = useState<'begin' | 'end' | 'custom'>('end');
+  const [target, setTarget] = useState<'begin' | 'end' | 'time' | 'custom'>('end');
   const [custom, setCustom] = useState('[]');
+  const [time, setTime] = useState('');
   const [asking, setAsking] = useState(false);
   const [error, setError] = useState<unknown>(undefined);
   const [done, setDone] = useState(false);
   const cursors = async (): Promise<SubscriptionCursorWithoutToken[]> => {
     if (target === 'custom') return JSON.parse(custom) as SubscriptionCursorWithoutToken[];
     const all: SubscriptionCursorWithoutToken[] = [];
+    if (target === 'time') {
+      // datetime-local is the browser's local time without a zone: Date reads it as local time.
+      const at = new Date(time);
+      if (Number.isNaN(at.getTime())) throw new Error('choose a date and time');
+      for (const eventType of subscription.event_types) {
+        const found = await api<Cursor[]>('GET', `/event-types/${seg(eventType)}/cursors-at-time?time=${encodeURIComponent(at.toISOString())}`);
+        for (const c of found) all.push({ event_type: eventType, partition: c.partition, offset: c.offset });
+      }
+      return all;
+    }
     for (const eventType of subscription.event_types) {
       const partitions = await api<Partition[]>('GET', `/event-types/${seg(eventType)}/partitions`);
       for (const p of partitions) all.push({ event_type: eventType, partition: p.partition, offset: target === 'begin' ? 'BEGIN' : p.newest_available_offset });
@@ -167,11 +181,13 @@ function ResetCursors({ subscription, onReset }: { subscription: Subscription; o
     <div class="toolbar">
       <label><input type="radio" name="target" checked=${target === 'begin'} onChange=${() => setTarget('begin')} /> to the oldest available events</label>
       <label><input type="radio" name="target" checked=${target === 'end'} onChange=${() => setTarget('end')} /> to the newest events (skip everything)</label>
+      <label><input type="radio" name="target" data-test="reset-to-time" checked=${target === 'time'} onChange=${() => setTarget('time')} /> to a time</label>
       <label><input type="radio" name="target" checked=${target === 'custom'} onChange=${() => setTarget('custom')} /> to these cursors</label>
       <button type="button" class="danger" data-test="reset" onClick=${() => setAsking(true)}>Reset…</button>
     </div>
+    ${target === 'time' ? html`<input type="datetime-local" step="0.001" data-test="reset-time" value=${time} onInput=${(e: Event) => setTime((e.target as HTMLInputElement).value)} />` : null}
     ${target === 'custom' ? html`<textarea class="code" rows="4" spellcheck="false" value=${custom} onInput=${(e: Event) => setCustom((e.target as HTMLTextAreaElement).value)}></textarea>` : null}
-    ${asking ? html`<${Confirm} what=${`Reset the cursors of this subscription ${target === 'custom' ? 'to the cursors given' : target === 'begin' ? 'to the oldest available events' : 'to the newest events'}? Every open stream of it ends, and consumers continue from the new cursors.`} action="Reset cursors" onConfirm=${() => void reset()} onCancel=${() => setAsking(false)} />` : null}
+    ${asking ? html`<${Confirm} what=${`Reset the cursors of this subscription ${target === 'custom' ? 'to the cursors given' : target === 'time' ? `to the first events received at or after ${time.replace('T', ' ')}` : target === 'begin' ? 'to the oldest available events' : 'to the newest events'}? Every open stream of it ends, and consumers continue from the new cursors.`} action="Reset cursors" onConfirm=${() => void reset()} onCancel=${() => setAsking(false)} />` : null}
     <${ErrorBox} error=${error} />
     ${done ? html`<div class="ok">Cursors reset.</div>` : null}
   <//>`;
