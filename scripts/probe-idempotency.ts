@@ -1,4 +1,4 @@
-// Probe (for the idempotent publishing decision, docs/decisions/0024-idempotency-eid-generations.md): the
+// Probe (for the idempotent publishing decision, docs/decisions/0024-idempotency-in-the-append-script.md): the
 // Redis CPU one event costs in the append script with and without idempotency. On a fresh redis-server of
 // its own, it calls each script CALLS times with EVENTS events of ~500 bytes and fresh eids, in
 // alternating rounds, and reads Redis's own CPU (INFO cpu, user + system) before and after each round.
