@@ -9,7 +9,7 @@
  */
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
 import { requestRetrying } from './stream-client.js';
-import { createEventType, loadRequest, recordCpu, reportFailures, round, runLoad, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
+import { createEventType, loadRequest, median, recordCpu, reportFailures, round, runLoad, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
 
 const PARTITIONS = 4;
 const BATCH = 1000;
@@ -87,12 +87,6 @@ async function run(recorder: Recorder): Promise<void> {
   } finally {
     await stack.stop(recorder);
   }
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
 }
 
 export const publishIdempotent: Scenario = {

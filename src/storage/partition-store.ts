@@ -33,9 +33,12 @@ export interface PartitionAppend {
 export type TimelineRef = Pick<StoredTimeline, 'order' | 'id'>;
 
 /**
- * The script call that appends `write` (publishBatch, or publishCompacted when it carries compaction
- * keys): its keys in the script's header order and its arguments, the timeline's id among them (the
- * script refuses a partition opened for another timeline id). Shared with the replicated appender.
+ * The script call that appends `write`: publishBatch, publishCompacted when it carries compaction keys,
+ * and their idempotent forms (publishIdempotent, publishCompactedIdempotent: two more keys, the eid
+ * generations, and the window, the bound and the eids as arguments) when it carries `idempotency`
+ * (docs/publishing.md "Idempotent publishing"). Its keys in the script's header order and its arguments,
+ * the timeline's id among them (the script refuses a partition opened for another timeline id). Shared
+ * with the replicated appender.
  */
 export function appendCall(keys: Keys, name: string, timeline: TimelineRef, write: PartitionAppend): { script: AppendScript; keys: string[]; args: ScriptArg[] } {
   const data = Buffer.from(write.data.buffer, write.data.byteOffset, write.data.byteLength);

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -8,6 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, repoRoot } from '../../scripts/local-processes.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { runChild, type ChildRun } from '../support/child-process.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 // The `broker` command line (docs/cli.md) run as a process (`node dist/src/cli/main.js`) against a
@@ -25,31 +25,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+type Run = ChildRun;
 
 /** Runs the CLI with `--url` of the test node (unless `url` says otherwise); killed after 60 s. */
 function cli(args: readonly string[], options: { input?: string; url?: string; env?: Record<string, string> } = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const env: Record<string, string | undefined> = { ...process.env, BROKER_URL: options.url ?? broker.url, ...options.env };
-    delete env.BROKER_TOKEN;
-    if (options.env?.BROKER_TOKEN !== undefined) env.BROKER_TOKEN = options.env.BROKER_TOKEN;
-    const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    child.stdin.end(options.input ?? '');
-  });
+  const env: NodeJS.ProcessEnv = { ...process.env, BROKER_URL: options.url ?? broker.url, ...options.env };
+  delete env.BROKER_TOKEN;
+  if (options.env?.BROKER_TOKEN !== undefined) env.BROKER_TOKEN = options.env.BROKER_TOKEN;
+  return runChild(process.execPath, [CLI, ...args], { env, input: options.input ?? '' });
 }
 
 /** Writes a file into the test directory. @returns its path */

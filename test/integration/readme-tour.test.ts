@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../scripts/local-processes.js';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
+import { runChild } from '../support/child-process.js';
 
 // The README's five-minute tour, run as a reader runs it: every ```sh block under the tour's heading, in
 // order, in one bash session (variables such as SUB and STREAM carry from block to block), with curl, jq
@@ -54,7 +55,7 @@ interface TourRun {
 }
 
 /** Runs the blocks in one `bash` (errexit, pipefail) in `cwd`; a failing command stops it and is named. */
-function runTour(blocks: readonly TourBlock[], env: Record<string, string>, cwd: string): Promise<TourRun> {
+async function runTour(blocks: readonly TourBlock[], env: Record<string, string>, cwd: string): Promise<TourRun> {
   const marker = (i: number): string => `::tour-block-${i}::`;
   const script = [
     'exec 2>&1',
@@ -62,24 +63,16 @@ function runTour(blocks: readonly TourBlock[], env: Record<string, string>, cwd:
     'trap \'echo "tour: command failed with exit code $?: $BASH_COMMAND"\' ERR',
     ...blocks.flatMap((block, i) => [`echo '${marker(i)}'`, block.code]),
   ].join('\n');
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-c', script], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let all = '';
-    child.stdout.on('data', (chunk: Buffer) => (all += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (all += chunk.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      const outputs = blocks.map((_, i) => {
-        const from = all.indexOf(marker(i));
-        if (from < 0) return '';
-        const to = all.indexOf(marker(i + 1), from);
-        return all.slice(from + marker(i).length, to < 0 ? undefined : to);
-      });
-      resolve({ code, outputs, all });
-    });
+  // `exec 2>&1` sends what the blocks print to stderr into stdout, in order, with the block markers.
+  const run = await runChild('bash', ['-c', script], { cwd, env: { ...process.env, ...env } });
+  const all = run.stdout + run.stderr;
+  const outputs = blocks.map((_, i) => {
+    const from = all.indexOf(marker(i));
+    if (from < 0) return '';
+    const to = all.indexOf(marker(i + 1), from);
+    return all.slice(from + marker(i).length, to < 0 ? undefined : to);
   });
+  return { code: run.code, outputs, all };
 }
 
 describe('the README tour', () => {

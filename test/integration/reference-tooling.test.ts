@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -9,6 +8,7 @@ import { repoRoot } from '../../scripts/local-processes.js';
 import { formatOffset } from '../../src/domain/offsets.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
+import { runChild, type ChildRun } from '../support/child-process.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
@@ -279,20 +279,8 @@ describe('broker publish after a 207', () => {
 });
 
 /** Runs the command line against `url`; killed after 60 s. */
-function runCli(args: readonly string[], url: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const env: Record<string, string | undefined> = { ...process.env, BROKER_URL: url };
-    delete env.BROKER_TOKEN;
-    const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+function runCli(args: readonly string[], url: string): Promise<ChildRun> {
+  const env: NodeJS.ProcessEnv = { ...process.env, BROKER_URL: url };
+  delete env.BROKER_TOKEN;
+  return runChild(process.execPath, [CLI, ...args], { env });
 }
