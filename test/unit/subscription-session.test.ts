@@ -190,7 +190,7 @@ function harness(options: { annotations?: Record<string, string>; streamLimit?: 
       return node.stopping;
     },
     streamedListener: undefined,
-    expiredPassed: (subscriptionId, field, count) => expired.push([subscriptionId, field, count]),
+    expiredPassed: (subscriptionId, partition, count) => expired.push([subscriptionId, partition.key, count]),
     noticesLive: () => true,
     applyChange: (_subscription, change) => {
       changes.push(change);

@@ -20,7 +20,7 @@ export interface SessionCommitsOptions {
    * Told when the broker's own commit moved a partition past offsets that retention removed before the
    * subscription read them (`expired` events; counted once, by the commit that passed them).
    */
-  readonly onExpiredPassed?: (field: string, expired: number) => void;
+  readonly onExpiredPassed?: (partition: { readonly key: string; readonly eventType: string }, expired: number) => void;
 }
 
 /** Events of one data batch a stream sent: its last offset and how many events it carried. */
@@ -36,6 +36,8 @@ interface AutoCommit {
   readonly after: number;
   /** Events retention removed unread among the offsets this commit passes (0 for skipped or compacted-away ones). */
   readonly expired: number;
+  /** The partition's event type (the expired events' metric series). */
+  readonly eventType: string;
 }
 
 /**
@@ -140,7 +142,7 @@ export class SessionCommits {
   skipped(partition: StreamPartition, expired = 0): void {
     const pending = this.autoCommits.get(partition.key);
     const after = this.acceptedThrough.get(partition.key) ?? -1;
-    this.autoCommits.set(partition.key, { offset: partition.sent, after, expired: expired + (pending?.expired ?? 0) });
+    this.autoCommits.set(partition.key, { offset: partition.sent, after, expired: expired + (pending?.expired ?? 0), eventType: partition.eventType });
     this.autoCommit();
   }
 
@@ -219,10 +221,10 @@ export class SessionCommits {
    * commit). A commit the fence accepts reports the expired events it passed (`onExpiredPassed`).
    */
   private autoCommit(): void {
-    const due: { field: string; offset: number; expired: number }[] = [];
+    const due: { field: string; offset: number; expired: number; eventType: string }[] = [];
     for (const [field, pending] of this.autoCommits) {
       if ((this.committed.get(field) ?? -1) >= pending.after) {
-        due.push({ field, offset: pending.offset, expired: pending.expired });
+        due.push({ field, offset: pending.offset, expired: pending.expired, eventType: pending.eventType });
         this.autoCommits.delete(field);
       }
     }
@@ -238,7 +240,7 @@ export class SessionCommits {
         // Accepted by the fence: the stream still held the partition, so the subscription's committed offset
         // is now past the jump — moved by this commit, or already by the client's commit of a later cursor.
         if (outcome.kind !== 'ok' || onExpiredPassed === undefined) return;
-        for (const d of due) if (d.expired > 0) onExpiredPassed(d.field, d.expired);
+        for (const d of due) if (d.expired > 0) onExpiredPassed({ key: d.field, eventType: d.eventType }, d.expired);
       })
       .catch((err: unknown) => {
         logger.warn({ err: (err as Error).message, subscription: subscriptionId }, 'the broker could not commit offsets passed over without delivery; a later stream of the partition passes them again');

@@ -106,7 +106,7 @@ export class SessionRunner implements StreamPolicy {
     });
     const partitions = (): Iterable<StreamPartition> => this.loop?.current ?? [];
     const onCommitted = (field: string, offset: number): void => this.deadLetters?.committedTo(field, offset);
-    const onExpiredPassed = (field: string, expired: number): void => owner.expiredPassed(this.subscriptionId, field, expired);
+    const onExpiredPassed = (partition: { readonly key: string; readonly eventType: string }, expired: number): void => owner.expiredPassed(this.subscriptionId, partition, expired);
     this.commits = new SessionCommits({ ...ids, store: state, logger, clock: this.clock, partitions, onCommitted, onExpiredPassed });
     const policy = deadLetterPolicyOf(subscription.record.annotations);
     const timelinesOf = (eventType: string): TimelineMap => this.timelinesOf(eventType);

@@ -107,11 +107,12 @@ export interface SessionOwner {
    */
   applyChange(subscription: ResolvedSubscription, change: SessionChange): Promise<'ok' | 'CURSOR_RESET_RUNNING'>;
   /**
-   * The broker's commit moved partition `field` of subscription `subscriptionId` past `expired` events
-   * that retention removed before they were read: counted in Redis (the stats) and in the node's metric.
+   * The broker's commit moved `partition` (its offsets field `key` and its event type) of subscription
+   * `subscriptionId` past `expired` events that retention removed before they were read: counted in Redis
+   * (the stats) and in the node's metric.
    * Never throws (a failure is logged).
    */
-  expiredPassed(subscriptionId: string, field: string, expired: number): void;
+  expiredPassed(subscriptionId: string, partition: { readonly key: string; readonly eventType: string }, expired: number): void;
 }
 
 /** What a `SessionRunner` is made of: one stream of a subscription, its session already joined. */

@@ -353,10 +353,9 @@ export class SubscriptionStreams implements SessionOwner {
   }
 
   /** See {@link SessionOwner.expiredPassed}. */
-  expiredPassed(subscriptionId: string, field: string, expired: number): void {
-    const at = field.lastIndexOf(':');
-    this.metrics.expiredPassed(subscriptionId, field.slice(0, at), expired);
-    this.state.addExpiredEvents(subscriptionId, field, expired).catch((err: unknown) => {
+  expiredPassed(subscriptionId: string, partition: { readonly key: string; readonly eventType: string }, expired: number): void {
+    this.metrics.expiredPassed(subscriptionId, partition.eventType, expired);
+    this.state.addExpiredEvents(subscriptionId, partition.key, expired).catch((err: unknown) => {
       this.logger.warn({ err: (err as Error).message, subscription: subscriptionId }, 'could not count events that expired unread in the subscription stats');
     });
   }
