@@ -4,7 +4,7 @@
 // alternating rounds, and reads Redis's own CPU (INFO cpu, user + system) before and after each round.
 // Extra script files (e.g. an earlier version taken with `git show <commit>:src/storage/lua/<file>`) can
 // be measured beside the current ones: named `<name>-<keys>.lua`, taking publishBatch's four KEYS and then
-// one or two eid index keys, and publishIdempotent's ARGV.
+// one or two eid index keys, and publishIdempotent's ARGV (the eids as one argument of 16-byte keys).
 //
 //   npm run build && node dist/scripts/probe-idempotency.js [rounds, default 3] [extra-script.lua ...]
 import { randomUUID } from 'node:crypto';
@@ -13,6 +13,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { repoRoot, startRedis } from './local-processes.js';
 import { resolveIncludes } from '../src/storage/scripts.js';
+import { EID_KEY_BYTES, writeEidKey } from '../src/domain/idempotency.js';
 
 const EVENTS = 250;
 const CALLS = 400;
@@ -51,24 +52,40 @@ async function redisCpu(redis: Redis): Promise<number> {
   return read('used_cpu_user') + read('used_cpu_sys');
 }
 
-/** Calls `candidate` CALLS times on fresh keys. @returns µs of Redis CPU per event */
-async function measure(redis: Redis, candidate: Candidate, round: number): Promise<number> {
+/** Redis's memory in use (INFO memory `used_memory`), bytes. */
+async function redisMemory(redis: Redis): Promise<number> {
+  return Number(/used_memory:([0-9]+)/.exec(await redis.info('memory'))?.[1] ?? 0);
+}
+
+/** One round of one script: µs of Redis CPU and bytes of Redis memory per event. */
+interface Figures {
+  readonly cpuUs: number;
+  readonly bytes: number;
+}
+
+/** Calls `candidate` CALLS times on fresh keys. */
+async function measure(redis: Redis, candidate: Candidate, round: number): Promise<Figures> {
   const tag = `{probe:${candidate.label}:${round}}`;
   const keys = [`${tag}:meta`, `${tag}:log`, `${tag}:time`, `${tag}:notices`];
   await redis.hset(keys[0] as string, 'next', 0, 'oldest', 0);
   const data = Array.from({ length: EVENTS }, () => TEXT).join('\n');
   const sha = (await redis.script('LOAD', candidate.lua)) as string;
   const before = await redisCpu(redis);
+  const memoryBefore = await redisMemory(redis);
   for (let c = 0; c < CALLS; c++) {
     if (candidate.keys > 4) {
-      const eids = Array.from({ length: EVENTS }, () => randomUUID());
-      const indexKeys = [`${tag}:eids-a`, `${tag}:eids-b`].slice(0, candidate.keys - 4);
-      await redis.evalsha(sha, candidate.keys, ...keys, ...indexKeys, EVENTS, data, '', 3600, 1_000_000, ...eids);
+      const eidKeys = Buffer.alloc(EVENTS * EID_KEY_BYTES);
+      for (let e = 0; e < EVENTS; e++) writeEidKey(randomUUID(), eidKeys, e * EID_KEY_BYTES);
+      const indexKeys = [`${tag}:eid-keys-a`, `${tag}:eid-keys-b`].slice(0, candidate.keys - 4);
+      await redis.evalsha(sha, candidate.keys, ...keys, ...indexKeys, EVENTS, data, '', 3600, 1_000_000, eidKeys);
     } else {
       await redis.evalsha(sha, 4, ...keys, EVENTS, data, '');
     }
   }
-  return (((await redisCpu(redis)) - before) * 1e6) / (CALLS * EVENTS);
+  const cpuUs = (((await redisCpu(redis)) - before) * 1e6) / (CALLS * EVENTS);
+  const bytes = ((await redisMemory(redis)) - memoryBefore) / (CALLS * EVENTS);
+  await redis.flushall();
+  return { cpuUs, bytes };
 }
 
 async function main(): Promise<void> {
@@ -81,13 +98,15 @@ async function main(): Promise<void> {
   const server = await startRedis();
   const redis = new Redis(server.url);
   try {
-    const results = new Map<string, number[]>(candidates.map((c) => [c.label, []]));
+    const results = new Map<string, Figures[]>(candidates.map((c) => [c.label, []]));
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? candidates : [...candidates].reverse();
       for (const candidate of order) results.get(candidate.label)?.push(await measure(redis, candidate, round));
     }
-    process.stdout.write(`${EVENTS} events per call, ${CALLS} calls per round, ${rounds} rounds (alternating order): µs of Redis CPU per event\n`);
-    for (const [label, values] of results) process.stdout.write(`  ${label.padEnd(40)} ${values.map((v) => v.toFixed(2)).join(' / ')}\n`);
+    process.stdout.write(`${EVENTS} events per call, ${CALLS} calls per round, ${rounds} rounds (alternating order): µs of Redis CPU per event; bytes of Redis memory per event\n`);
+    for (const [label, values] of results) {
+      process.stdout.write(`  ${label.padEnd(40)} ${values.map((v) => v.cpuUs.toFixed(2)).join(' / ')} µs; ${values.map((v) => Math.round(v.bytes)).join(' / ')} bytes\n`);
+    }
   } finally {
     redis.disconnect();
     await server.stop();

@@ -7,11 +7,12 @@
  */
 import type { ValidateFunction } from 'ajv';
 import { describeValidationError } from '../src/domain/schema-compiler.js';
-import { fnv1a32, hashPartition, userDefinedPartition } from '../src/domain/partitioner.js';
+import { hashPartition, userDefinedPartition } from '../src/domain/partitioner.js';
 import { eventOwner } from '../src/domain/event-owner.js';
 import { parseEventBatch } from '../src/domain/event-batch-parse.js';
 import type { EventBatchLayout } from '../src/domain/event-batch-scan.js';
 import { rejectedItems } from '../src/domain/batch-items.js';
+import { EID_KEY_BYTES, eidHash, writeEidKey } from '../src/domain/idempotency.js';
 import type { PublishStep } from '../src/domain/batch-item-response.js';
 import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
 import type { PartitionPayload, PublishResult, PublishTask, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
@@ -41,7 +42,7 @@ function choosePartition(event: BatchEvent, spec: PublishTaskSpec): number | str
       // Idempotent publishing: a retried event must land where its first attempt did, so its partition
       // follows from its eid (docs/publishing.md "Idempotent publishing").
       const eid = spec.idempotencyWindowSeconds === undefined ? '' : eidOf(event);
-      return eid === '' ? Math.floor(Math.random() * spec.partitionCount) : fnv1a32(eid) % spec.partitionCount;
+      return eid === '' ? Math.floor(Math.random() * spec.partitionCount) : eidHash(eid) % spec.partitionCount;
     }
     case 'hash':
       return hashPartition(event, spec.partitionKeyPaths, spec.partitionCount);
@@ -119,20 +120,38 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   if (failures.size > 0) return rejection(batch, failures, schemaCost);
 
   const partitions = stored.payloads(itemPartitions, compactionKeys);
-  if (spec.idempotencyWindowSeconds !== undefined) attachEids(partitions, batch, itemPartitions);
+  if (spec.idempotencyWindowSeconds !== undefined) attachEidKeys(partitions, batch, itemPartitions);
   let bytes = 0;
   for (const payload of partitions) bytes += payload.data.byteLength - (payload.count - 1);
   return schemaCost ? { kind: 'accepted', itemPartitions, partitions, bytes, schemaCost } : { kind: 'accepted', itemPartitions, partitions, bytes };
 }
 
 /**
- * Idempotent publishing: gives each payload the `metadata.eid` of its events, in order (every event of
- * a business or data event type has one: the effective schema requires it).
+ * Idempotent publishing: gives each payload the keys of its events' `metadata.eid`, in order, 16 bytes
+ * each ({@link writeEidKey}), as views of one buffer the worker transfers with the payloads (every event
+ * of a business or data event type has a uuid eid: the effective schema requires it).
+ * @throws RangeError when an eid is not a uuid (validation lets none through)
  */
-function attachEids(partitions: PartitionPayload[], batch: readonly BatchEvent[], itemPartitions: Uint32Array): void {
-  const byPartition = new Map<number, string[]>(partitions.map((p) => [p.partition, []]));
-  for (let i = 0; i < batch.length; i++) byPartition.get(itemPartitions[i] as number)?.push(eidOf(batch[i] as BatchEvent));
-  partitions.forEach((p, i) => (partitions[i] = { ...p, eids: byPartition.get(p.partition) ?? [] }));
+function attachEidKeys(partitions: PartitionPayload[], batch: readonly BatchEvent[], itemPartitions: Uint32Array): void {
+  const keys = new Uint8Array(batch.length * EID_KEY_BYTES);
+  const next = new Map<number, number>();
+  let start = 0;
+  for (const p of partitions) {
+    next.set(p.partition, start);
+    start += p.count * EID_KEY_BYTES;
+  }
+  for (let i = 0; i < batch.length; i++) {
+    const partition = itemPartitions[i] as number;
+    const at = next.get(partition);
+    if (at === undefined) continue;
+    writeEidKey(eidOf(batch[i] as BatchEvent), keys, at);
+    next.set(partition, at + EID_KEY_BYTES);
+  }
+  start = 0;
+  partitions.forEach((p, i) => {
+    partitions[i] = { ...p, eidKeys: keys.subarray(start, start + p.count * EID_KEY_BYTES) };
+    start += p.count * EID_KEY_BYTES;
+  });
 }
 
 /** The scan's layout when it found exactly the parsed events (it always does for valid JSON), else undefined. */

@@ -121,8 +121,11 @@ export interface PartitionPayload {
   readonly data: Uint8Array;
   /** `metadata.partition_compaction_key` of each event, in order; exactly when the event type's spec is `compacted`. */
   readonly compactionKeys?: string[];
-  /** `metadata.eid` of each event, in order; exactly when the event type's spec has `idempotencyWindowSeconds`. */
-  readonly eids?: string[];
+  /**
+   * The 16-byte key of each event's `metadata.eid` (its uuid's bytes), concatenated in order; exactly when
+   * the event type's spec has `idempotencyWindowSeconds` (docs/publishing.md "Idempotent publishing").
+   */
+  readonly eidKeys?: Uint8Array;
 }
 
 /**

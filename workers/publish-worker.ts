@@ -47,8 +47,13 @@ export default function run(task: WorkerTask): PublishResult | SchemaNeeded | Gu
   }
   const result = processBatch(task, validators);
   if (result.kind !== 'accepted') return result;
-  // The partitions' payloads are views of one buffer (StoredTexts.payloads): transfer it once.
-  return move(result, [...new Set(result.partitions.map((p) => p.data.buffer as ArrayBuffer)), result.itemPartitions.buffer as ArrayBuffer]);
+  // The partitions' payloads are views of one buffer (StoredTexts.payloads), their eid keys of another: transfer each once.
+  const buffers = new Set<ArrayBuffer>();
+  for (const p of result.partitions) {
+    buffers.add(p.data.buffer as ArrayBuffer);
+    if (p.eidKeys) buffers.add(p.eidKeys.buffer as ArrayBuffer);
+  }
+  return move(result, [...buffers, result.itemPartitions.buffer as ArrayBuffer]);
 }
 
 /** Hands `value` back with `buffers` transferred, not copied. */

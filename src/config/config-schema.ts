@@ -87,7 +87,7 @@ const publishSchema = Type.Object(
     /** How long a batch waits for a running timeline switch of its event type before it is refused (503), so no batch is written to a timeline that is being closed (docs/concepts.md "Timelines and storages"). */
     timelineSwitchWaitMs: positiveInt('how long a batch waits while its event type switches timelines (publishing is blocked on every node meanwhile) before it is refused with 503'),
     /** Idempotent publishing (docs/publishing.md "Idempotent publishing"): eids remembered per partition. */
-    idempotencyMaxEidsPerPartition: positiveInt('most eids one generation of a partition of an event type with `broker.io/idempotency-window-seconds` takes (about 90 bytes of Redis memory each; a partition keeps two generations); a full generation starts a new one, so beyond it the oldest eids are forgotten before their window ends'),
+    idempotencyMaxEidsPerPartition: positiveInt('most eids one generation of a partition of an event type with `broker.io/idempotency-window-seconds` takes (about 75 bytes of Redis memory each; a partition keeps two generations); a full generation starts a new one, so beyond it the oldest eids are forgotten before their window ends'),
   },
   Closed,
 );

@@ -175,7 +175,7 @@ export class Publisher {
         count: p.count,
         data: p.data,
         ...(p.compactionKeys ? { compactionKeys: p.compactionKeys } : {}),
-        ...(window !== undefined && p.eids ? { idempotency: { eids: p.eids, windowSeconds: window, maxEids } } : {}),
+        ...(window !== undefined && p.eidKeys ? { idempotency: { eidKeys: p.eidKeys, windowSeconds: window, maxEids } } : {}),
       }),
     );
     if (budget.remainingMs <= 0) throw notAnsweredInTime(budget);

@@ -35,9 +35,9 @@ export interface Keys {
   /** Sorted set (compacted event types only): keys with a tombstone in the compaction index, score = its `<offset>`. */
   partitionTombstones(name: string, timeline: number, partition: string): string;
   /**
-   * Hash (event types with idempotent publishing only): one of the two generations `a`, `b` of the eids
-   * a partition stored recently, eid → 1; the meta hash's `eid_gen` names the current one
-   * (docs/publishing.md "Idempotent publishing").
+   * Set (event types with idempotent publishing only): one of the two generations `a`, `b` of the eids
+   * a partition stored recently, each as its uuid's 16 bytes; the meta hash's `eid_gen` names the current
+   * one (docs/publishing.md "Idempotent publishing").
    */
   partitionEids(name: string, timeline: number, partition: string, generation: 'a' | 'b'): string;
   /** String with expiry: held (and renewed) by the one node compacting an event type's partitions. */
@@ -122,7 +122,7 @@ export function createKeys(prefix: string): Keys {
     retentionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:retention-lock`,
     partitionCompactionIndex: (name, timeline, p) => `${partition(name, timeline, p)}:compaction-keys`,
     partitionTombstones: (name, timeline, p) => `${partition(name, timeline, p)}:tombstones`,
-    partitionEids: (name, timeline, p, generation) => `${partition(name, timeline, p)}:eids-${generation}`,
+    partitionEids: (name, timeline, p, generation) => `${partition(name, timeline, p)}:eid-keys-${generation}`,
     compactionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:compaction-lock`,
     partitionNotices: (name, timeline, p) => `${partition(name, timeline, p)}:notices`,
     metadataChannel: `${prefix}metadata-changes`,

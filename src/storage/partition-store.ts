@@ -18,11 +18,12 @@ export interface PartitionAppend {
   readonly data: Uint8Array;
   readonly compactionKeys?: readonly string[];
   /**
-   * Idempotent publishing (docs/publishing.md "Idempotent publishing"): the eid of each event, in order,
-   * the event type's window in seconds and the most eids a partition remembers. An event whose eid the
+   * Idempotent publishing (docs/publishing.md "Idempotent publishing"): the 16-byte key of each event's
+   * eid, concatenated in order (`writeEidKey`), the event type's window in seconds and the most eids one
+   * generation of the partition remembers. An event whose eid the
    * partition stored within the window is left out (it counts as written).
    */
-  readonly idempotency?: { readonly eids: readonly string[]; readonly windowSeconds: number; readonly maxEids: number };
+  readonly idempotency?: { readonly eidKeys: Uint8Array; readonly windowSeconds: number; readonly maxEids: number };
 }
 
 /**
@@ -35,7 +36,7 @@ export type TimelineRef = Pick<StoredTimeline, 'order' | 'id'>;
 /**
  * The script call that appends `write`: publishBatch, publishCompacted when it carries compaction keys,
  * and their idempotent forms (publishIdempotent, publishCompactedIdempotent: two more keys, the eid
- * generations, and the window, the bound and the eids as arguments) when it carries `idempotency`
+ * generations, and the window, the bound and the packed eid keys as arguments) when it carries `idempotency`
  * (docs/publishing.md "Idempotent publishing"). Its keys in the script's header order and its arguments,
  * the timeline's id among them (the script refuses a partition opened for another timeline id). Shared
  * with the replicated appender.
@@ -47,9 +48,10 @@ export function appendCall(keys: Keys, name: string, timeline: TimelineRef, writ
   const idempotency = write.idempotency;
   if (idempotency !== undefined) {
     const eids = [keys.partitionEids(name, order, write.partition, 'a'), keys.partitionEids(name, order, write.partition, 'b')];
-    const head: ScriptArg[] = [write.count, data, timeline.id, idempotency.windowSeconds, idempotency.maxEids];
-    if (write.compactionKeys === undefined) return { script: 'publishIdempotent', keys: [...base, ...eids], args: [...head, ...idempotency.eids] };
-    return { script: 'publishCompactedIdempotent', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition), ...eids], args: [...head, ...write.compactionKeys, ...idempotency.eids] };
+    const eidKeys = Buffer.from(idempotency.eidKeys.buffer, idempotency.eidKeys.byteOffset, idempotency.eidKeys.byteLength);
+    const head: ScriptArg[] = [write.count, data, timeline.id, idempotency.windowSeconds, idempotency.maxEids, eidKeys];
+    if (write.compactionKeys === undefined) return { script: 'publishIdempotent', keys: [...base, ...eids], args: head };
+    return { script: 'publishCompactedIdempotent', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition), ...eids], args: [...head, ...write.compactionKeys] };
   }
   if (write.compactionKeys === undefined) return { script: 'publishBatch', keys: base, args: [write.count, data, timeline.id] };
   return { script: 'publishCompacted', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition)], args: [write.count, data, timeline.id, ...write.compactionKeys] };

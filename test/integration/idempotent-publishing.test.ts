@@ -102,6 +102,19 @@ describe('idempotent publishing', () => {
     }
   });
 
+  it('compares eids as uuids: the same uuid in upper case or with a urn:uuid: prefix is the same eid', async () => {
+    const name = 'idem.uuid-texts';
+    await createEventType(name);
+    const batch = events(12);
+    expect(await publish(first, name, batch)).toBe(200);
+    const retexted = batch.map((e, i) => {
+      const eid = eidOf(e);
+      return { ...e, metadata: { ...(e.metadata as object), eid: i % 2 === 0 ? eid.toUpperCase() : `urn:uuid:${eid}` } };
+    });
+    expect(await publish(second, name, retexted)).toBe(200);
+    await expectStoredOnce(name, batch);
+  });
+
   it('after a 207, the whole batch retried stores every eid once', async () => {
     const name = 'idem.partial';
     await createEventType(name);
@@ -219,6 +232,33 @@ describe('idempotent publishing', () => {
       await publish(first, name, on);
       if (((await storedEids(name)).get(eidOf(on[0] as Record<string, unknown>)) ?? 0) > 1) break;
       if (Date.now() > deadline) throw new Error('deduplication never turned off');
+    }
+  });
+
+  it('keeps at most publish.idempotencyMaxEidsPerPartition eids per generation: a full one starts the next and the oldest are forgotten', async () => {
+    const bounded = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: prefix, BROKER_PUBLISH_IDEMPOTENCY_MAX_EIDS_PER_PARTITION: '10' });
+    try {
+      const name = 'idem.count-bound';
+      const created = await call(bounded.url, 'POST', '/event-types', businessEventType(name, { annotations: { [WINDOW]: '3600' } }));
+      expect(created.status, created.text).toBe(201);
+      const generations = [bounded.keys.partitionEids(name, 1, '0', 'a'), bounded.keys.partitionEids(name, 1, '0', 'b')];
+      const sizes = async (): Promise<number[]> => Promise.all(generations.map((key) => redis.scard(key)));
+      const batches = Array.from({ length: 4 }, () => events(8));
+      for (const batch of batches) {
+        expect(await publish(bounded, name, batch)).toBe(200);
+        // A generation takes a whole batch's share, then is full (8 + 8 ≥ 10): at most 10 + one share.
+        for (const size of await sizes()) expect(size).toBeLessThan(10 + 8);
+      }
+      // The fourth batch filled the second generation: the first (batches 1 and 2) was dropped.
+      expect((await sizes()).sort()).toEqual([0, 16]);
+      const [oldest = [], older = [], newer = [], newest = []] = batches;
+      expect(await publish(bounded, name, [...newer, ...newest])).toBe(200);
+      expect(await publish(bounded, name, [...oldest, ...older])).toBe(200);
+      const stored = await storedEids(name);
+      for (const e of [...oldest, ...older]) expect(stored.get(eidOf(e))).toBe(2);
+      for (const e of [...newer, ...newest]) expect(stored.get(eidOf(e))).toBe(1);
+    } finally {
+      await bounded.stop();
     }
   });
 
