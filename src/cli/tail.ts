@@ -98,9 +98,11 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
   process.once('SIGTERM', stop);
   let printed = 0;
   let lastDebug: string | undefined;
+  let closeReason: string | undefined;
   try {
     for await (const line of stream.lines) {
       if (line.info?.debug !== undefined) lastDebug = line.info.debug;
+      if (line.info?.stream_close_reason !== undefined) closeReason = line.info.stream_close_reason;
       const events = line.events ?? [];
       if (events.length === 0) continue;
       const room = limit === undefined ? events.length : Math.min(events.length, limit - printed);
@@ -119,7 +121,9 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
     process.removeListener('SIGTERM', stop);
     if (committer) await committer.flush();
   }
-  if (!stopping && lastDebug !== undefined) output.err(`stream ended: ${lastDebug}`);
+  // Why the broker ended the stream (docs/consuming.md "Why a stream ended"): the reason's code, then its text.
+  if (!stopping && closeReason !== undefined) output.err(`stream ended: ${closeReason}${lastDebug === undefined ? '' : ` (${lastDebug})`}`);
+  else if (!stopping && lastDebug !== undefined) output.err(`stream ended: ${lastDebug}`);
   if (committer && committer.failures > 0) ctx.partial();
 }
 

@@ -18,8 +18,9 @@ export interface StreamCursor {
 }
 
 /**
- * One batch line, parsed: a cursor, the events (absent in a keep-alive batch) and `info.debug` (for
- * instance why the broker ended the stream). `E` is the type the caller reads the events as; the
+ * One batch line, parsed: a cursor, the events (absent in a keep-alive batch) and `info`: on the last
+ * batch of a stream the broker ended, `stream_close_reason` (a code, docs/consuming.md "Why a stream
+ * ended") and `debug` (the same in words); `debug` also says `Stream started` on a subscription stream's first batch. `E` is the type the caller reads the events as; the
  * events are not checked against it.
  */
 export interface StreamBatch<E = unknown> {
@@ -31,7 +32,7 @@ export interface StreamBatch<E = unknown> {
    * events from its cursor and the previous one of the partition.
    */
   readonly eventsText?: string;
-  readonly info?: { readonly debug?: string };
+  readonly info?: { readonly debug?: string; readonly stream_close_reason?: string };
 }
 
 /** How {@link parseBatch} reads a batch's events: parsed (`'parse'`) or left as text (`'text'`). */

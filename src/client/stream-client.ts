@@ -116,6 +116,7 @@ export class BatchStream implements AsyncIterable<StreamBatch> {
   readonly contentEncoding: string | undefined;
   private bodyBytes = 0;
   private debug: string | undefined;
+  private reason: string | undefined;
   private closing = false;
   private iterated = false;
   private readonly socket: { readonly bytesRead: number } | null;
@@ -151,6 +152,11 @@ export class BatchStream implements AsyncIterable<StreamBatch> {
   /** The `info.debug` of the last batch read that had one (for instance why the broker ended the stream). */
   get lastDebug(): string | undefined {
     return this.debug;
+  }
+
+  /** The `info.stream_close_reason` of the stream's last batch, once the broker ended it (docs/consuming.md "Why a stream ended"). */
+  get closeReason(): string | undefined {
+    return this.reason;
   }
 
   /** True once the whole answer arrived: the broker ended it. */
@@ -211,6 +217,7 @@ export class BatchStream implements AsyncIterable<StreamBatch> {
         }
         if (next.done === true) break;
         if (next.value.info?.debug !== undefined) this.debug = next.value.info.debug;
+        if (next.value.info?.stream_close_reason !== undefined) this.reason = next.value.info.stream_close_reason;
         yield next.value;
       }
       if (!this.res.complete && !this.closing) throw new StreamBrokenError('the stream broke off before the broker ended it');

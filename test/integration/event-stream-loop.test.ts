@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StreamParameters } from '../../src/domain/stream-parameters.js';
 import type { StreamSink } from '../../src/domain/stream-sink.js';
+import { streamClose, type StreamClose } from '../../src/domain/stream-close-reason.js';
 import { EventStreamLoop, type StreamPartition, type StreamPolicy, type TimelineSource } from '../../src/services/consumption/event-stream.js';
 import { NODE_STORAGE_ID } from '../../src/domain/storage.js';
 import { timelineMapOf } from '../../src/domain/timeline.js';
@@ -99,7 +100,7 @@ class TestPolicy implements StreamPolicy {
   allowance(): number {
     return Number.POSITIVE_INFINITY;
   }
-  endReason(): string | undefined {
+  endReason(): StreamClose | undefined {
     return undefined;
   }
   sent(_p: StreamPartition, _count: number): void {}
@@ -203,7 +204,7 @@ describe('event stream loop', () => {
       override sent(_p: StreamPartition, count: number): void {
         this.sentEvents += count;
       }
-      override endReason(): string | undefined {
+      override endReason(): StreamClose | undefined {
         this.rounds += 1;
         return undefined;
       }
@@ -232,8 +233,8 @@ describe('event stream loop', () => {
       override sent(_p: StreamPartition, count: number): void {
         this.sentEvents += count;
       }
-      override endReason(): string | undefined {
-        return performance.now() >= this.endsAt ? 'Commit timeout reached' : undefined;
+      override endReason(): StreamClose | undefined {
+        return performance.now() >= this.endsAt ? streamClose('commit_timeout_reached', 'Commit timeout reached') : undefined;
       }
       msUntilEnd(): number {
         return this.endsAt - performance.now();
@@ -244,7 +245,7 @@ describe('event stream loop', () => {
     loop.add('loop.timeout', '0', timelines, -1);
     const started = performance.now();
     const end = await loop.run(false);
-    expect(end).toEqual({ kind: 'reason', debug: 'Commit timeout reached' });
+    expect(end).toEqual({ kind: 'reason', reason: 'commit_timeout_reached', debug: 'Commit timeout reached' });
     // Ends at the timeout (500 ms), long before the 30 s flush timeout or the 10 s stream timeout.
     expect(performance.now() - started).toBeLessThan(3000);
   });

@@ -24,7 +24,7 @@ const offset = (n: number): string => `001-0001-${String(n).padStart(18, '0')}`;
 interface Batch {
   cursor: { partition: string; offset: string; event_type?: string; cursor_token?: string };
   events?: { order_number: string }[];
-  info?: { debug?: string; stream_id?: string };
+  info?: { debug?: string; stream_id?: string; stream_close_reason?: string };
 }
 
 /** Creates a `user_defined` business event type with `partitions` partitions. */
@@ -71,7 +71,12 @@ describe('server-sent events', () => {
     const frames = await first.untilEnd();
     expect(first.raw.startsWith('retry: 1000\n')).toBe(true);
     expect(frames[0]?.retry).toBe(1000);
-    const got = batches(frames);
+    const all = batches(frames);
+    // The last event is the closing batch: no events, why the stream ended (docs/consuming.md "Why a stream ended").
+    const closing = all[all.length - 1];
+    expect(closing?.batch.events).toBeUndefined();
+    expect(closing?.batch.info).toEqual({ debug: 'Stream limit in events reached: 4', stream_close_reason: 'stream_limit_reached' });
+    const got = all.slice(0, -1);
     // stream_limit 4 of the 5 events: a0 a1 | b0 b1 in some partition order (each batch one partition).
     expect(ordersOf(got).sort()).toEqual(['a0', 'a1', 'b0', 'b1']);
     for (const { id, batch } of got) {
@@ -111,18 +116,20 @@ describe('server-sent events', () => {
     expect((bad.problem as { detail: string }).detail).toMatch(/Last-Event-ID/);
   });
 
-  it('keep-alives are SSE comments: no event is dispatched for them', async () => {
+  it('keep-alives are SSE comments: no event is dispatched for them; the closing batch is an event', async () => {
     const name = 'sse.keepalive';
     await createEventType(name, 1);
     const stream = await SseClient.open(`${broker.url}/event-types/${name}/events?batch_flush_timeout=1&stream_keep_alive_limit=2`);
     expect(stream.status).toBe(200);
     const frames = await stream.untilEnd();
-    expect(frames.length).toBeGreaterThanOrEqual(2);
-    for (const frame of frames) {
+    const keepAlives = frames.slice(0, -1);
+    expect(keepAlives.length).toBeGreaterThanOrEqual(2);
+    for (const frame of keepAlives) {
       expect(frame.data).toBeUndefined();
       expect(frame.comments).toEqual(['keep-alive']);
     }
-    expect(stream.raw).toBe(`retry: 1000\n${': keep-alive\n\n'.repeat(frames.length)}`);
+    const closing = `{"cursor":{"partition":"0","offset":"${BEFORE_FIRST}"},"info":{"debug":"Stream keep-alive limit reached","stream_close_reason":"keep_alive_limit_reached"}}`;
+    expect(stream.raw).toBe(`retry: 1000\n${': keep-alive\n\n'.repeat(keepAlives.length)}id: [{"partition":"0","offset":"${BEFORE_FIRST}"}]\ndata: ${closing}\n\n`);
   });
 
   it('subscription: stream id in the first event, id = the batch cursor, commits with it, closing batch as an event', async () => {

@@ -5,7 +5,7 @@ import { assertResponseMatches, streamBatchMismatch } from './response-schemas.j
 export interface StreamBatch {
   cursor: { partition: string; offset: string; event_type?: string; cursor_token?: string };
   events?: Record<string, unknown>[];
-  info?: { debug?: string };
+  info?: { debug?: string; stream_close_reason?: string };
 }
 
 /**

@@ -9,6 +9,7 @@ import { timelineMapOf, type TimelineMap } from '../../src/domain/timeline.js';
 import { NO_CONSUMPTION_METER } from '../../src/observability/meters.js';
 import { offsetField, type CommitOutcome, type SubscriptionState } from '../../src/storage/subscription-state-store.js';
 import type { StreamEnd, StreamPolicy } from '../../src/services/consumption/event-stream.js';
+import type { StreamClose } from '../../src/domain/stream-close-reason.js';
 import type { StreamTally } from '../../src/services/consumption/batch-writer.js';
 import { StreamPartition } from '../../src/services/consumption/stream-partition.js';
 import { CLOSED_SESSION_LEASE_MARGIN_MS, SessionRunner } from '../../src/services/consumption/session-runner.js';
@@ -81,7 +82,7 @@ class FakeLoop implements SessionLoop {
   private readonly partitions = new Map<string, StreamPartition>();
   private wake: (() => void) | undefined;
   /** The end reason the loop returned with. */
-  ended: string | undefined;
+  ended: StreamClose | undefined;
 
   constructor(private readonly policy: StreamPolicy) {}
 
@@ -126,7 +127,7 @@ class FakeLoop implements SessionLoop {
       const reason = this.policy.endReason();
       if (reason !== undefined) {
         this.ended = reason;
-        return { kind: 'reason', debug: reason };
+        return { kind: 'reason', ...reason };
       }
       await new Promise<void>((resolve) => (this.wake = resolve));
     }
@@ -192,6 +193,7 @@ function harness(options: { annotations?: Record<string, string>; streamLimit?: 
     streamedListener: undefined,
     expiredPassed: (subscriptionId, partition, count) => expired.push([subscriptionId, partition.key, count]),
     noticesLive: () => true,
+    subscriptionExists: () => Promise.resolve(true),
     applyChange: (_subscription, change) => {
       changes.push(change);
       return Promise.resolve('ok');
@@ -444,13 +446,13 @@ describe('subscription session on a fake clock', () => {
     h.store.offsetsNow.set(FIELD, 102);
     h.runner.notice('commit');
     await settle();
-    expect(h.runner.endReason()).toBe(END_REASONS.streamLimit(3));
+    expect(h.runner.endReason()).toEqual(END_REASONS.streamLimit(3));
   });
 
   it('leaves at once when nothing is uncommitted, or when the stream must release now (cursor reset)', async () => {
     const idle = harness();
     await idle.start();
-    idle.runner.end('Stream limit in events reached: 1');
+    idle.runner.end(END_REASONS.streamLimit(1));
     await idle.runner.released;
     expect(upserts(idle.changes)).toEqual([]);
     expect(removals(idle.changes)).toEqual([{ remove: [STREAM_ID] }]);

@@ -133,8 +133,24 @@ export interface BatchItem {
 export interface StreamBatch {
   readonly cursor: { readonly partition: string; readonly offset: string; readonly event_type?: string; readonly cursor_token?: string };
   readonly events?: readonly unknown[];
-  readonly info?: { readonly debug?: string };
+  readonly info?: { readonly debug?: string; readonly stream_close_reason?: StreamCloseReason };
 }
+
+/** `info.stream_close_reason` of a stream's last batch: why the broker ended it (docs/consuming.md "Why a stream ended"). */
+export type StreamCloseReason =
+  | 'stream_limit_reached'
+  | 'stream_timeout_reached'
+  | 'keep_alive_limit_reached'
+  | 'commit_timeout_reached'
+  | 'partitions_reassigned'
+  | 'event_type_repartitioned'
+  | 'cursors_reset'
+  | 'node_shutting_down'
+  | 'subscription_deleted'
+  | 'event_type_deleted'
+  | 'authorization_changed'
+  | 'consumption_blocked'
+  | 'session_lost';
 
 /** `GET /settings/blacklist`. */
 export interface Blacklist {

@@ -1,6 +1,7 @@
 import type { StreamSink } from '../../domain/stream-sink.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 import { SSE_KEEP_ALIVE, SSE_RETRY_MS, type StreamFormat } from '../../domain/stream-format.js';
+import type { StreamClose } from '../../domain/stream-close-reason.js';
 import type { BatchOutput } from './batch-cutter.js';
 import type { StreamPartition } from './stream-partition.js';
 
@@ -13,7 +14,10 @@ export interface FramePolicy {
   openingCursor?(): string | undefined;
   /** The cursor object of a batch of `partition` (JSON text), pointing at `partition.sent`. */
   cursor(partition: StreamPartition): string;
-  /** Whether batches carry `info.debug` (the first and the closing batch). */
+  /**
+   * Whether batches carry `info.debug` on the first batch (`Stream started`) and `info.expired_events`.
+   * The closing batch carries its `info.debug` and `info.stream_close_reason` either way.
+   */
   readonly debugInfo: boolean;
   /**
    * What the `id:` of an `event-stream` event holds (docs/server-sent-events.md "Low-level streams", "Subscription streams"): `batch` (the
@@ -114,9 +118,14 @@ export class BatchWriter implements BatchOutput {
     else if (cursor !== undefined) this.pending.push(this.frame(cursor, undefined));
   }
 
-  /** Frames the closing batch: empty, of `p`, its `info.debug` saying why the stream ends. */
-  closing(p: StreamPartition, reason: string): void {
-    this.pending.push(this.line(p, undefined, reason));
+  /** Frames the closing batch: empty, of `p`, its `info.stream_close_reason` and `info.debug` saying why the stream ends. */
+  closing(p: StreamPartition, close: StreamClose): void {
+    this.pending.push(this.line(p, undefined, close));
+  }
+
+  /** Frames the closing batch of a stream that holds no partition any more, at `cursor` (JSON text). */
+  closingAt(cursor: string, close: StreamClose): void {
+    this.pending.push(this.frame(cursor, undefined, undefined, close));
   }
 
   /**
@@ -136,8 +145,8 @@ export class BatchWriter implements BatchOutput {
   }
 
   /** One batch of `p` (see {@link frame}), its cursor pointing at `p.sent`. */
-  private line(p: StreamPartition, events?: readonly Buffer[], debug?: string): Buffer {
-    return this.frame(this.policy.cursor(p), p, events, debug);
+  private line(p: StreamPartition, events?: readonly Buffer[], close?: StreamClose): Buffer {
+    return this.frame(this.policy.cursor(p), p, events, close);
   }
 
   /** The JSON array of every partition's cursor as they stand now (the `id:` of `eventIds: 'stream'`). */
@@ -149,18 +158,21 @@ export class BatchWriter implements BatchOutput {
 
   /**
    * One batch as bytes, framed for the stream's format. `json-stream`: the line
-   * `{"cursor":…,"events":[…],"info":{"debug":…,"expired_events":…}}\n` (`info` only when it has a field). `event-stream`: the same JSON as one event,
+   * `{"cursor":…,"events":[…],"info":{"debug":…,"stream_close_reason":…,"expired_events":…}}\n` (`info`
+   * only when it has a field; `stream_close_reason` only on the closing batch). `event-stream`: the same JSON as one event,
    * `id: <id>\ndata: <JSON>\n\n` (the first batch's `info` also carries `stream_id` when the policy has
    * one), or the comment `: keep-alive\n\n` for a batch with neither events nor info; the first frame
    * starts with `retry: <SSE_RETRY_MS>`. The events are copied once, as stored (events of an entry are
    * joined by `\n`, which JSON text never contains raw, so each becomes a `,`).
-   * @param p the batch's partition (absent for an opening batch before the stream holds one)
+   * @param p the batch's partition (absent for an opening or closing batch while the stream holds none)
+   * @param close why the stream ends, on the closing batch
    */
-  private frame(cursor: string, p: StreamPartition | undefined, events?: readonly Buffer[], debug?: string): Buffer {
+  private frame(cursor: string, p: StreamPartition | undefined, events?: readonly Buffer[], close?: StreamClose): Buffer {
     const first = this.first;
     this.first = false;
-    const debugText = debug ?? (first ? 'Stream started' : undefined);
-    let info = debugText !== undefined && this.policy.debugInfo ? `"debug":${JSON.stringify(debugText)}` : '';
+    let info = '';
+    if (close !== undefined) info = `"debug":${JSON.stringify(close.debug)},"stream_close_reason":${JSON.stringify(close.reason)}`;
+    else if (first && this.policy.debugInfo) info = '"debug":"Stream started"';
     if (p !== undefined && p.expiredEvents > 0 && this.policy.debugInfo) {
       // The first batch of the partition after a jump over events retention removed unread says how many.
       info += `${info === '' ? '' : ','}"expired_events":${p.expiredEvents}`;

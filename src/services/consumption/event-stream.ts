@@ -8,6 +8,7 @@ import { offsetField } from '../../storage/subscription-state-store.js';
 import { BrokerError } from '../../errors/catalog.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 import type { StreamFormat } from '../../domain/stream-format.js';
+import { streamClose, type StreamClose } from '../../domain/stream-close-reason.js';
 import { BatchCutter, type CutPolicy } from './batch-cutter.js';
 import { BatchWriter, type FramePolicy, type StreamTally } from './batch-writer.js';
 import { PartitionReader, type ReadPolicy, type TimelineLookup } from './partition-reader.js';
@@ -23,8 +24,8 @@ export type { StreamPartition } from './stream-partition.js';
  * ({@link FramePolicy}, batch-writer.ts).
  */
 export interface StreamPolicy extends ReadPolicy, CutPolicy, FramePolicy {
-  /** A reason to end the stream now (the closing batch's `info.debug`), or undefined to go on. */
-  endReason(): string | undefined;
+  /** A reason to end the stream now (the closing batch's `info.stream_close_reason` and `info.debug`), or undefined to go on. */
+  endReason(): StreamClose | undefined;
   /**
    * In how many ms {@link endReason} may give a reason by time alone (a subscription's `commit_timeout`
    * running out), or undefined: the loop wakes by then even when nothing else happens.
@@ -32,16 +33,19 @@ export interface StreamPolicy extends ReadPolicy, CutPolicy, FramePolicy {
   msUntilEnd?(): number | undefined;
 }
 
-/** Why a stream ended: a debug message for the closing batch, or the client left / the node stops. */
-export type StreamEnd = { readonly kind: 'reason'; readonly debug: string } | { readonly kind: 'aborted' };
+/**
+ * Why a stream ended: a reason the broker gave (its closing batch's `info.stream_close_reason` and
+ * `info.debug`), or `aborted` — the client left (or the node stopped after the client was gone).
+ */
+export type StreamEnd = ({ readonly kind: 'reason' } & StreamClose) | { readonly kind: 'aborted' };
 
-/** Debug message of the closing batch when `stream_timeout` passed (docs/consuming.md "Subscription streams"). */
-export const STREAM_TIMEOUT_REACHED = 'Stream timeout reached';
-/** Debug message of the closing batch when every partition sent `stream_keep_alive_limit` empty batches. */
-export const KEEP_ALIVE_LIMIT_REACHED = 'Stream keep-alive limit reached';
+/** The closing batch when `stream_timeout` passed (docs/consuming.md "Why a stream ended"). */
+export const STREAM_TIMEOUT_REACHED = streamClose('stream_timeout_reached', 'Stream timeout reached');
+/** The closing batch when every partition sent `stream_keep_alive_limit` empty batches. */
+export const KEEP_ALIVE_LIMIT_REACHED = streamClose('keep_alive_limit_reached', 'Stream keep-alive limit reached');
 
-/** Debug message of the closing batch when the node stops (SIGTERM). */
-export const NODE_SHUTTING_DOWN = 'Node is shutting down';
+/** The closing batch when the node stops (SIGTERM). */
+export const NODE_SHUTTING_DOWN = streamClose('node_shutting_down', 'Node is shutting down');
 
 const now = (): number => performance.now();
 
@@ -113,6 +117,8 @@ export class EventStreamLoop {
   private readonly deadline: number;
   /** When reads started failing with `STORAGE_UNAVAILABLE` (`performance.now()` ms), undefined while they succeed. */
   private readFailingSince: number | undefined;
+  /** The partition removed last: the closing batch of a stream that holds none any more is one of it. */
+  private lastRemoved: StreamPartition | undefined;
 
   constructor(options: EventStreamLoopOptions) {
     const { params, sink, policy, logs, eventTypes, config } = options;
@@ -167,6 +173,7 @@ export class EventStreamLoop {
     p.unlisten();
     this.cutter.release(p);
     this.partitions.delete(p.key);
+    this.lastRemoved = p;
   }
 
   /** The partition entry, if the stream has it. */
@@ -201,7 +208,10 @@ export class EventStreamLoop {
   /**
    * Runs until an end condition: `stream_timeout`, keep-alive limit, the policy's end reason, or the
    * client leaving. On a reason, buffered events are flushed (within the policy's allowance) and, when
-   * `closingBatch` is set, a last empty batch carries the reason. Every partition's listener is removed.
+   * `closingBatch` is set, a last empty batch carries the reason (`info.stream_close_reason` and
+   * `info.debug`): a batch of one of the stream's partitions or, when it holds none any more, of the
+   * partition it removed last, else one at the policy's opening cursor (none when the policy has none).
+   * Every partition's listener is removed.
    * @throws BrokerError 503 when Redis fails while reading
    */
   async run(closingBatch: boolean): Promise<StreamEnd> {
@@ -253,15 +263,17 @@ export class EventStreamLoop {
   }
 
   /** Flushes buffered events (unless the client left) and sends the closing batch. */
-  private async finish(reason: string | undefined, closingBatch: boolean): Promise<StreamEnd> {
-    if (reason === undefined || this.sink.closed) return { kind: 'aborted' };
+  private async finish(close: StreamClose | undefined, closingBatch: boolean): Promise<StreamEnd> {
+    if (close === undefined || this.sink.closed) return { kind: 'aborted' };
     this.cutter.cut(this.writer, now(), true);
     if (closingBatch) {
-      const any = [...this.partitions.values()][0];
-      if (any) this.writer.closing(any, reason);
+      const any = [...this.partitions.values()][0] ?? this.lastRemoved;
+      const cursor = any === undefined ? this.policy.openingCursor?.() : undefined;
+      if (any) this.writer.closing(any, close);
+      else if (cursor !== undefined) this.writer.closingAt(cursor, close);
     }
     if (this.writer.hasPending) await this.writer.flush();
-    return { kind: 'reason', debug: reason };
+    return { kind: 'reason', ...close };
   }
 
   /** True when the next round can make progress at once: a full batch to send, or known data to read with room for it. */

@@ -15,6 +15,7 @@ import type { Settings } from '../settings.js';
 import { EventStreamLoop, type StreamedListener, type StreamPartition, type StreamPolicy, type TimelineSource } from './event-stream.js';
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 import { negotiateStreamFormat, STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
+import { streamClose, type StreamClose } from '../../domain/stream-close-reason.js';
 
 /** The `Warning` header of every low-level stream (docs/consuming.md "Low-level streams"). */
 export const DEPRECATION_WARNING = '299 - "The low-level API is deprecated and will be removed; use subscriptions"';
@@ -70,7 +71,7 @@ export class LowLevelStreams {
     private readonly meter: StreamMeter = NO_STREAM_METER,
   ) {
     settings.onChange(() => {
-      for (const policy of this.open) if (this.access.consumptionBlocked(policy.subject, [policy.eventType])) policy.block(CONSUMPTION_BLOCKED);
+      for (const policy of this.open) if (this.access.consumptionBlocked(policy.subject, [policy.eventType])) policy.block(streamClose('consumption_blocked', CONSUMPTION_BLOCKED));
     });
     eventTypeChanges((name) => {
       for (const policy of this.open) if (name === undefined || policy.eventType === name) void this.recheck(policy);
@@ -81,8 +82,8 @@ export class LowLevelStreams {
   private async recheck(policy: LowLevelPolicy): Promise<void> {
     try {
       const stored = await this.eventTypes.get(policy.eventType);
-      if (!stored) policy.block(`EventType "${policy.eventType}" was deleted`);
-      else if (readersKey(stored.record) !== policy.readers) policy.block(READERS_CHANGED);
+      if (!stored) policy.block(streamClose('event_type_deleted', `EventType "${policy.eventType}" was deleted`));
+      else if (readersKey(stored.record) !== policy.readers) policy.block(streamClose('authorization_changed', READERS_CHANGED));
     } catch (err) {
       this.logger.warn({ err, eventType: policy.eventType }, 'could not re-check read access of a low-level stream; it goes on');
     }
@@ -150,8 +151,9 @@ export class LowLevelStreams {
     for (const start of starts) loop.add(policy.eventType, start.partition, timelines, start.offset);
     this.open.add(policy);
     try {
-      const end = await loop.run(false);
-      this.logger.debug({ eventType: policy.eventType, end }, 'low-level stream ended');
+      // The last batch says why the broker ended the stream (docs/consuming.md "Why a stream ended").
+      const end = await loop.run(true);
+      this.logger.debug({ eventType: policy.eventType, stream_close_reason: end.kind === 'reason' ? end.reason : undefined }, 'low-level stream ended');
     } finally {
       this.open.delete(policy);
       this.streamedListener?.({ subject: policy.subject, streamed: loop.streamed });
@@ -162,7 +164,7 @@ export class LowLevelStreams {
 /** `stream_limit` over all partitions; cursors `{"partition","offset"}` (docs/concepts.md "Offsets and cursors"); per-event filter; blocking. */
 class LowLevelPolicy implements StreamPolicy {
   private sentEvents = 0;
-  private ended: string | undefined;
+  private ended: StreamClose | undefined;
   loop: EventStreamLoop | undefined;
   readonly accept: ((partition: StreamPartition, event: string) => boolean) | undefined;
 
@@ -177,8 +179,8 @@ class LowLevelPolicy implements StreamPolicy {
     this.accept = filter && ((_partition, event) => filter(event));
   }
 
-  /** The consumer was blocked or lost access: the stream ends at its next turn. */
-  block(reason: string): void {
+  /** The consumer was blocked or lost access, or the event type is gone: the stream ends at its next turn. */
+  block(reason: StreamClose): void {
     this.ended ??= reason;
     this.loop?.poke();
   }
@@ -188,16 +190,16 @@ class LowLevelPolicy implements StreamPolicy {
     return this.streamLimit === 0 ? Number.POSITIVE_INFINITY : this.streamLimit - this.sentEvents;
   }
 
-  endReason(): string | undefined {
+  endReason(): StreamClose | undefined {
     if (this.ended !== undefined) return this.ended;
-    return this.streamLimit !== 0 && this.sentEvents >= this.streamLimit ? `Stream limit in events reached: ${this.streamLimit}` : undefined;
+    return this.streamLimit !== 0 && this.sentEvents >= this.streamLimit ? streamClose('stream_limit_reached', `Stream limit in events reached: ${this.streamLimit}`) : undefined;
   }
 
   sent(_partition: StreamPartition, count: number): void {
     this.sentEvents += count;
   }
 
-  /** Low-level batches carry no `info`. */
+  /** Low-level batches carry no `info`, except the closing batch (`debug` and `stream_close_reason`). */
   readonly debugInfo = false;
 
   /** An SSE event's id is every partition's cursor after it: `Last-Event-ID` resumes right after it. */

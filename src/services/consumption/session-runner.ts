@@ -6,6 +6,7 @@ import type { StreamParameters } from '../../domain/stream-parameters.js';
 import { timelineMapOf, type TimelineMap } from '../../domain/timeline.js';
 import type { StreamSink } from '../../domain/stream-sink.js';
 import type { StreamFormat } from '../../domain/stream-format.js';
+import type { StreamClose } from '../../domain/stream-close-reason.js';
 import { offsetField, type SessionInfo } from '../../storage/subscription-state-store.js';
 import { readersKey } from '../access-control.js';
 import type { Clock } from './clock.js';
@@ -41,7 +42,12 @@ export class SessionRunner implements StreamPolicy {
   private assignments: readonly PartitionAssignment[] = [];
   private lastOffsets: ReadonlyMap<string, number> = new Map();
   private readonly lease: LeaseKeeper;
-  private override: string | undefined;
+  /** Why the stream ends, once something outside the loop decided it should. */
+  private override: StreamClose | undefined;
+  /** True once the session was found gone: nothing more is sent while the stream finds out why. */
+  private gone = false;
+  /** True once an assignment named this stream (holding a partition, or one coming to it). */
+  private heldPartitions = false;
   private refreshing: Promise<void> = Promise.resolve();
   private refreshQueued = false;
   private fullRefreshQueued = false;
@@ -97,7 +103,7 @@ export class SessionRunner implements StreamPolicy {
       logger,
       clock: this.clock,
       leaseMs: owner.deps.config.subscriptions.leaseTtlMs,
-      onGone: () => this.end(END_REASONS.sessionLost),
+      onGone: () => this.sessionGone(),
       onExpired: async () => {
         await owner.applyChange(subscription, {});
       },
@@ -166,10 +172,12 @@ export class SessionRunner implements StreamPolicy {
         this.owner.stopping ||
         this.override === END_REASONS.reset ||
         this.override === END_REASONS.sessionLost ||
+        this.override === END_REASONS.subscriptionDeleted ||
         this.override === END_REASONS.blocked ||
         this.override === END_REASONS.authorizationChanged ||
         this.override === END_REASONS.readersChanged ||
-        (end.kind === 'reason' && end.debug === NODE_SHUTTING_DOWN);
+        (end.kind === 'reason' && end.reason === NODE_SHUTTING_DOWN.reason);
+      this.owner.deps.logger.debug({ subscription: this.subscriptionId, stream: this.streamId, stream_close_reason: end.kind === 'reason' ? end.reason : undefined }, 'subscription stream ended');
     } finally {
       this.lease.stop();
       this.moveTo('leaving');
@@ -189,9 +197,19 @@ export class SessionRunner implements StreamPolicy {
   private markReleased: () => void = () => undefined;
 
   /** Ends the stream at its next turn with `reason` in the closing batch; the session is released at once. */
-  end(reason: string): void {
+  end(reason: StreamClose): void {
     this.override ??= reason;
     this.loop?.poke();
+  }
+
+  /**
+   * The session is gone from Redis: nothing more is sent, and the stream ends with `subscription_deleted`
+   * when the subscription is gone too, else with `session_lost`.
+   */
+  private sessionGone(): void {
+    this.gone = true;
+    this.loop?.poke();
+    void this.owner.subscriptionExists(this.subscriptionId).then((exists) => this.end(exists ? END_REASONS.sessionLost : END_REASONS.subscriptionDeleted));
   }
 
   /**
@@ -213,7 +231,7 @@ export class SessionRunner implements StreamPolicy {
     if (!this.lease.valid) return 0;
     // The session is gone: its partitions may be another stream's already, so the closing flush drops
     // what is buffered instead of sending it.
-    if (this.override === END_REASONS.sessionLost) return 0;
+    if (this.gone) return 0;
     const byCommits = this.params.maxUncommittedEvents - this.commits.uncommitted();
     const byLimit = this.params.streamLimit === 0 ? Number.POSITIVE_INFINITY : this.params.streamLimit - this.commits.sentInStream;
     return Math.max(0, Math.min(byCommits, byLimit));
@@ -229,7 +247,7 @@ export class SessionRunner implements StreamPolicy {
     return this.commits.msUntilTimeout(this.commitTimeoutMs);
   }
 
-  endReason(): string | undefined {
+  endReason(): StreamClose | undefined {
     if (this.override !== undefined) return this.override;
     if (this.commits.timedOut(this.commitTimeoutMs)) return END_REASONS.commitTimeout;
     if (this.params.streamLimit !== 0 && this.commits.committedInStream >= this.params.streamLimit) return END_REASONS.streamLimit(this.params.streamLimit);
@@ -309,7 +327,9 @@ export class SessionRunner implements StreamPolicy {
     if (state.resetRunning && this.sessionState !== 'released') this.override ??= END_REASONS.reset;
     const me = state.sessions.find((s) => s.id === this.streamId);
     if (!me || me.expiresAt <= state.nowMs) {
-      if (this.sessionState !== 'released') this.override ??= END_REASONS.sessionLost;
+      this.gone = true;
+      const exists = me !== undefined || (await this.owner.subscriptionExists(this.subscriptionId));
+      if (this.sessionState !== 'released') this.override ??= exists ? END_REASONS.sessionLost : END_REASONS.subscriptionDeleted;
       loop.poke();
       this.commits.recheck();
       return;
@@ -346,6 +366,10 @@ export class SessionRunner implements StreamPolicy {
       }
     }
     for (const p of loop.current) if (!seen.has(p.key)) loop.remove(p.eventType, p.partition);
+    // A stream whose last partition a rebalance moved away (a direct request took it), with none coming,
+    // ends: it would only wait for its stream timeout.
+    if (state.assignments.some((a) => a.session === this.streamId || a.nextSession === this.streamId)) this.heldPartitions = true;
+    else if (this.heldPartitions && [...loop.current].length === 0 && this.sessionState === 'streaming') this.override ??= END_REASONS.partitionsReassigned;
     loop.poke();
     this.commits.recheck();
     if (heldBefore !== undefined) {

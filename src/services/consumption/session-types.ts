@@ -6,6 +6,7 @@ import type { StreamParameters } from '../../domain/stream-parameters.js';
 import type { Subscription } from '../../domain/subscription.js';
 import type { StreamSink } from '../../domain/stream-sink.js';
 import type { StreamFormat } from '../../domain/stream-format.js';
+import { streamClose, type StreamClose } from '../../domain/stream-close-reason.js';
 import type { Subject } from '../../auth/subject.js';
 import type { Logger } from '../../observability/logger.js';
 import type { ConsumptionMeter } from '../../observability/meters.js';
@@ -29,17 +30,25 @@ export interface ResolvedSubscription {
   readonly eventTypes: readonly EventType[];
 }
 
-/** Closing-batch debug messages (docs/consuming.md "Subscription streams"). */
+/**
+ * Why a subscription stream ends: the `info.stream_close_reason` and `info.debug` of its closing batch
+ * (docs/consuming.md "Why a stream ended"). The stream loop adds its own (event-stream.ts:
+ * `STREAM_TIMEOUT_REACHED`, `KEEP_ALIVE_LIMIT_REACHED`, `NODE_SHUTTING_DOWN`).
+ */
 export const END_REASONS = {
-  commitTimeout: 'Commit timeout reached',
-  streamLimit: (n: number) => `Stream limit in events reached: ${n}`,
-  reset: 'Resetting subscription cursors',
-  sessionLost: 'Stream session ended: its lease expired or the subscription changed',
-  blocked: CONSUMPTION_BLOCKED,
-  authorizationChanged: 'Subscription authorization changed; reconnect',
-  readersChanged: READERS_CHANGED,
+  commitTimeout: streamClose('commit_timeout_reached', 'Commit timeout reached'),
+  streamLimit: (n: number): StreamClose => streamClose('stream_limit_reached', `Stream limit in events reached: ${n}`),
+  reset: streamClose('cursors_reset', 'Resetting subscription cursors'),
+  sessionLost: streamClose('session_lost', 'Stream session ended: its lease expired or the subscription changed'),
+  /** The subscription was deleted (also when its event type was: that deletes its subscriptions first). */
+  subscriptionDeleted: streamClose('subscription_deleted', 'Subscription was deleted'),
+  /** The stream's last partition moved to another stream (a direct request took it) and none is coming. */
+  partitionsReassigned: streamClose('partitions_reassigned', 'Every partition of this stream moved to other streams'),
+  blocked: streamClose('consumption_blocked', CONSUMPTION_BLOCKED),
+  authorizationChanged: streamClose('authorization_changed', 'Subscription authorization changed; reconnect'),
+  readersChanged: streamClose('authorization_changed', READERS_CHANGED),
   /** An event type of the stream got more partitions (repartitioning): reconnect to get them too. */
-  repartitioned: 'The partitions of an event type of this stream changed (repartitioning); reconnect',
+  repartitioned: streamClose('event_type_repartitioned', 'The partitions of an event type of this stream changed (repartitioning); reconnect'),
 } as const;
 
 /** Stores a skipped event in the dead-letter queue. @throws when it was not stored */
@@ -100,6 +109,11 @@ export interface SessionOwner {
   readonly streamedListener: StreamedListener | undefined;
   /** Whether the change notices of subscription `id` reach this node now. */
   noticesLive(id: string): boolean;
+  /**
+   * Whether subscription `id` still exists (a stream whose session is gone tells a deleted subscription
+   * from a lost session). Never throws: true when it cannot tell.
+   */
+  subscriptionExists(id: string): Promise<boolean>;
   /**
    * Recomputes and writes the assignment with `change` (compare-and-set, retried).
    * @returns 'ok', or 'CURSOR_RESET_RUNNING' when `refuseDuringReset` and a cursor reset runs

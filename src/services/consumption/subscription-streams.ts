@@ -6,7 +6,7 @@ import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
 import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type Session } from '../../domain/rebalance.js';
 import { parseStreamParameters, type StreamQuery } from '../../domain/stream-parameters.js';
 import type { Subscription } from '../../domain/subscription.js';
-import { brokerError, invalidInput } from '../../errors/catalog.js';
+import { BrokerError, brokerError, invalidInput } from '../../errors/catalog.js';
 import { scriptError } from '../../storage/script-failures.js';
 import type { StreamingAnswer } from '../../domain/stream-sink.js';
 import type { Logger } from '../../observability/logger.js';
@@ -129,6 +129,16 @@ export class SubscriptionStreams implements SessionOwner {
    */
   noticesLive(id: string): boolean {
     return this.notices?.live(id) === true;
+  }
+
+  /** See {@link SessionOwner.subscriptionExists}: false only when the registry answers 404. */
+  async subscriptionExists(id: string): Promise<boolean> {
+    try {
+      await this.subscriptions.get(id);
+      return true;
+    } catch (err) {
+      return !(err instanceof BrokerError && err.status === 404);
+    }
   }
 
   /**

@@ -123,6 +123,17 @@ function Tail({ source }: { source: Source }): View {
   </div>`;
 }
 
+/**
+ * The status once a stream ended: `the stream ended`, and why when its last batch said so —
+ * `<stream_close_reason> (<debug>)` (docs/consuming.md "Why a stream ended").
+ */
+function endedStatus(last: StreamBatch['info']): string {
+  const reason = last?.stream_close_reason;
+  const debug = last?.debug;
+  if (reason === undefined) return `the stream ended${debug === undefined ? '' : `: ${debug}`}`;
+  return `the stream ended: ${reason}${debug === undefined ? '' : ` (${debug})`}`;
+}
+
 /** Streams an event type with a low-level stream (every partition from BEGIN, or from the newest offsets). */
 async function tailEventType(name: string, from: 'newest' | 'begin', show: (b: StreamBatch, eventType: string) => void, setStatus: (s: string) => void, signal: AbortSignal): Promise<void> {
   const headers: Record<string, string> = {};
@@ -130,10 +141,20 @@ async function tailEventType(name: string, from: 'newest' | 'begin', show: (b: S
     const partitions = await api<Partition[]>('GET', `/event-types/${seg(name)}/partitions`);
     headers['X-Broker-Cursors'] = JSON.stringify(partitions.map((p) => ({ partition: p.partition, offset: 'BEGIN' })));
   }
-  const stream = await openJsonLines(`/event-types/${seg(name)}/events?batch_limit=100&batch_flush_timeout=1`, { headers }, (line) => show(line as StreamBatch, name), signal);
+  let last: StreamBatch['info'];
+  const stream = await openJsonLines(
+    `/event-types/${seg(name)}/events?batch_limit=100&batch_flush_timeout=1`,
+    { headers },
+    (line) => {
+      const batch = line as StreamBatch;
+      if (batch.info !== undefined) last = batch.info;
+      show(batch, name);
+    },
+    signal,
+  );
   setStatus(`streaming ${name} from ${from === 'begin' ? 'BEGIN' : 'the newest offsets'}`);
   await stream.done;
-  if (!signal.aborted) setStatus('the stream ended');
+  if (!signal.aborted) setStatus(endedStatus(last));
 }
 
 /**
@@ -143,7 +164,7 @@ async function tailEventType(name: string, from: 'newest' | 'begin', show: (b: S
  */
 async function tailSubscription(id: string, show: (b: StreamBatch, eventType: string) => void, setStatus: (s: string) => void, signal: AbortSignal): Promise<void> {
   let streamId = '';
-  let last = '';
+  let last: StreamBatch['info'];
   const pending = new Map<string, StreamBatch['cursor']>();
   let committing = false;
   const commit = async (): Promise<void> => {
@@ -164,7 +185,7 @@ async function tailSubscription(id: string, show: (b: StreamBatch, eventType: st
     {},
     (line) => {
       const batch = line as StreamBatch;
-      if (batch.info?.debug !== undefined) last = batch.info.debug;
+      if (batch.info !== undefined) last = batch.info;
       show(batch, batch.cursor.event_type ?? '');
       if ((batch.events ?? []).length > 0) {
         pending.set(`${batch.cursor.event_type ?? ''}\u0000${batch.cursor.partition}`, batch.cursor);
@@ -177,5 +198,5 @@ async function tailSubscription(id: string, show: (b: StreamBatch, eventType: st
   setStatus(`streaming subscription ${id} (stream ${streamId})`);
   void commit().catch((err: unknown) => setStatus(`commit failed: ${errorText(err)}`));
   await stream.done;
-  if (!signal.aborted) setStatus(`the stream ended${last === '' ? '' : `: ${last}`}`);
+  if (!signal.aborted) setStatus(endedStatus(last));
 }

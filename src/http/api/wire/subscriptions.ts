@@ -1,6 +1,7 @@
 /** Wire schemas of subscriptions, their cursors, stats and streams (docs/consuming.md). */
 import { Type, type Static } from '@sinclair/typebox';
 import { AssignmentTypeSchema, PartitionStateSchema, PartitionStatsSchema, SUBSCRIPTION_FIELDS, SubscriptionCursorSchema, type SubscriptionRecordSchema } from '../../../domain/subscription.js';
+import { StreamCloseReasonSchema } from '../../../domain/stream-close-reason.js';
 import { EventSchema } from './event-types.js';
 import { Closed, PageLinksSchema } from './common.js';
 
@@ -63,7 +64,8 @@ export const StreamBatchSchema = Type.Object({
   info: Type.Optional(
     Type.Object(
       {
-        debug: Type.Optional(Type.String({ description: 'why the stream starts (the first batch) or ends (the last batch)' })),
+        debug: Type.Optional(Type.String({ description: 'why the stream starts (the first batch of a subscription stream) or ends (the last batch), in words' })),
+        stream_close_reason: Type.Optional(StreamCloseReasonSchema),
         stream_id: Type.Optional(Type.String({ description: 'the stream id, on the first event of a server-sent-event subscription stream' })),
         expired_events: Type.Optional(
           Type.Integer({
