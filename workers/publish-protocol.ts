@@ -100,7 +100,37 @@ export interface StandaloneTask {
  */
 export type StandaloneResult = { readonly ok: true; readonly code: string; readonly primingInstance: JsonValue } | { readonly ok: false; readonly reason: string; readonly transient?: true };
 
-export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask | WarmTask | StandaloneTask;
+/**
+ * A consumer filter's test of stored events (docs/consuming.md "Filters"): the events' stored texts (as
+ * Redis holds them, joined by `\n`; the events as consumers receive them) are parsed and each tested
+ * against the filter, a draft-04 JSON Schema the registry's checks accepted. The filter's text travels
+ * only to a thread that lacks its validator, as for a {@link PublishTask}: without it, such a thread
+ * answers {@link FilterNeeded}.
+ */
+export interface FilterTask {
+  readonly kind: 'filter';
+  /** The filter's key (`filterKeyOf`, src/domain/event-filter.ts): its validator's name in the thread's cache. */
+  readonly filterKey: string;
+  /** The filter's canonical JSON text; only when the thread asked for it. */
+  readonly filter?: string;
+  /** The stored texts of `count` events joined by `\n` (transferred). */
+  readonly data: Uint8Array;
+  readonly count: number;
+}
+
+/** A worker's answer to a {@link FilterTask}: one flag per event, in order, 1 where the event matches (transferred). */
+export interface FilterMatches {
+  readonly kind: 'matches';
+  readonly flags: Uint8Array;
+}
+
+/** A worker's answer to a {@link FilterTask} sent without the filter text when it has no validator for the key: the data comes back (transferred) for the retry. */
+export interface FilterNeeded {
+  readonly kind: 'filter-needed';
+  readonly data: Uint8Array;
+}
+
+export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask | WarmTask | StandaloneTask | FilterTask;
 
 /**
  * What validating against an effective schema costs, as a worker measured it when it compiled the

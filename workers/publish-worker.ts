@@ -1,6 +1,7 @@
 /**
  * Piscina worker entry (docs/architecture.md "Inline or worker"): one ValidatorCache per thread; tasks are batches to publish or
- * the registry's schema checks (guard, cost and compilation), which run here because their cost
+ * the registry's schema checks (guard, cost and compilation), or tests of stored events against a consumer's
+ * filter (docs/consuming.md "Filters"), which run here because their cost
  * grows with the schema a user sent. Accepted batches hand their partition payloads back by transfer, not copy.
  */
 import { threadId, workerData } from 'node:worker_threads';
@@ -10,7 +11,8 @@ import { standaloneValidatorCode } from '../src/domain/schema-compiler.js';
 import type { JsonObject } from '../src/domain/json-schema-walk.js';
 import { primingInstance } from '../src/domain/priming-instance.js';
 import { processBatch } from './publish-batch.js';
-import type { CompileResult, ForgetResult, GuardResult, PublishResult, SchemaNeeded, StandaloneResult, WarmResult, WorkerTask } from './publish-protocol.js';
+import { matchEvents } from './filter-events.js';
+import type { CompileResult, FilterMatches, FilterNeeded, ForgetResult, GuardResult, PublishResult, SchemaNeeded, StandaloneResult, WarmResult, WorkerTask } from './publish-protocol.js';
 import { DEFAULT_WORKER_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from './validator-cache.js';
 
 /** `caches.workerValidatorEntries` and `caches.workerValidatorBytes`, handed over by the pool as worker data. */
@@ -34,6 +36,16 @@ export default function run(task: WorkerTask): PublishResult | SchemaNeeded | Gu
     } catch (err) {
       return { ok: false, reason: (err as Error).message };
     }
+  }
+  if (task.kind === 'filter') {
+    // Filters share the thread's validator cache (their keys never equal a schema key); the text comes only when asked for.
+    if (task.filter === undefined && !validators.has(task.filterKey)) {
+      const needed: FilterNeeded = { kind: 'filter-needed', data: task.data };
+      return move(needed, [task.data.buffer as ArrayBuffer]);
+    }
+    const { validate } = validators.get({ schemaKey: task.filterKey, effectiveSchema: task.filter });
+    const matches: FilterMatches = { kind: 'matches', flags: matchEvents(validate, task.data, task.count) };
+    return move(matches, [matches.flags.buffer as ArrayBuffer]);
   }
   if (task.kind === 'compile') return validators.check(task.effectiveSchema, task.limits);
   if (task.kind === 'guard') {

@@ -4,7 +4,7 @@ import { Piscina } from 'piscina';
 import { brokerError, BrokerError } from '../errors/catalog.js';
 import type { BrokerConfig } from '../config/config-schema.js';
 import type { PublishSpec } from '../domain/publish-spec.js';
-import type { CompileResult, ForgetResult, ForgetTask, GuardResult, PublishResult, PublishTask, PublishTaskSpec, SchemaCost, SchemaNeeded, StandaloneResult, StandaloneTask, WarmResult, WarmTask } from '../../workers/publish-protocol.js';
+import type { CompileResult, FilterMatches, FilterNeeded, FilterTask, ForgetResult, ForgetTask, GuardResult, PublishResult, PublishTask, PublishTaskSpec, SchemaCost, SchemaNeeded, StandaloneResult, StandaloneTask, WarmResult, WarmTask } from '../../workers/publish-protocol.js';
 import type { WorkerPoolLoad } from '../observability/meters.js';
 import type { SchemaCostLimits } from '../domain/schema-cost.js';
 import { DEFAULT_WORKER_VALIDATOR_BOUNDS, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
@@ -144,6 +144,27 @@ export class WorkerPool {
     const second = await this.runWithSignal<PublishResult | SchemaNeeded>(full, signal, [first.body.buffer as ArrayBuffer], detail);
     if (second.kind === 'schema-needed') throw new Error('a publish worker asked for the schema text it was sent');
     return second;
+  }
+
+  /**
+   * Tests `count` stored events (texts joined by `\n`) against a consumer's filter in a worker
+   * (docs/consuming.md "Filters"). `data` is transferred (unusable afterwards). The filter's text goes
+   * only to a thread that lacks its validator (the `schema-needed` round trip of {@link publish}),
+   * within the same time limit.
+   * @param filter the filter's key and canonical text (the text must have passed the registry's checks)
+   * @returns one byte per event, 1 where it matches
+   * @throws BrokerError BUSY (503) when it takes longer than `timeoutMs`
+   */
+  async matchFilter(filter: { readonly key: string; readonly text: string }, data: Uint8Array, count: number, timeoutMs: number): Promise<Uint8Array> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    const detail = `the events were not filtered within ${timeoutMs} ms`;
+    const lean: FilterTask = { kind: 'filter', filterKey: filter.key, data, count };
+    const first = await this.runWithSignal<FilterMatches | FilterNeeded>(lean, signal, [data.buffer as ArrayBuffer], detail);
+    if (first.kind === 'matches') return first.flags;
+    const full: FilterTask = { ...lean, filter: filter.text, data: first.data };
+    const second = await this.runWithSignal<FilterMatches | FilterNeeded>(full, signal, [first.data.buffer as ArrayBuffer], detail);
+    if (second.kind !== 'matches') throw new Error('a worker asked for the filter text it was sent');
+    return second.flags;
   }
 
   /** The spec without its schema text, made once per spec. */

@@ -21,6 +21,24 @@ export interface ReadPolicy {
    * before they were read"). Absent = nothing to do (the low-level stream just goes on from there).
    */
   passedOver?(partition: StreamPartition, expired: number): void;
+  /**
+   * The stream's filter (docs/consuming.md "Filters"): events it does not match are passed over like
+   * events `accept` refuses (not sent; the cursor moves past them). Absent = every event.
+   */
+  readonly filter?: EventFilter;
+}
+
+/**
+ * A consumer's filter, tested off the main thread (src/services/event-filters.ts runs it in the worker
+ * threads): the reader hands it each read slice's segments and gets one flag per event back.
+ */
+export interface EventFilter {
+  /**
+   * @param segments stream entries of one partition, in offset order (stored texts joined by `\n`)
+   * @returns one byte per event of the segments together, in order: 1 where the event matches
+   * @throws BrokerError 503 (BUSY) when the test took longer than its time limit
+   */
+  match(segments: readonly EventSegment[]): Promise<Uint8Array>;
 }
 
 /** Where reading finds an event type's current timelines (the event type cache; undefined = unknown). */
@@ -95,6 +113,7 @@ export class PartitionReader {
     // should hold at the partition's average entry size, so one read overshoots the cap by one entry at most.
     const room = capBytes - buffered;
     const lastReadAt = due.map((p) => p.lastReadAt);
+    const readFrom = due.map((p) => p.read);
     const reads = Promise.all(
       due.map((p) => {
         p.lastReadAt = t;
@@ -106,16 +125,21 @@ export class PartitionReader {
       }),
     );
     // A failed round read nothing: each partition stays due as it was (the loop retries it).
-    const slices = await reads.catch((err: unknown) => {
+    const restore = (err: unknown): never => {
       due.forEach((p, i) => (p.lastReadAt = lastReadAt[i] ?? p.lastReadAt));
       throw err;
-    });
+    };
+    const slices = await reads.catch(restore);
+    // With a filter, each slice's events are tested in the worker threads (all slices at once) before any is buffered.
+    const filter = this.policy.filter;
+    const matches = filter === undefined ? [] : await Promise.all(slices.map((slice) => (slice.segments.length > 0 ? filter.match(slice.segments) : Promise.resolve(undefined)))).catch(restore);
     // Filtering and batch_timespan look at single events; otherwise whole entries travel as they are.
     const perEvent = this.policy.accept !== undefined || this.rules.batchTimespanSeconds > 0;
     const jumps: { p: StreamPartition; after: number; first: number }[] = [];
     due.forEach((p, i) => {
       const slice = slices[i];
-      if (!slice || !p.active || this.partitions.get(p.key) !== p) return;
+      // A partition that moved meanwhile (left the stream, or skipped ahead by a commit) reads again from where it is now.
+      if (!slice || !p.active || this.partitions.get(p.key) !== p || p.read !== readFrom[i]) return;
       const head = slice.segments[0];
       const tail = slice.segments[slice.segments.length - 1];
       if (head === undefined || tail === undefined) {
@@ -129,10 +153,14 @@ export class PartitionReader {
         p.sent = head.first - 1;
       }
       let bytes = 0;
+      const flags = matches[i];
+      let flagAt = 0;
       for (const segment of slice.segments) {
         bytes += segment.data.length;
-        if (perEvent) this.addEvents(p, segment);
+        if (flags !== undefined) this.addMatching(p, segment, flags, flagAt, perEvent);
+        else if (perEvent) this.addEvents(p, segment);
         else this.buffers.push(p, segment);
+        flagAt += segment.count;
       }
       p.entryBytes = bytes / slice.segments.length;
       p.read = tail.first + tail.count - 1;
@@ -229,6 +257,41 @@ export class PartitionReader {
       if (this.policy.accept !== undefined && !this.policy.accept(p, data.toString())) this.buffers.skip(p, offset);
       else this.buffers.push(p, { first: offset, count: 1, data });
     }
+  }
+
+  /**
+   * Buffers the events of `segment` its filter matched (`flags[at + i]` for its event `i`) and passes over
+   * the others. Matching events in a row travel as one segment unless `perEvent` (then each goes through
+   * `accept` on its own).
+   */
+  private addMatching(p: StreamPartition, segment: EventSegment, flags: Uint8Array, at: number, perEvent: boolean): void {
+    let position = 0;
+    // The run of matching events being gathered: its first offset and byte, and its count.
+    let runFirst = 0;
+    let runStart = 0;
+    let runCount = 0;
+    const flush = (end: number): void => {
+      if (runCount > 0) this.buffers.push(p, { first: runFirst, count: runCount, data: segment.data.subarray(runStart, end) });
+      runCount = 0;
+    };
+    for (let i = 0; i < segment.count; i++) {
+      const newline = segment.data.indexOf(NEWLINE, position);
+      const end = newline < 0 ? segment.data.length : newline;
+      const offset = segment.first + i;
+      if (flags[at + i] !== 1) {
+        flush(position - 1);
+        this.buffers.skip(p, offset);
+      } else if (perEvent) {
+        const data = segment.data.subarray(position, end);
+        if (this.policy.accept !== undefined && !this.policy.accept(p, data.toString())) this.buffers.skip(p, offset);
+        else this.buffers.push(p, { first: offset, count: 1, data });
+      } else if (runCount++ === 0) {
+        runFirst = offset;
+        runStart = position;
+      }
+      position = end + 1;
+    }
+    flush(position - 1);
   }
 
   /** ms between safety-net reads of a partition: slower while its notices reach this node. */
