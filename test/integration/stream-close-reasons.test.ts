@@ -6,8 +6,9 @@ import { SseClient } from '../support/sse-client.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 // Every stream the broker ends says why in its last batch: `info.stream_close_reason` (a code) beside
-// `info.debug` (docs/consuming.md "Why a stream ended"), on subscription and low-level streams, JSON lines
-// and server-sent events. Real broker processes on the harness Redis; each reason is caused for real.
+// `info.debug` (docs/consuming.md "Why a stream ended"): subscription streams (JSON lines and server-sent
+// events) and low-level server-sent event streams; low-level JSON lines keep the reference wire (no
+// closing line). Real broker processes on the harness Redis; each reason is caused for real.
 
 /** Short leases: a session removed behind the node's back is noticed within a heartbeat (a third of it). */
 const LEASE_MS = 1500;
@@ -52,11 +53,39 @@ async function openSubscription(id: string, query: string, base: string = node.u
   return stream;
 }
 
+const lowLevelPath = (name: string, query: string): string => `/event-types/${name}/events?${query}&cursors=${encodeURIComponent(JSON.stringify([{ partition: '0', offset: 'BEGIN' }]))}`;
+
+/** A low-level stream as JSON lines (the reference wire). */
 async function openLowLevel(name: string, query: string, base: string = node.url): Promise<StreamClient> {
-  const cursors = encodeURIComponent(JSON.stringify([{ partition: '0', offset: 'BEGIN' }]));
-  const stream = await StreamClient.open(`${base}/event-types/${name}/events?${query}&cursors=${cursors}`);
+  const stream = await StreamClient.open(`${base}${lowLevelPath(name, query)}`);
   expect(stream.status, JSON.stringify(stream.problem)).toBe(200);
   return stream;
+}
+
+/** A low-level stream as server-sent events. */
+async function openLowLevelSse(name: string, query: string, base: string = node.url): Promise<SseClient> {
+  const stream = await SseClient.open(`${base}${lowLevelPath(name, query)}`);
+  expect(stream.status, JSON.stringify(stream.problem)).toBe(200);
+  return stream;
+}
+
+/** Reads a server-sent event stream to its end; expects its last event, a batch without events, to say why. @returns that batch */
+async function expectSseClosed(stream: SseClient, reason: string, debug: string | RegExp, timeoutMs = 10_000): Promise<StreamBatch> {
+  const batches = (await stream.untilEnd(timeoutMs)).flatMap((f) => (f.data === undefined ? [] : [JSON.parse(f.data) as StreamBatch]));
+  const last = batches.at(-1);
+  expect(last?.events).toBeUndefined();
+  expect(last?.info?.stream_close_reason).toBe(reason);
+  if (typeof debug === 'string') expect(last?.info?.debug).toBe(debug);
+  else expect(last?.info?.debug).toMatch(debug);
+  for (const batch of batches.slice(0, -1)) expect(batch.info?.stream_close_reason).toBeUndefined();
+  return last as StreamBatch;
+}
+
+/** Reads a low-level JSON-lines stream to its end: the broker ended it, and no line says why (the reference wire). */
+async function expectEndedPlain(stream: StreamClient, timeoutMs = 10_000): Promise<void> {
+  const lines = await stream.untilEnd(timeoutMs);
+  expect(stream.done).toBe(true);
+  for (const line of lines) expect(line.info).toBeUndefined();
 }
 
 /** Reads `stream` to its end; expects the broker ended it and its last batch, empty, to say why. @returns the last batch */
@@ -166,12 +195,14 @@ describe('subscription and low-level streams', () => {
     const name = 'close.blocked';
     await createEventType(name);
     const sub = await openSubscription(await createSubscription(name), 'batch_flush_timeout=1');
-    const low = await openLowLevel(name, 'batch_flush_timeout=1');
-    await Promise.all([sub.next(), low.next()]);
+    const low = await openLowLevelSse(name, 'batch_flush_timeout=1');
+    const lowJson = await openLowLevel(name, 'batch_flush_timeout=1');
+    await Promise.all([sub.next(), low.next(), lowJson.next()]);
     expect((await call(node.url, 'PUT', `/settings/blacklist/CONSUMER_ET/${name}`)).status).toBe(204);
     try {
       await expectClosed(sub, 'consumption_blocked', 'Consumption is blocked');
-      await expectClosed(low, 'consumption_blocked', 'Consumption is blocked');
+      await expectSseClosed(low, 'consumption_blocked', 'Consumption is blocked');
+      await expectEndedPlain(lowJson);
     } finally {
       expect((await call(node.url, 'DELETE', `/settings/blacklist/CONSUMER_ET/${name}`)).status).toBe(204);
     }
@@ -194,11 +225,14 @@ describe('low-level streams say why they ended', () => {
     const name = 'close.low-limits';
     await createEventType(name);
     await publish(name, 3);
-    const limited = await openLowLevel(name, 'batch_limit=2&stream_limit=2&batch_flush_timeout=1');
-    const timedOut = await openLowLevel(name, 'batch_limit=5&batch_flush_timeout=1&stream_timeout=1');
-    const last = await expectClosed(limited, 'stream_limit_reached', 'Stream limit in events reached: 2');
+    const limited = await openLowLevelSse(name, 'batch_limit=2&stream_limit=2&batch_flush_timeout=1');
+    const timedOut = await openLowLevelSse(name, 'batch_limit=5&batch_flush_timeout=1&stream_timeout=1');
+    const limitedJson = await openLowLevel(name, 'batch_limit=2&stream_limit=2&batch_flush_timeout=1');
+    const last = await expectSseClosed(limited, 'stream_limit_reached', 'Stream limit in events reached: 2');
     expect(last.cursor).toEqual({ partition: '0', offset: '001-0001-000000000000000001' });
-    await expectClosed(timedOut, 'stream_timeout_reached', 'Stream timeout reached');
+    await expectSseClosed(timedOut, 'stream_timeout_reached', 'Stream timeout reached');
+    // JSON lines: the events and nothing after them.
+    await expectEndedPlain(limitedJson);
   });
 
   it('authorization_changed when the readers of the event type change; event_type_deleted when it is deleted', async () => {
@@ -206,35 +240,35 @@ describe('low-level streams say why they ended', () => {
     const readers = [{ data_type: 'user', value: 'unauthenticated' }];
     const authorization = { admins: readers, readers, writers: readers };
     await createEventType(name, 1, { authorization });
-    const changing = await openLowLevel(name, 'batch_flush_timeout=1');
+    const changing = await openLowLevelSse(name, 'batch_flush_timeout=1');
     await changing.next();
     const record = (await call(node.url, 'GET', `/event-types/${name}`)).json as Record<string, unknown>;
     const changed = await call(node.url, 'PUT', `/event-types/${name}`, { ...record, authorization: { ...authorization, readers: [...readers, { data_type: 'user', value: 'another' }] } });
     expect(changed.status, changed.text).toBe(200);
-    await expectClosed(changing, 'authorization_changed', 'The readers of an event type of this stream changed; reconnect');
+    await expectSseClosed(changing, 'authorization_changed', 'The readers of an event type of this stream changed; reconnect');
 
-    const deleting = await openLowLevel(name, 'batch_flush_timeout=1');
+    const deleting = await openLowLevelSse(name, 'batch_flush_timeout=1');
     await deleting.next();
     expect((await call(node.url, 'DELETE', `/event-types/${name}`)).status).toBe(200);
-    await expectClosed(deleting, 'event_type_deleted', `EventType "${name}" was deleted`);
+    await expectSseClosed(deleting, 'event_type_deleted', `EventType "${name}" was deleted`);
   });
 });
 
 describe('node shutdown', () => {
-  it('node_shutting_down on every kind of stream the stopping node serves, JSON lines and server-sent events', async () => {
+  it('node_shutting_down on every kind of stream the stopping node serves that carries a closing batch', async () => {
     const stopping = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: node.prefix, BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: String(LEASE_MS) });
     try {
       const name = 'close.shutdown';
       await createEventType(name);
       await publish(name, 1);
       const sub = await openSubscription(await createSubscription(name), 'batch_flush_timeout=1', stopping.url);
-      const low = await openLowLevel(name, 'batch_flush_timeout=1', stopping.url);
+      const low = await openLowLevelSse(name, 'batch_flush_timeout=1', stopping.url);
       const sse = await SseClient.open(`${stopping.url}/subscriptions/${await createSubscription(name)}/events?batch_flush_timeout=1`);
       expect(sse.status).toBe(200);
-      await Promise.all([sub.events(1), low.events(1), sse.next()]);
+      await Promise.all([sub.events(1), low.next(), sse.next()]);
       expect(await stopping.stop('SIGTERM')).toBe(0);
       await expectClosed(sub, 'node_shutting_down', 'Node is shutting down');
-      await expectClosed(low, 'node_shutting_down', 'Node is shutting down');
+      await expectSseClosed(low, 'node_shutting_down', 'Node is shutting down');
       const frames = (await sse.untilEnd()).filter((f) => f.data !== undefined);
       const last = JSON.parse(frames.at(-1)?.data ?? '{}') as StreamBatch;
       expect(last.info).toEqual({ debug: 'Node is shutting down', stream_close_reason: 'node_shutting_down' });

@@ -151,9 +151,11 @@ export class LowLevelStreams {
     for (const start of starts) loop.add(policy.eventType, start.partition, timelines, start.offset);
     this.open.add(policy);
     try {
-      // The last batch says why the broker ended the stream (docs/consuming.md "Why a stream ended").
-      const end = await loop.run(true);
-      this.logger.debug({ eventType: policy.eventType, stream_close_reason: end.kind === 'reason' ? end.reason : undefined }, 'low-level stream ended');
+      // Why the broker ended the stream (docs/consuming.md "Why a stream ended"): a last batch on a
+      // server-sent event stream; JSON lines keep the low-level wire clients count on (only cursors and
+      // events, no closing line), so there the node logs it.
+      const end = await loop.run(format === 'event-stream');
+      this.logger.info({ eventType: policy.eventType, format, stream_close_reason: end.kind === 'reason' ? end.reason : undefined }, 'low-level stream ended');
     } finally {
       this.open.delete(policy);
       this.streamedListener?.({ subject: policy.subject, streamed: loop.streamed });
