@@ -39,6 +39,7 @@ import { CompactionStore } from './storage/compaction-store.js';
 import { deletedEventsRoutes } from './http/routes/deleted-events.js';
 import { SubscriptionRegistry } from './services/subscription-registry.js';
 import { WorkerPool } from './services/worker-pool.js';
+import { EventFilters } from './services/event-filters.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from './storage/embedded-redis.js';
 import { EventTypeStore } from './storage/event-type-store.js';
 import { createKeys } from './storage/keys.js';
@@ -166,7 +167,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, logs, cache, config.consumption, logger, metrics.stream('low_level'));
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
-  const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, logs, config.subscriptions);
+  const eventFilters = new EventFilters(pool, config.eventTypes);
+  const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, logs, config.subscriptions, eventFilters);
   // The dead-letter queue of subscriptions (docs/consuming.md "Dead letters"): its event type exists on every installation.
   const deadLetters = new DeadLetterQueue(publisher, settings, config.publish.maxEventBytes);
   const subscriptionStreams = new SubscriptionStreams({
@@ -221,6 +223,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   subscriptionStreams.onStreamEnd(streamed);
 
   const http = new HttpServer(config.http, authenticator, logger, metrics);
+  metrics.observePublishAdmission(() => ({ bytes: http.publishAdmission.bytesInFlight, requests: http.publishAdmission.inFlight }));
   http.onAnswered((entry) => kpi.accessed(entry));
   // /health, public; /metrics (Prometheus text format), authenticated like every route but /health (open in auth mode `off`).
   operationRoutes(http, metrics);

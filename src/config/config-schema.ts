@@ -58,6 +58,11 @@ const httpSchema = Type.Object(
     }),
     /** Such requests that may wait for a slot; one more is refused with 503 (OVERLOADED). */
     controlQueueLength: Type.Integer({ minimum: 0, maximum: 10000, description: 'such requests that may wait for a slot; beyond it they are refused with 503 (`OVERLOADED`, `Retry-After: 1`) with nothing done' }),
+    /** Bounded admission of publishing (docs/publishing.md "Refusals and deadlines"; docs/decisions/0025-publish-admission-by-bytes-in-flight.md). */
+    publishMaxBytesInFlight: positiveInt(
+      'bytes of publish bodies (as declared by `Content-Length`, or as received and inflated) this node reads, validates and writes at once; a publish that would pass it is refused at once with 503 (`PUBLISH_OVERLOADED`, `Retry-After: 1`) before its body is read, nothing of it written. One publish is always admitted when none is in flight, whatever its size. 16 MiB is about 30 batches of 1,000 events of 520 bytes: 4 times what 8 connections publishing such batches hold, and about 0.2 s of the work of a node that validates and writes 90 MB/s (docs/decisions/0025-publish-admission-by-bytes-in-flight.md)',
+      1024,
+    ),
     /** Browser origins (`scheme://host[:port]`) that get CORS headers and preflight answers; empty = no CORS at all (docs/security.md "Cross-site requests"). */
     corsAllowedOrigins: Type.Array(Type.String({ pattern: '^https?://[^/\\s]+$' }), {
       uniqueItems: true,
@@ -86,6 +91,10 @@ const publishSchema = Type.Object(
     replicaTimeoutMs: positiveInt('how long a batch waits for `publish.minReplicas` replicas before its items are failed'),
     /** How long a batch waits for a running timeline switch of its event type before it is refused (503), so no batch is written to a timeline that is being closed (docs/concepts.md "Timelines and storages"). */
     timelineSwitchWaitMs: positiveInt('how long a batch waits while its event type switches timelines (publishing is blocked on every node meanwhile) before it is refused with 503'),
+    /** The deadline of a publish without `X-Timeout` (docs/publishing.md "Refusals and deadlines"). */
+    defaultTimeoutMs: positiveInt('deadline of a publish without an `X-Timeout` header, in ms: a batch not validated by then is refused with 503 (`PUBLISH_DEADLINE_EXCEEDED`), one validated but not yet written is answered 207 with its items `aborted`; writes already sent are awaited, so the answer gives each item\'s true state'),
+    /** The largest `X-Timeout` a publish may ask for; larger ones are cut to it. */
+    maxTimeoutMs: positiveInt('largest deadline an `X-Timeout` header may ask for, in ms (a larger one is cut to it)'),
     /** Idempotent publishing (docs/publishing.md "Idempotent publishing"): eids remembered per partition. */
     idempotencyMaxEidsPerPartition: positiveInt('most eids one generation of a partition of an event type with `broker.io/idempotency-window-seconds` takes (about 75 bytes of Redis memory each; a partition keeps two generations); a full generation starts a new one, so beyond it the oldest eids are forgotten before their window ends'),
   },

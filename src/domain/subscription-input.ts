@@ -22,6 +22,7 @@ import { AttributeListInput, duplicateAttributeProblems, EVENT_TYPE_NAME_PATTERN
 import { deadLetterAnnotationProblems, SUBSCRIPTION_SERVICE_ANNOTATIONS } from './dead-letter.js';
 import { checkBody, Problems, type RuleResult } from './rule-problems.js';
 import { formatOffset, parseOffset } from './offsets.js';
+import { canonicalJson } from './canonical-json.js';
 import type { InitialCursor, Subscription, SubscriptionAuthorization, SubscriptionInput } from './subscription.js';
 
 /** Where a new subscription starts reading (`read_from`, default `end`; docs/concepts.md "Subscriptions"). */
@@ -89,6 +90,10 @@ function subscriptionFields(maxPartitions: number) {
     authorization: Type.Object({ admins: AttributeListInput, readers: AttributeListInput }, { 'x-messages': { type: 'must be an object with admins and readers' } }),
     annotations: StringMapInput(`annotations; under \`broker.io/\` only ${[...SUBSCRIPTION_SERVICE_ANNOTATIONS].map((k) => `\`${k}\``).join(' and ')} (the dead-letter queue)`),
     labels: StringMapInput('labels'),
+    filter: Type.Record(Type.String(), Type.Unknown(), {
+      'x-messages': { type: 'must be a JSON object: a draft-04 JSON Schema' },
+      description: 'a draft-04 JSON Schema an event (metadata included) must satisfy to be delivered; checked as an event type\'s schema; fixed with the subscription (docs/consuming.md "Filters")',
+    }),
   };
 }
 
@@ -105,6 +110,7 @@ function createSchema(maxPartitions: number) {
       authorization: Type.Optional(f.authorization),
       annotations: Type.Optional(f.annotations),
       labels: Type.Optional(f.labels),
+      filter: Type.Optional(f.filter),
     },
     BODY,
   );
@@ -160,6 +166,7 @@ type SubscriptionFields = Readonly<{
   authorization?: SubscriptionAuthorization | undefined;
   annotations?: Readonly<Record<string, string>> | undefined;
   labels?: Readonly<Record<string, string>> | undefined;
+  filter?: Readonly<Record<string, unknown>> | undefined;
 }>;
 
 /** Each event type at most once (422). */
@@ -193,7 +200,7 @@ function mapProblems(annotations: Readonly<Record<string, string>> | undefined, 
 const attributes = (list: readonly AuthorizationAttribute[]): AuthorizationAttribute[] => list.map(({ data_type: dataType, value }) => ({ data_type: dataType, value }));
 
 /** The fields of the subscription key and where it starts reading. */
-type KeyFields = Pick<SubscriptionInput, 'owning_application' | 'event_types' | 'consumer_group' | 'read_from' | 'initial_cursors'>;
+type KeyFields = Pick<SubscriptionInput, 'owning_application' | 'event_types' | 'consumer_group' | 'read_from' | 'initial_cursors' | 'filter'>;
 
 /**
  * The rules of the key fields on a body of the right shape, and those fields normalized: distinct event
@@ -209,6 +216,7 @@ function keyFields(body: SubscriptionFields, p: Problems): KeyFields {
     consumer_group: body.consumer_group ?? DEFAULT_CONSUMER_GROUP,
     read_from: readFrom,
     initial_cursors: readFrom === 'cursors' ? cursors : [],
+    ...(body.filter !== undefined ? { filter: body.filter } : {}),
   };
 }
 
@@ -265,7 +273,8 @@ function sameSet(a: readonly string[], b: readonly string[]): boolean {
 /**
  * What an update may change (authorization, annotations and labels; docs/consuming.md
  * "Subscriptions"): one 422 line per changed immutable field — `id`, `owning_application`, the set of
- * `event_types`, `consumer_group`, `read_from`, and (same `read_from`) the set of normalized `initial_cursors`.
+ * `event_types`, `consumer_group`, `read_from`, (same `read_from`) the set of normalized `initial_cursors`, and `filter`
+ * (compared as canonical JSON).
  */
 function immutableFieldProblems(existing: Subscription, next: SubscriptionInput, sentId: unknown, p: Problems): void {
   if (sentId !== undefined && sentId !== existing.id) p.rule('id', 'cannot be changed');
@@ -277,6 +286,15 @@ function immutableFieldProblems(existing: Subscription, next: SubscriptionInput,
   else if (next.initial_cursors.length !== existing.initial_cursors.length || !sameSet(cursorText(next.initial_cursors), cursorText(existing.initial_cursors))) {
     p.rule('initial_cursors', 'cannot be changed');
   }
+  if (filterText(next.filter) !== filterText(existing.filter)) p.rule('filter', 'cannot be changed');
+}
+
+/**
+ * A subscription's filter as canonical JSON (docs/consuming.md "Filters"), so filters that differ only in key
+ * order compare equal; undefined when it has none.
+ */
+export function filterText(filter: Readonly<Record<string, unknown>> | undefined): string | undefined {
+  return filter === undefined ? undefined : canonicalJson(JSON.stringify(filter));
 }
 
 /**
@@ -306,6 +324,7 @@ export function parseSubscriptionUpdate(existing: Subscription, body: unknown, l
     authorization: sent.authorization ?? existing.authorization,
     annotations: sent.annotations ?? existing.annotations,
     labels: sent.labels ?? existing.labels,
+    filter: sent.filter ?? existing.filter,
   };
   const p = new Problems();
   const key = keyFields(merged, p);

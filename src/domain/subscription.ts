@@ -16,6 +16,7 @@ import { AttributeList, Closed, StringEnum, StringMap, Timestamp, type DeepReado
 export {
   DEFAULT_CONSUMER_GROUP,
   DEFAULT_SUBSCRIPTION_LIMITS,
+  filterText,
   parseSubscriptionInput,
   parseSubscriptionUpdate,
   READ_FROM,
@@ -57,6 +58,8 @@ export const SUBSCRIPTION_FIELDS = {
   read_from: StringEnum(READ_FROM),
   /** One cursor per partition of every event type when `read_from` is `cursors`, else empty. */
   initial_cursors: Type.Array(InitialCursorSchema),
+  /** A draft-04 JSON Schema an event must satisfy to be delivered (docs/consuming.md "Filters"); absent = every event. Fixed with the subscription. */
+  filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'a draft-04 JSON Schema an event (metadata included) must satisfy to be delivered; fixed with the subscription' })),
   authorization: Type.Optional(SubscriptionAuthorizationSchema),
   annotations: Type.Optional(StringMap('annotations; `broker.io/subscription-max-event-send-count` and `broker.io/unprocessable-event-policy` configure the dead-letter queue')),
   labels: Type.Optional(StringMap('labels')),

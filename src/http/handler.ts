@@ -43,6 +43,13 @@ export interface RequestContext {
    * `constructor.prototype` key (src/domain/json-limits.ts). @throws BrokerError 400 when it is not that
    */
   json(): Promise<unknown>;
+  /**
+   * Keeps what the request holds of the node's publish admission (routes declared `admitted`) until
+   * `work` settles, even after the answer went out: work the answer no longer waits for (a batch still
+   * in a worker when its deadline passed) stays counted in `http.publishMaxBytesInFlight`. Nothing on
+   * other routes.
+   */
+  holdUntil(work: Promise<unknown>): void;
 }
 
 /** A route handler: answers, or throws a BrokerError (mapped to a problem) or anything else (500). */

@@ -1,7 +1,8 @@
 /**
  * The one pipeline every request runs through (docs/architecture.md §3.1): flow id
  * (echoed or generated, docs/http-api.md "Headers") → 503 while draining → 413 declared oversize →
- * 415 body media type → authentication → control-plane limiter slot → path, query and headers checked
+ * 415 body media type → authentication → publish admission (503 beyond `http.publishMaxBytesInFlight`,
+ * before the body is read) → control-plane limiter slot → path, query and headers checked
  * against the route's schemas (src/http/request-inputs.ts) → handler → answer (gzip for large
  * bodies), stream (src/http/stream-writer.ts) or RFC 7807 problem → metrics, access-log entry and log
  * line. 2xx are logged at debug, 4xx at info, 5xx at error with the trace id in the problem's detail.
@@ -12,13 +13,14 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type HyperExpress from 'hyper-express';
 import type { Logger } from '../observability/logger.js';
-import type { RequestRecorder } from '../observability/meters.js';
-import { brokerError } from '../errors/catalog.js';
+import type { PublishRefusalMeter, RequestRecorder } from '../observability/meters.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
 import { toProblem } from '../errors/problem.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { UNAUTHENTICATED } from '../auth/subject.js';
 import type { AccessLogEntry } from '../services/kpi.js';
 import type { ConcurrencyLimiter } from './concurrency-limiter.js';
+import type { Admitted, PublishAdmission } from './publish-admission.js';
 import { bodyMediaTypeProblem } from './body-media-type.js';
 import { parseJson, readBody, refuseDeclaredOversize, type BodyLimit } from './body-reader.js';
 import { sendStream } from './stream-writer.js';
@@ -31,7 +33,7 @@ const gzip = promisify(zlib.gzip);
 /** Methods whose requests change state: their bodies must be declared as JSON, so a web page cannot send them cross-site without a CORS preflight (docs/security.md "Cross-site requests"). */
 const STATE_CHANGING: ReadonlySet<Method> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /** Request headers a browser may send cross-origin to a listed origin (preflight answer). */
-const CORS_ALLOW_HEADERS = 'Authorization, Content-Type, Content-Encoding, X-Flow-Id, X-Broker-StreamId, X-Broker-Cursors, Last-Event-ID, span-ctx';
+const CORS_ALLOW_HEADERS = 'Authorization, Content-Type, Content-Encoding, X-Flow-Id, X-Broker-StreamId, X-Broker-Cursors, Last-Event-ID, span-ctx, X-Timeout';
 /** Answer headers a listed origin's scripts may read. */
 const CORS_EXPOSE_HEADERS = 'X-Flow-Id, X-Broker-StreamId, Location, Warning, Retry-After, span_ctx';
 
@@ -49,6 +51,8 @@ export interface RouteSettings {
   readonly limit: BodyLimit;
   /** Runs holding a slot of the control-plane limiter. */
   readonly limited: boolean;
+  /** Holds its body's bytes of the node's publish admission until answered (publishing). */
+  readonly admitted: boolean;
   /** Records the request's latency and status; none without metrics. */
   readonly record?: RequestRecorder;
   /** The schemas of its path parameters, query and headers, checked before the handler runs (src/http/request-inputs.ts). */
@@ -62,6 +66,10 @@ export interface RequestPipelineOptions {
   readonly logger: Logger;
   /** The node's control-plane limiter, held by routes declared `limited` (src/http/concurrency-limiter.ts). */
   readonly controlLimiter: ConcurrencyLimiter;
+  /** The node's bound on publish bodies in flight, held by routes declared `admitted` (src/http/publish-admission.ts). */
+  readonly publishAdmission: PublishAdmission;
+  /** Counts the publishes it refuses (`broker_publish_refused_total`); none without metrics. */
+  readonly refusals?: PublishRefusalMeter;
   /** Origins (`scheme://host[:port]`) answered with CORS headers; empty = none ever. */
   readonly corsAllowedOrigins: readonly string[];
 }
@@ -71,6 +79,8 @@ export class RequestPipeline {
   private readonly authenticator: Authenticator;
   private readonly logger: Logger;
   private readonly controlLimiter: ConcurrencyLimiter;
+  private readonly publishAdmission: PublishAdmission;
+  private readonly refusals: PublishRefusalMeter | undefined;
   private readonly corsOrigins: ReadonlySet<string>;
   /** Aborted on shutdown: new requests get 503 and open streams end so the drain does not wait for them. */
   private readonly stopping = new AbortController();
@@ -80,6 +90,8 @@ export class RequestPipeline {
     this.authenticator = options.authenticator;
     this.logger = options.logger;
     this.controlLimiter = options.controlLimiter;
+    this.publishAdmission = options.publishAdmission;
+    this.refusals = options.refusals;
     this.corsOrigins = new Set(options.corsAllowedOrigins);
     // Every open stream listens to the shutdown signal (and stops listening when it ends): no limit, or
     // Node warns of a leak from the 11th stream on.
@@ -98,7 +110,7 @@ export class RequestPipeline {
 
   /** Runs one request of a registered route to its answer, stream or problem; never rejects. */
   async handle(route: RouteSettings, req: HyperExpress.Request, res: HyperExpress.Response): Promise<void> {
-    const { method, handler, isPublic, limit, limited, record } = route;
+    const { method, handler, isPublic, limit, limited, admitted, record } = route;
     const started = process.hrtime.bigint();
     /** When a streamed answer started: its latency ends there, not when the stream does. */
     let streamStarted: bigint | undefined;
@@ -108,6 +120,11 @@ export class RequestPipeline {
     let status = 500;
     let subjectId = UNAUTHENTICATED.id;
     let release: (() => void) | undefined;
+    let admission: Admitted | undefined;
+    /** Settles when the work the answer left behind is done (RequestContext.holdUntil); the admission is held until then. */
+    let heldUntil: Promise<unknown> | undefined;
+    /** Refused by the publish admission bound: expected under load, counted in the metrics, logged at debug only. */
+    let refusedAtBound = false;
     const cors = this.corsHeaders(req.headers.origin);
     try {
       if (this.stopping.signal.aborted) throw brokerError('SHUTTING_DOWN');
@@ -118,6 +135,7 @@ export class RequestPipeline {
       }
       const subject = isPublic ? UNAUTHENTICATED : await this.authenticator.authenticate(req.headers.authorization);
       subjectId = subject.id;
+      if (admitted) admission = this.admit(req, res);
       if (limited) {
         // A client that leaves while waiting gives up its place; one that leaves mid-body leaves the body
         // read pending for good (hyper-express never settles it), so its slot is freed when it leaves.
@@ -147,8 +165,11 @@ export class RequestPipeline {
         get log() {
           return log();
         },
-        body: () => (bodyPromise ??= readBody(req, limit)),
+        body: () => (bodyPromise ??= admission === undefined ? readBody(req, limit) : this.readAdmitted(req, limit, admission)),
         json: async () => parseJson(await ctx.body()),
+        holdUntil: (work) => {
+          heldUntil = heldUntil === undefined ? work : Promise.allSettled([heldUntil, work]);
+        },
       };
       const answer = await handler(ctx);
       status = answer.status;
@@ -157,9 +178,15 @@ export class RequestPipeline {
         await sendStream(res, answer, { flowId, log, acceptEncoding: req.headers['accept-encoding'], cors, stopping: this.stopping.signal });
       } else await sendAnswer(req, res, flowId, answer, cors);
     } catch (err) {
+      refusedAtBound = err instanceof BrokerError && err.code === 'PUBLISH_OVERLOADED';
       status = this.sendProblem(res, flowId, err, cors);
     } finally {
       release?.();
+      if (heldUntil === undefined) admission?.release();
+      else {
+        const held = admission;
+        void heldUntil.finally(() => held?.release());
+      }
       const ended = process.hrtime.bigint();
       record?.(status, Number((streamStarted ?? ended) - started) / 1e9);
       const ms = Number(ended - started) / 1e6;
@@ -176,10 +203,52 @@ export class RequestPipeline {
         requestLength: Number(req.headers['content-length'] ?? 0) || 0,
       });
       const line = { method, path: req.path, status, ms: Math.round(ms * 100) / 100 };
-      if (status >= 500) log().error(line, 'request failed');
+      // A node at its admission bound may refuse thousands of publishes a second: an error line each
+      // would cost the CPU the admitted work needs (broker_publish_refused_total counts them).
+      if (refusedAtBound) {
+        if (this.logger.isLevelEnabled('debug')) log().debug(line, 'publish refused at the admission bound');
+      } else if (status >= 500) log().error(line, 'request failed');
       else if (status >= 400) log().info(line, 'request rejected');
       else if (this.logger.isLevelEnabled('debug')) log().debug(line, 'request');
     }
+  }
+
+  /**
+   * Admits a publish by its declared `Content-Length` before its body is read (src/http/publish-admission.ts).
+   * A client that leaves before its body is in gives the bytes back at once: hyper-express never settles
+   * that body's read, so the request would otherwise hold them for good. One that leaves later holds them
+   * until its batch is answered, since its work goes on.
+   * @throws BrokerError PUBLISH_OVERLOADED (503, `Retry-After: 1`; counted by reason `bytes_in_flight`)
+   */
+  private admit(req: HyperExpress.Request, res: HyperExpress.Response): Admitted {
+    let admission: Admitted;
+    try {
+      admission = this.publishAdmission.admit(Number(req.headers['content-length'] ?? 0) || 0);
+    } catch (err) {
+      this.refusals?.publishRefused('bytes_in_flight');
+      throw err;
+    }
+    // hyper-express emits 'close' on an aborted response only once its Writable exists; adding the
+    // listener creates it (as for the control-plane limiter above).
+    res.once('close', () => {
+      if (!req.received) admission.release();
+    });
+    return admission;
+  }
+
+  /**
+   * Reads an admitted publish's body and raises its hold to the body's size as received and inflated.
+   * @throws what {@link readBody} throws; PUBLISH_OVERLOADED (counted) when that size passes the bound
+   */
+  private async readAdmitted(req: HyperExpress.Request, limit: BodyLimit, admission: Admitted): Promise<Buffer> {
+    const body = await readBody(req, limit);
+    try {
+      admission.grow(body.byteLength);
+    } catch (err) {
+      this.refusals?.publishRefused('bytes_in_flight');
+      throw err;
+    }
+    return body;
   }
 
   /**

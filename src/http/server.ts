@@ -10,6 +10,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import type { HttpMeter } from '../observability/meters.js';
 import type { AccessLogEntry } from '../services/kpi.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
+import { PublishAdmission } from './publish-admission.js';
 import { routeBodyLimits, type BodyLimit, type BodyLimitOptions } from './body-reader.js';
 import { createEngine, listenExclusive } from './engine-workarounds.js';
 import { RequestPipeline, type RouteSettings } from './request-pipeline.js';
@@ -25,6 +26,8 @@ export interface HttpServerOptions extends BodyLimitOptions {
   readonly controlConcurrency: number;
   /** Waiters of the control-plane limiter; one more is refused with 503 OVERLOADED. */
   readonly controlQueueLength: number;
+  /** Bytes of publish bodies admitted at once; one more is refused with 503 PUBLISH_OVERLOADED (src/http/publish-admission.ts). */
+  readonly publishMaxBytesInFlight: number;
   /** Origins (`scheme://host[:port]`) answered with CORS headers; empty = none ever. */
   readonly corsAllowedOrigins: readonly string[];
 }
@@ -38,13 +41,16 @@ export class HttpServer {
   private readonly routes: { pattern: RegExp; method: Method; path: string }[] = [];
   /** The node's limiter of control-plane work that grows with request size (docs/operations.md); also for handlers that limit only part of their work. */
   readonly controlLimiter: ConcurrencyLimiter;
+  /** The node's bound on publish bodies in flight (docs/publishing.md "Refusals and deadlines"), held by routes declared `admitted`. */
+  readonly publishAdmission: PublishAdmission;
   private readonly pipeline: RequestPipeline;
   private readonly limits: { readonly events: BodyLimit; readonly control: BodyLimit };
 
   /**
    * @param options body limits, control-plane limiter and CORS
    * @param authenticator turns each request's `Authorization` header into its subject (401 problems come from it)
-   * @param metrics request latency by route pattern and status (`broker_http_request_duration_seconds`); none when absent
+   * @param metrics request latency by route pattern and status (`broker_http_request_duration_seconds`) and
+   *   publishes refused by the admission bound (`broker_publish_refused_total`); none when absent
    */
   constructor(
     options: HttpServerOptions,
@@ -53,7 +59,8 @@ export class HttpServer {
     private readonly metrics?: HttpMeter,
   ) {
     this.controlLimiter = new ConcurrencyLimiter(options.controlConcurrency, options.controlQueueLength);
-    this.pipeline = new RequestPipeline({ authenticator, logger, controlLimiter: this.controlLimiter, corsAllowedOrigins: options.corsAllowedOrigins });
+    this.publishAdmission = new PublishAdmission(options.publishMaxBytesInFlight);
+    this.pipeline = new RequestPipeline({ authenticator, logger, controlLimiter: this.controlLimiter, publishAdmission: this.publishAdmission, refusals: metrics, corsAllowedOrigins: options.corsAllowedOrigins });
     this.limits = routeBodyLimits(options);
     if (options.corsAllowedOrigins.length > 0) this.app.options('/*', (req, res) => this.pipeline.preflight(req, res));
     this.app.set_not_found_handler((req, res) => {
@@ -81,6 +88,7 @@ export class HttpServer {
         isPublic: route.access === 'public',
         limit: route.bodyLimit === 'events' ? this.limits.events : this.limits.control,
         limited: route.limited === true,
+        admitted: route.admitted === true,
         record: this.metrics?.route(method, path),
         inputs: routeInputs(route),
       };

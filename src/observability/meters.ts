@@ -8,8 +8,22 @@
 /** Records one answered request: its status and the seconds until the answer went out (for a stream: until its headers did). */
 export type RequestRecorder = (status: number, seconds: number) => void;
 
+/**
+ * Why a publish was refused before any of its events was looked at (label `reason` of
+ * `broker_publish_refused_total`; docs/publishing.md "Refusals and deadlines"): `bytes_in_flight` — the
+ * node's admission bound `http.publishMaxBytesInFlight`; `deadline` — its deadline (`X-Timeout` or
+ * `publish.defaultTimeoutMs`) passed before it was validated.
+ */
+export type PublishRefusalReason = 'bytes_in_flight' | 'deadline';
+
+/** Counts publishes refused before their work: `broker_publish_refused_total{reason}`. */
+export interface PublishRefusalMeter {
+  /** One publish was refused (503, nothing written). */
+  publishRefused(reason: PublishRefusalReason): void;
+}
+
 /** HTTP request metrics by route pattern: `broker_http_request_duration_seconds`. */
-export interface HttpMeter {
+export interface HttpMeter extends PublishRefusalMeter {
   /**
    * A recorder for one route, asked once when the route is registered.
    * @param pattern the route as registered (`/event-types/:name/events`), never a raw path: bounded label values
@@ -40,7 +54,7 @@ export interface PublishCounts {
 }
 
 /** Publishing metrics: batches and events by result, bytes, latency and batch size per event type. */
-export interface PublishMeter {
+export interface PublishMeter extends PublishRefusalMeter {
   /**
    * One publish request was answered.
    * @param eventType the event type's name when it exists (the request got as far as looking it up);

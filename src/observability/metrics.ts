@@ -10,6 +10,7 @@ import type {
   PublishBatchResult,
   PublishCounts,
   PublishMeter,
+  PublishRefusalReason,
   RequestRecorder,
   StreamKind,
   StreamMeter,
@@ -105,6 +106,9 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   private readonly deadLetters: SubscriptionCounter;
   private readonly expiredEvents: SubscriptionCounter;
 
+  private readonly publishRefusals: Record<PublishRefusalReason, CounterChild>;
+  private publishAdmission: (() => { readonly bytes: number; readonly requests: number }) | undefined;
+
   private readonly poolThreads: Gauge;
   private readonly poolQueueDepth: Gauge;
   private readonly poolUtilization: Gauge;
@@ -152,6 +156,11 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     this.expiredEvents = new SubscriptionCounter('broker_subscription_expired_events_total', 'Events that retention removed before a subscription read them, counted when the subscription\'s committed offset passed them on this node, by subscription and event type', registers);
     this.rebalances = new Counter({ name: 'broker_subscription_rebalances_total', help: 'Changes of a subscription partition assignment written by this node (sessions joining, leaving, expiring)', registers });
 
+    const refused = new Counter({ name: 'broker_publish_refused_total', help: 'Publishes refused with 503 before their events were looked at, nothing written, by reason: bytes_in_flight (http.publishMaxBytesInFlight), deadline (X-Timeout or publish.defaultTimeoutMs passed before validation)', labelNames: ['reason'], registers });
+    this.publishRefusals = { bytes_in_flight: refused.labels('bytes_in_flight'), deadline: refused.labels('deadline') };
+    const admission = (): { readonly bytes: number; readonly requests: number } => this.publishAdmission?.() ?? { bytes: 0, requests: 0 };
+    new Gauge({ name: 'broker_publish_bytes_in_flight', help: 'Bytes of publish bodies admitted and not yet answered (bounded by http.publishMaxBytesInFlight), read at scrape', registers, collect() { this.set(admission().bytes); } });
+    new Gauge({ name: 'broker_publish_requests_in_flight', help: 'Publish requests admitted and not yet answered, read at scrape', registers, collect() { this.set(admission().requests); } });
     this.poolThreads = new Gauge({ name: 'broker_worker_pool_threads', help: 'Validation worker threads', registers });
     this.poolQueueDepth = new Gauge({ name: 'broker_worker_pool_queue_depth', help: 'Publish and compile tasks waiting for a worker thread', registers });
     this.poolUtilization = new Gauge({
@@ -186,6 +195,10 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   }
 
   // ---- PublishMeter ----
+
+  publishRefused(reason: PublishRefusalReason): void {
+    this.publishRefusals[reason].inc();
+  }
 
   batch(eventType: string | undefined, result: PublishBatchResult, seconds: number, counts?: PublishCounts): void {
     const m = this.seriesOf(eventType ?? '');
@@ -255,6 +268,11 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   }
 
   // ---- read at scrape time ----
+
+  /** Reads the node's publish admission at each scrape (`broker_publish_bytes_in_flight`, `broker_publish_requests_in_flight`). */
+  observePublishAdmission(read: () => { readonly bytes: number; readonly requests: number }): void {
+    this.publishAdmission = read;
+  }
 
   /** Reads the worker pool's queue depth, utilisation and threads at every scrape. */
   observeWorkerPool(load: () => WorkerPoolLoad): void {

@@ -3,7 +3,7 @@ import type { EventType } from '../domain/event-type.js';
 import { brokerError, BrokerError } from '../errors/catalog.js';
 import type { PartitionAppend, PartitionWrite } from '../storage/partition-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
-import { RedisWaitBudget } from '../storage/deadline.js';
+import { RedisWaitBudget, settleBy } from '../storage/deadline.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import type { Logger } from '../observability/logger.js';
 import type { BatchItemResponse } from '../domain/batch-item-response.js';
@@ -45,6 +45,25 @@ export interface PublishContext {
   readonly flowId: string;
   /** Runs once the event type is known, before any event is looked at. @throws BrokerError 403 */
   readonly authorize?: (eventType: EventType) => void;
+  /**
+   * The request's deadline in ms (`X-Timeout`; docs/publishing.md "Refusals and deadlines"), counted from
+   * `startedAt`; undefined = `publish.defaultTimeoutMs`. Cut to `publish.maxTimeoutMs`.
+   */
+  readonly timeoutMs?: number;
+  /** `performance.now()` when the request's deadline started counting (default: when {@link Publisher.publish} is called). */
+  readonly startedAt?: number;
+  /**
+   * Told of work the answer no longer waits for (a batch still in a worker when the deadline passed), so
+   * the request's admission stays held until it is done (RequestContext.holdUntil).
+   */
+  readonly holdUntil?: (work: Promise<unknown>) => void;
+}
+
+/** A publish's deadline: when it passes (`performance.now()` ms), its length and where it came from (named in the 503). */
+interface PublishDeadline {
+  readonly at: number;
+  readonly timeoutMs: number;
+  readonly source: 'X-Timeout' | 'publish.defaultTimeoutMs';
 }
 
 /**
@@ -106,13 +125,19 @@ export class Publisher {
 
   /**
    * @param body the request body (gunzipped); it is handed to a worker and must not be used afterwards
-   * @throws BrokerError 404 unknown event type, 403 from `context.authorize`, 400 malformed body, 503 storage unreachable or node busy
+   * @throws BrokerError 404 unknown event type, 403 from `context.authorize`, 400 malformed body, 503 storage
+   *   unreachable, node busy, or deadline passed before validation (PUBLISH_DEADLINE_EXCEEDED)
    */
   publish(name: string, body: Buffer, context: PublishContext): Promise<PublishOutcome> {
     const work = this.process(name, body, context);
+    this.track(work);
+    return work;
+  }
+
+  /** Keeps `work` in {@link inFlight} until it settles (awaited on shutdown). */
+  private track(work: Promise<unknown>): void {
     const tracked = work.catch(() => undefined).finally(() => this.inFlight.delete(tracked));
     this.inFlight.add(tracked);
-    return work;
   }
 
   /** Drops what this node keeps about retired schema keys (their event types were deleted or changed). */
@@ -130,13 +155,30 @@ export class Publisher {
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
   }
 
+  /** The deadline of a request (`X-Timeout` cut to `publish.maxTimeoutMs`, else `publish.defaultTimeoutMs`). */
+  private deadlineOf(context: PublishContext): PublishDeadline {
+    const given = context.timeoutMs;
+    const timeoutMs = given === undefined ? this.config.defaultTimeoutMs : Math.max(0, Math.min(given, this.config.maxTimeoutMs));
+    return { at: (context.startedAt ?? performance.now()) + timeoutMs, timeoutMs, source: given === undefined ? 'publish.defaultTimeoutMs' : 'X-Timeout' };
+  }
+
+  /**
+   * Processes one batch within its deadline (docs/publishing.md "Refusals and deadlines"): passed before
+   * the batch is validated — 503 PUBLISH_DEADLINE_EXCEEDED, nothing written (a batch still in a worker
+   * then is left to finish there, unwritten, with the request's admission held until it does); passed
+   * after validation but before the partition writes start — 207, every item `aborted`. Partition writes
+   * are sent together and only while the deadline has not passed; once sent, each is awaited (within the
+   * Redis budget) so the answer tells each item's true state: no partition is written after an answer
+   * said it was not.
+   */
   private async process(name: string, body: Buffer, context: PublishContext): Promise<PublishOutcome> {
+    const deadline = this.deadlineOf(context);
     // One turn of the event loop first: an event type change another node announced before this request
     // arrived (its notice is already on the subscriber socket) is applied to the cache before it is read.
     await new Promise<void>((resolve) => setImmediate(resolve));
     // Every request waits for Redis at most its own budget, whatever other requests wait for.
     const budget = this.budget();
-    const eventType = await budget.wait(this.cache.get(name), () => {
+    const eventType = await budget.wait(beforeDeadline(this.cache.get(name), deadline), () => {
       throw notAnsweredInTime(budget);
     });
     if (!eventType) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
@@ -160,7 +202,20 @@ export class Publisher {
     const spec = eventType.publishSpec;
     const validators = this.preparation.validators;
     const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || validators.has(spec.schemaKey));
-    const result = inline ? processBatch(task, validators) : await this.pool.publish(task, this.config.workerTaskTimeoutMs);
+    if (performance.now() >= deadline.at) throw deadlineExceeded(deadline);
+    let result: Awaited<ReturnType<WorkerPool['publish']>>;
+    if (inline) result = processBatch(task, validators);
+    else {
+      const validated = this.pool.publish(task, this.config.workerTaskTimeoutMs);
+      result = await settleBy(validated, deadline.at, () => {
+        // The batch stays in its worker: nothing of it is written, and the request's admission is held
+        // until the worker is done with it, so work no answer waits for still counts (and is drained).
+        const leftover = validated.catch(() => undefined);
+        context.holdUntil?.(leftover);
+        this.track(leftover);
+        throw deadlineExceeded(deadline);
+      });
+    }
     if (!inline && result.kind !== 'malformed' && result.schemaCost !== undefined) void this.preparation.feedMainThread(spec, result.schemaCost);
     if (result.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: result.detail });
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
@@ -179,7 +234,8 @@ export class Publisher {
       }),
     );
     if (budget.remainingMs <= 0) throw notAnsweredInTime(budget);
-    const writes = await this.write(eventType, appends, budget);
+    if (performance.now() >= deadline.at) return abortedAtDeadline(result.partitions, result.itemPartitions, deadline);
+    const writes = await this.write(eventType, appends, budget, deadline);
     if (writes.every((w) => !w.ok && w.closed === true)) {
       throw brokerError('TIMELINE_SWITCHING', { name });
     }
@@ -202,18 +258,20 @@ export class Publisher {
    * written again on the next timeline once this node sees it (polling the registry every 20 ms, at
    * most `publish.timelineSwitchWaitMs`); partitions refused as never opened go to {@link writeMissing}.
    * Every Redis step waits within `budget`: a partition not acknowledged in time is failed `timed out`.
+   * Writes again (closed or missing partitions) only while the request's deadline has not passed; the
+   * partitions not written again stay failed.
    * @throws BrokerError 404 when the event type was deleted (only then)
    */
-  private async write(eventType: CachedEventType, appends: readonly PartitionAppend[], budget: RedisWaitBudget): Promise<PartitionWrite[]> {
+  private async write(eventType: CachedEventType, appends: readonly PartitionAppend[], budget: RedisWaitBudget, requestDeadline: PublishDeadline): Promise<PartitionWrite[]> {
     const name = eventType.record.name;
     const writes = await budget.within((deadlineAt) => this.logs.append(name, eventType.timelines, appends, deadlineAt));
-    if (writes.some((w) => !w.ok && w.missing === true)) await this.writeMissing(eventType, appends, writes, budget);
+    if (writes.some((w) => !w.ok && w.missing === true)) await this.writeMissing(eventType, appends, writes, budget, requestDeadline);
     if (!writes.some((w) => !w.ok && w.closed === true)) return writes;
     const deadline = Date.now() + this.config.timelineSwitchWaitMs;
     let closedOrder = eventType.timelines.active.order;
-    while (Date.now() < deadline) {
+    while (Date.now() < deadline && performance.now() < requestDeadline.at) {
       const current = await budget.wait(this.cache.reload(name).catch(() => undefined), () => undefined);
-      if (current === undefined) break;
+      if (current === undefined || performance.now() >= requestDeadline.at) break;
       if (current.timelines.active.order === closedOrder) {
         await new Promise((resolve) => setTimeout(resolve, 20));
         continue;
@@ -243,7 +301,7 @@ export class Publisher {
    * @param eventType the copy the batch was processed with
    * @throws BrokerError 404 when that event type no longer exists
    */
-  private async writeMissing(eventType: CachedEventType, appends: readonly PartitionAppend[], writes: PartitionWrite[], budget: RedisWaitBudget): Promise<void> {
+  private async writeMissing(eventType: CachedEventType, appends: readonly PartitionAppend[], writes: PartitionWrite[], budget: RedisWaitBudget, requestDeadline: PublishDeadline): Promise<void> {
     const name = eventType.record.name;
     const current = await budget.wait(
       this.cache.reload(name).then((reloaded) => reloaded ?? null, () => undefined),
@@ -257,12 +315,31 @@ export class Publisher {
       this.logs.openPartitions(name, current.timelines.active, retry.map((a) => a.partition)).then(() => true, () => false),
       () => false,
     );
-    if (!opened) return;
+    if (!opened || performance.now() >= requestDeadline.at) return;
     const again = await budget.within((deadlineAt) => this.logs.append(name, current.timelines, retry, deadlineAt));
     missing.forEach((i, j) => {
       writes[i] = again[j] as PartitionWrite;
     });
   }
+}
+
+/** `work`'s value, or a rejection with PUBLISH_DEADLINE_EXCEEDED once the deadline passed first. */
+function beforeDeadline<T>(work: Promise<T>, deadline: PublishDeadline): Promise<T> {
+  return settleBy(work, deadline.at, () => {
+    throw deadlineExceeded(deadline);
+  });
+}
+
+/** 503 for a publish whose deadline passed before its batch was validated (nothing written). */
+function deadlineExceeded(deadline: PublishDeadline): BrokerError {
+  return brokerError('PUBLISH_DEADLINE_EXCEEDED', { timeoutMs: Math.round(deadline.timeoutMs), source: deadline.source });
+}
+
+/** 207 for a validated batch whose deadline passed before its writes started: every item `aborted`, nothing written. */
+function abortedAtDeadline(partitions: Parameters<typeof eidsOfPayloads>[0], itemPartitions: Parameters<typeof eidsOfPayloads>[1], deadline: PublishDeadline): PublishOutcome {
+  const detail = `the deadline of ${Math.round(deadline.timeoutMs)} ms (${deadline.source}) passed before the batch was written; nothing was written`;
+  const items = eidsOfPayloads(partitions, itemPartitions).map((eid): BatchItemResponse => ({ eid, publishing_status: 'aborted', step: 'publishing', detail }));
+  return { status: 207, items, events: items.length, bytes: 0 };
 }
 
 /** 503 for a publish whose Redis budget ran out before anything was sent to be written. */

@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../config/config-schema.js';
 import { partitionIds, type AuthorizationAttribute, type EventType } from '../domain/event-type.js';
 import type { RuleResult } from '../domain/rule-problems.js';
+import type { EventFilters } from './event-filters.js';
 import {
+  filterText,
   initialCursorProblems,
   isEventTypeName,
   isSubscriptionId,
@@ -82,12 +84,16 @@ export class SubscriptionRegistry {
     private readonly eventTypes: EventTypeStore,
     private readonly partitions: PartitionLogs,
     private readonly config: BrokerConfig['subscriptions'],
+    /** Checks a subscription's `filter` (docs/consuming.md "Filters") in the worker threads. */
+    private readonly filters: Pick<EventFilters, 'check'>,
   ) {}
 
   /**
    * Creates a subscription, or finds the one with the same key (owning_application, set of event types,
    * consumer_group): that one is returned unchanged with `created: false` (answered 200), even when the
-   * rest of the body differs. Only a body whose key is new is checked against storage: its event types
+   * rest of the body differs, except its `filter` (docs/consuming.md "Filters"): a body whose filter is not the existing
+   * subscription's (as canonical JSON; none and one differ too) is refused with 422 naming the difference. A new
+   * key's filter is checked as an event type's schema is (guard, cost, compilation, in a worker). Only a body whose key is new is checked against storage: its event types
    * must exist, their partitions together must not exceed `subscriptions.maxPartitions`, and with
    * `read_from: cursors` there must be one valid initial cursor per partition. The body's lists are
    * counted first (at most `subscriptions.maxPartitions` event types), before any Redis call.
@@ -95,7 +101,7 @@ export class SubscriptionRegistry {
    * @param rules `check` only when the key is new (an existing subscription is returned even while
    *   creation is disabled); `authorizeRead` on both paths, with the event types that exist
    * @throws BrokerError 400 (shape, `read_from`), 422 (rules, too many event types, unknown event type,
-   *   too many partitions, initial cursors), what `rules` throws (403 when the caller may not read an
+   *   too many partitions, initial cursors, an unusable filter or one that differs from the existing subscription's), what `rules` throws (403 when the caller may not read an
    *   event type), 503 (storage)
    */
   async create(body: unknown, rules?: SubscriptionCreationRules): Promise<{ record: Subscription; created: boolean }> {
@@ -103,9 +109,12 @@ export class SubscriptionRegistry {
     const existing = await this.existing(subscriptionKey(input));
     if (existing) {
       if (rules) rules.authorizeRead((await this.lookup(existing.event_types)).flatMap((s) => (s.eventType ? [s.eventType.record] : [])));
+      if (filterText(input.filter) !== filterText(existing.filter)) throw filterDiffers(existing);
       return { record: existing, created: false };
     }
     rules?.check(input);
+    // Checked in the worker threads under the schema time limit, as an event type's schema.
+    if (input.filter !== undefined) await this.filters.check(JSON.stringify(input.filter), 'Field "filter"');
 
     const stored = await this.lookup(input.event_types);
     const missing = stored.filter((s) => s.eventType === undefined).map((s) => `"${s.name}"`);
@@ -242,6 +251,14 @@ export class SubscriptionRegistry {
   }
 }
 
+/** The 422 of a create whose key exists with another filter (docs/consuming.md "Filters"). */
+function filterDiffers(existing: Subscription): BrokerError {
+  const stored = existing.filter === undefined ? 'has no filter' : 'has another filter';
+  return brokerError('UNPROCESSABLE', {
+    reason: `Field "filter" differs from the existing subscription ${existing.id} with the same owning_application, event_types and consumer_group, which ${stored}; a filter is fixed with its subscription: use another consumer_group for another filter`,
+  });
+}
+
 function ruleChecked(parsed: RuleResult<SubscriptionInput>): SubscriptionInput {
   if (!parsed.ok) throw invalidInput(parsed.status, parsed.details, parsed.errors);
   return parsed.value;
@@ -261,6 +278,7 @@ function toRecord(id: string, input: SubscriptionInput, createdAt: string, updat
     consumer_group: input.consumer_group,
     read_from: input.read_from,
     initial_cursors: input.initial_cursors,
+    ...(input.filter ? { filter: input.filter } : {}),
     ...(input.authorization ? { authorization: input.authorization } : {}),
     ...(input.annotations ? { annotations: input.annotations } : {}),
     ...(input.labels ? { labels: input.labels } : {}),

@@ -254,3 +254,37 @@ describe('isSubscriptionId', () => {
     expect(isSubscriptionId(id)).toBe(expected);
   });
 });
+
+describe('a subscription\'s filter (docs/consuming.md "Filters")', () => {
+  const filter = { properties: { metadata: { properties: { event_type: { enum: ['order.paid'] } } } } };
+  const stored: Subscription = {
+    id: '6f1c2f0e-3c2b-4b43-9f4e-2a7d1f0c9e11',
+    owning_application: 'shop',
+    event_types: ['order.created', 'order.paid'],
+    consumer_group: 'default',
+    read_from: 'end',
+    initial_cursors: [],
+    filter,
+    created_at: '2024-01-01T00:00:00.000Z',
+    updated_at: '2024-01-01T00:00:00.000Z',
+  };
+
+  it('is kept as given, and must be a JSON object (400)', () => {
+    expect(accepted(base({ filter })).filter).toEqual(filter);
+    expect(accepted(base()).filter).toBeUndefined();
+    const notObject = refused(base({ filter: '{"type":"object"}' }));
+    expect(notObject.status).toBe(400);
+    expect(notObject.details.join('\n')).toContain('filter');
+  });
+
+  it('cannot be changed, added or removed by an update; the same filter in another key order is no change', () => {
+    expect(parseSubscriptionUpdate(stored, { labels: { a: 'b' } }).ok).toBe(true);
+    expect(parseSubscriptionUpdate(stored, { filter: JSON.parse(JSON.stringify(filter)) as Body }).ok).toBe(true);
+    const changed = parseSubscriptionUpdate(stored, { filter: { properties: { metadata: { properties: { event_type: { enum: ['order.created'] } } } } } });
+    expect(changed.ok ? [] : changed.details).toEqual(['Field "filter" cannot be changed']);
+    const { filter: _none, ...unfiltered } = stored;
+    void _none;
+    const added = parseSubscriptionUpdate(unfiltered, { filter });
+    expect(added.ok ? [] : added.details).toEqual(['Field "filter" cannot be changed']);
+  });
+});

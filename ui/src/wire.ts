@@ -66,6 +66,8 @@ export interface Subscription {
   readonly consumer_group: string;
   readonly read_from: 'begin' | 'end' | 'cursors';
   readonly initial_cursors: readonly { readonly event_type: string; readonly partition: string; readonly offset: string }[];
+  /** A draft-04 JSON Schema an event must satisfy to be delivered; absent = every event. */
+  readonly filter?: { readonly [key: string]: unknown };
   readonly authorization?: { readonly admins: readonly Attribute[]; readonly readers: readonly Attribute[] };
   readonly annotations?: { readonly [key: string]: string };
   readonly labels?: { readonly [key: string]: string };

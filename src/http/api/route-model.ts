@@ -194,6 +194,12 @@ export interface RouteRunning {
    * answers 503 OVERLOADED when its queue is full (docs/operations.md).
    */
   readonly limited?: boolean;
+  /**
+   * Publishing: the request holds its body's bytes of the node's publish admission from before its body
+   * is read until it is answered, and is refused with 503 PUBLISH_OVERLOADED when they would pass
+   * `http.publishMaxBytesInFlight` (src/http/publish-admission.ts; docs/publishing.md "Refusals and deadlines").
+   */
+  readonly admitted?: boolean;
 }
 
 /** A route's handler: answers, or throws a BrokerError (mapped to a problem) or anything else (500). `deps` are its area's services. */

@@ -25,6 +25,15 @@ export interface PublishingDeps {
   readonly kpi?: KpiCollector;
 }
 
+/** The request headers of `POST /event-types/{name}/events` (docs/publishing.md "Refusals and deadlines"). */
+export const PublishHeaders = Type.Object({
+  'X-Timeout': Type.Optional(
+    Type.Integer({
+      description: 'deadline in ms, counted from when the node takes the request, cut to config `publish.maxTimeoutMs` (default `publish.defaultTimeoutMs`; 0 or less: already passed): not validated by then — 503 `PUBLISH_DEADLINE_EXCEEDED`, nothing written; validated but not yet written — 207 with every item `aborted`; writes already sent are awaited, so each item\'s state is true',
+    }),
+  ),
+});
+
 /** The query of `GET /event-types/{name}/partitions`. */
 export const PartitionsQuery = Type.Object({ cursors: Type.Optional(Type.String({ description: 'JSON array of cursors, each partition at most once: adds unconsumed_events to their partitions (malformed: 422)' })) });
 /** The query of `GET /event-types/{name}/cursors-at-time` (docs/consuming.md "Seeking by time"). */
@@ -50,13 +59,14 @@ async function readable(ctx: Pick<RequestContext, 'params' | 'subject'>, { regis
  */
 export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
   route({
-    method: 'POST', path: '/event-types/{name}/events', operationId: 'publishEvents', tag: 'Publishing', access: 'authenticated', params: NameParam, bodyLimit: 'events',
+    method: 'POST', path: '/event-types/{name}/events', operationId: 'publishEvents', tag: 'Publishing', access: 'authenticated', params: NameParam, bodyLimit: 'events', admitted: true,
     summary: 'Publish a batch of events',
-    description: 'Checks in order: blacklist (403), body (400), event type (404), `writers` (403), then per event. 422: nothing was written; 207: storage failed some partitions (retry the `failed` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted.',
+    description: 'Checks in order: the node\'s admission bound (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxBytesInFlight`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), then per event. 422: nothing was written; 207: storage failed some partitions, or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted.',
+    headers: PublishHeaders,
     body: jsonBody(Type.Array(EventSchema)),
     responses: {
       '200': empty('every event submitted'),
-      '207': batchItems('some partitions could not be written: one item per event, in input order'),
+      '207': batchItems('some partitions could not be written, or the deadline passed before they were: one item per event, in input order'),
       '422': batchItems('validation, partitioning or enrichment failed for some events; nothing was written'),
       ...problems(400, 403, 404, 413, 415, 503),
     },
@@ -64,6 +74,7 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
       // Only a name the publisher found becomes a label value: clients cannot make up series.
       let found: string | undefined;
       let started = performance.now();
+      const deadlineFrom = started;
       try {
         const eventType = name(ctx.params);
         access.requireProducerNotBlocked(ctx.subject, eventType);
@@ -74,6 +85,9 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
         const outcome = await publisher.publish(eventType, body, {
           publishedBy: ctx.subject.id,
           flowId: ctx.flowId,
+          timeoutMs: ctx.input.headers['X-Timeout'],
+          startedAt: deadlineFrom,
+          holdUntil: (work) => ctx.holdUntil(work),
           authorize: (record) => {
             found = record.name;
             access.requireEventType(ctx.subject, record, 'write');
@@ -86,6 +100,7 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
         if (outcome.status === 200) return { status: 200 };
         return { status: outcome.status, body: outcome.items };
       } catch (err) {
+        if (err instanceof BrokerError && err.code === 'PUBLISH_DEADLINE_EXCEEDED') metrics?.publishRefused('deadline');
         metrics?.batch(found, err instanceof BrokerError && err.status < 500 ? 'refused' : 'failed', (performance.now() - started) / 1000);
         throw err;
       }

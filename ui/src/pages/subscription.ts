@@ -64,6 +64,7 @@ export function SubscriptionPage({ id }: { id: string }): View {
           <dt>Event types</dt><dd>${sub.event_types.map((n) => html`<a class="tag" href=${href(`/event-types/${seg(n)}`)}>${n}</a>`)}</dd>
           <dt>Consumer group</dt><dd>${sub.consumer_group}</dd>
           <dt>Read from</dt><dd>${sub.read_from}</dd>
+          <dt>Filter</dt><dd>${sub.filter === undefined ? html`<span class="muted">none: every event</span>` : html`<pre class="json" data-test="filter">${JSON.stringify(sub.filter, null, 2)}</pre>`}</dd>
           <dt>Created</dt><dd>${sub.created_at}</dd>
         </dl>
         <p><a href=${href(`/tail?subscription=${sub.id}`)}>Tail this subscription</a></p>

@@ -1,0 +1,80 @@
+import { brokerError } from '../errors/catalog.js';
+
+/**
+ * Bounded admission of publishing, per node (docs/publishing.md "Refusals and deadlines";
+ * docs/decisions/0025-publish-admission-by-bytes-in-flight.md): the bytes of the publish bodies this
+ * node holds — from admission, before the body is read, until the answer — stay within
+ * `http.publishMaxBytesInFlight`. A publish that would pass it is refused at once with 503
+ * (`PUBLISH_OVERLOADED`, `Retry-After: 1`): no queue, no timer, so a refusal costs a counter check and
+ * the problem's few hundred bytes, and the work already admitted keeps the CPU and memory it needs.
+ * One publish is always admitted when none is in flight, so a body larger than the bound (up to
+ * `http.maxBodyBytes`) still gets through on an idle node.
+ */
+export class PublishAdmission {
+  private held = 0;
+  private holders = 0;
+
+  /** @param limitBytes the bound in bytes (config `http.publishMaxBytesInFlight`, ≥ 1) */
+  constructor(readonly limitBytes: number) {}
+
+  /** Bytes held by admitted publishes now. */
+  get bytesInFlight(): number {
+    return this.held;
+  }
+
+  /** Admitted publishes not yet answered. */
+  get inFlight(): number {
+    return this.holders;
+  }
+
+  /**
+   * Admits a publish declaring `declaredBytes` (its `Content-Length`; 0 for a chunked body, whose size is
+   * counted once it is in: {@link Admitted.grow}).
+   * @returns the admission; release it exactly once when the publish is answered or its client left
+   * @throws BrokerError PUBLISH_OVERLOADED (503, `Retry-After: 1`) when the bytes in flight with these
+   *   would pass the bound and another publish is in flight
+   */
+  admit(declaredBytes: number): Admitted {
+    const bytes = Math.max(0, declaredBytes);
+    this.refuseBeyond(bytes, bytes);
+    this.held += bytes;
+    this.holders++;
+    let mine = bytes;
+    let released = false;
+    return {
+      grow: (actualBytes: number): void => {
+        if (released || actualBytes <= mine) return;
+        const more = actualBytes - mine;
+        // Alone in flight, the publish goes on whatever its size (the route's body limits bound it).
+        if (this.holders > 1) this.refuseBeyond(more, actualBytes);
+        this.held += more;
+        mine = actualBytes;
+      },
+      release: (): void => {
+        if (released) return;
+        released = true;
+        this.held -= mine;
+        this.holders--;
+      },
+    };
+  }
+
+  /** @throws BrokerError PUBLISH_OVERLOADED when `more` bytes pass the bound and anything is in flight */
+  private refuseBeyond(more: number, declared: number): void {
+    if (this.holders > 0 && this.held + more > this.limitBytes) {
+      throw brokerError('PUBLISH_OVERLOADED', { inFlight: this.held, declared, limit: this.limitBytes });
+    }
+  }
+}
+
+/** One admitted publish's hold on the node's bytes in flight ({@link PublishAdmission.admit}). */
+export interface Admitted {
+  /**
+   * Raises the hold to the body's size once it is known (received chunked, or inflated from gzip or zstd).
+   * @throws BrokerError PUBLISH_OVERLOADED when that passes the bound while other publishes are in flight
+   *   (the hold stays as it was; release it)
+   */
+  grow(actualBytes: number): void;
+  /** Gives the bytes back; later calls do nothing. */
+  release(): void;
+}
