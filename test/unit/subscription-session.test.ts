@@ -12,9 +12,9 @@ import type { StreamEnd, StreamPolicy } from '../../src/services/consumption/eve
 import type { StreamClose } from '../../src/domain/stream-close-reason.js';
 import type { StreamTally } from '../../src/services/consumption/batch-writer.js';
 import { StreamPartition } from '../../src/services/consumption/stream-partition.js';
-import { CLOSED_SESSION_LEASE_MARGIN_MS, SessionRunner } from '../../src/services/consumption/session-runner.js';
+import { SessionRunner } from '../../src/services/consumption/session-runner.js';
 import { IllegalSessionTransition, SESSION_STATES, SESSION_TRANSITIONS, transition } from '../../src/services/consumption/session-states.js';
-import { END_REASONS, type ResolvedSubscription, type SessionChange, type SessionLoop, type SessionOwner, type SessionStore } from '../../src/services/consumption/session-types.js';
+import { CLOSED_SESSION_LEASE_MARGIN_MS, END_REASONS, type ResolvedSubscription, type SessionChange, type SessionLoop, type SessionOwner, type SessionStore } from '../../src/services/consumption/session-types.js';
 import { FakeClock, settle } from '../support/fake-clock.js';
 
 // The session of one subscription stream (src/services/consumption/session-runner.ts) as a state machine

@@ -11,19 +11,13 @@ import { offsetField, type SessionInfo } from '../../storage/subscription-state-
 import { readersKey } from '../access-control.js';
 import type { Clock } from './clock.js';
 import { NODE_SHUTTING_DOWN, type StreamPartition, type StreamPolicy } from './event-stream.js';
+import { heldPartitions } from './stream-partition.js';
 import { SessionCommits } from './session-commits.js';
 import { SessionDeadLetters } from './session-dead-letters.js';
 import { LeaseKeeper } from './session-lease.js';
 import { transition, type SessionState } from './session-states.js';
-import { END_REASONS, type ResolvedSubscription, type SessionLoop, type SessionOwner, type SessionRunnerOptions } from './session-types.js';
+import { CLOSED_SESSION_LEASE_MARGIN_MS, END_REASONS, RELEASE_AT_ONCE, type ResolvedSubscription, type SessionLoop, type SessionOwner, type SessionRunnerOptions } from './session-types.js';
 import type { SubscriptionNotice } from './subscription-notices.js';
-
-/**
- * A closed session (commit window open) is leased this long past its `commit_timeout`: the node removes
- * it itself when the window ends (after counting failed sends), so the lease only frees the partitions of
- * a node that died meanwhile, and must not run out first while a loaded node finishes the window.
- */
-export const CLOSED_SESSION_LEASE_MARGIN_MS = 2_000;
 
 /**
  * One subscription stream on this node: the state machine starting → streaming → leaving → (closing →)
@@ -103,7 +97,7 @@ export class SessionRunner implements StreamPolicy {
       logger,
       clock: this.clock,
       leaseMs: owner.deps.config.subscriptions.leaseTtlMs,
-      onGone: () => this.sessionGone(),
+      onGone: () => void this.sessionGone(),
       onExpired: async () => {
         await owner.applyChange(subscription, {});
       },
@@ -168,15 +162,7 @@ export class SessionRunner implements StreamPolicy {
       const running = loop.run(true);
       this.loopEnded = running.catch(() => undefined);
       const end = await running;
-      releaseNow =
-        this.owner.stopping ||
-        this.override === END_REASONS.reset ||
-        this.override === END_REASONS.sessionLost ||
-        this.override === END_REASONS.subscriptionDeleted ||
-        this.override === END_REASONS.blocked ||
-        this.override === END_REASONS.authorizationChanged ||
-        this.override === END_REASONS.readersChanged ||
-        (end.kind === 'reason' && end.reason === NODE_SHUTTING_DOWN.reason);
+      releaseNow = this.owner.stopping || (this.override !== undefined && RELEASE_AT_ONCE.has(this.override)) || (end.kind === 'reason' && end.reason === NODE_SHUTTING_DOWN.reason);
       this.owner.deps.logger.debug({ subscription: this.subscriptionId, stream: this.streamId, stream_close_reason: end.kind === 'reason' ? end.reason : undefined }, 'subscription stream ended');
     } finally {
       this.lease.stop();
@@ -204,12 +190,14 @@ export class SessionRunner implements StreamPolicy {
 
   /**
    * The session is gone from Redis: nothing more is sent, and the stream ends with `subscription_deleted`
-   * when the subscription is gone too, else with `session_lost`.
+   * when the subscription is gone too, else (also when Redis cannot tell) with `session_lost`.
+   * @param subscriptionKnown the subscription is known to exist (its state still lists the session)
    */
-  private sessionGone(): void {
+  private async sessionGone(subscriptionKnown = false): Promise<void> {
     this.gone = true;
     this.loop?.poke();
-    void this.owner.subscriptionExists(this.subscriptionId).then((exists) => this.end(exists ? END_REASONS.sessionLost : END_REASONS.subscriptionDeleted));
+    const exists = subscriptionKnown || (await this.owner.subscriptionExists(this.subscriptionId).catch(() => true));
+    if (this.sessionState !== 'released') this.end(exists ? END_REASONS.sessionLost : END_REASONS.subscriptionDeleted);
   }
 
   /**
@@ -327,10 +315,7 @@ export class SessionRunner implements StreamPolicy {
     if (state.resetRunning && this.sessionState !== 'released') this.override ??= END_REASONS.reset;
     const me = state.sessions.find((s) => s.id === this.streamId);
     if (!me || me.expiresAt <= state.nowMs) {
-      this.gone = true;
-      const exists = me !== undefined || (await this.owner.subscriptionExists(this.subscriptionId));
-      if (this.sessionState !== 'released') this.override ??= exists ? END_REASONS.sessionLost : END_REASONS.subscriptionDeleted;
-      loop.poke();
+      await this.sessionGone(me !== undefined);
       this.commits.recheck();
       return;
     }
@@ -410,9 +395,4 @@ export class SessionRunner implements StreamPolicy {
       logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'could not release a stream session; it expires with its lease');
     }
   }
-}
-
-/** The partitions a stream reads (active ones), as sorted `<event type>:<partition>` strings. */
-function heldPartitions(partitions: Iterable<StreamPartition>): string[] {
-  return [...partitions].filter((p) => p.active).map((p) => `${p.eventType}:${p.partition}`).sort();
 }

@@ -51,6 +51,26 @@ export const END_REASONS = {
   repartitioned: streamClose('event_type_repartitioned', 'The partitions of an event type of this stream changed (repartitioning); reconnect'),
 } as const;
 
+/**
+ * A closed session (commit window open) is leased this long past its `commit_timeout`: the node removes
+ * it itself when the window ends (after counting failed sends), so the lease only frees the partitions of
+ * a node that died meanwhile, and must not run out first while a loaded node finishes the window.
+ */
+export const CLOSED_SESSION_LEASE_MARGIN_MS = 2_000;
+
+/**
+ * Overrides after which a stream's session is released at once, without a commit window: what was sent
+ * may not be committed any more (reset, lost or deleted session) or the consumer may no longer read.
+ */
+export const RELEASE_AT_ONCE: ReadonlySet<StreamClose> = new Set([
+  END_REASONS.reset,
+  END_REASONS.sessionLost,
+  END_REASONS.subscriptionDeleted,
+  END_REASONS.blocked,
+  END_REASONS.authorizationChanged,
+  END_REASONS.readersChanged,
+]);
+
 /** Stores a skipped event in the dead-letter queue. @throws when it was not stored */
 export type DeadLetterSink = Pick<DeadLetterQueue, 'publish'>;
 

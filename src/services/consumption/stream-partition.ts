@@ -69,3 +69,8 @@ export class StreamPartition {
     this.windowStartedAt = start.now;
   }
 }
+
+/** The partitions a stream reads (active ones), as sorted `<event type>:<partition>` strings (for logs). */
+export function heldPartitions(partitions: Iterable<StreamPartition>): string[] {
+  return [...partitions].filter((p) => p.active).map((p) => `${p.eventType}:${p.partition}`).sort();
+}
