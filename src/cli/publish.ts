@@ -10,8 +10,9 @@
  * - 207 (items): the events that were not stored (`failed` or `aborted`) are sent again, without the
  *   `submitted` ones, after a jittered exponential backoff ({@link retryDelayMs}), each retry said on
  *   stderr; at most `--attempts` (default {@link DEFAULT_ATTEMPTS}) attempts in all, then reported.
- * - 429 and 503: nothing was written; the batch is sent again after `Retry-After` ({@link retryAfterMs};
- *   the backoff when the answer has none), at most `--attempts` attempts in all.
+ * - 429 and 503: nothing was written; the batch is sent again after `Retry-After` ({@link retryAfterMs}),
+ *   jittered upward by up to half of it ({@link jitteredRetryAfterMs}) so producers refused together do
+ *   not come back together; the backoff when the answer has none; at most `--attempts` attempts in all.
  * - anything else: the command stops (exit 3 for 4xx, 4 for 5xx) saying how far it got.
  */
 import { Option, type Command } from 'commander';
@@ -58,6 +59,19 @@ export function retryAfterMs(header: string | undefined, now: number = Date.now(
   const at = /[a-z]/i.test(text) ? Date.parse(text) : Number.NaN;
   if (Number.isNaN(at)) return undefined;
   return Math.min(MAX_RETRY_AFTER_MS, Math.max(0, at - now));
+}
+
+/**
+ * The wait before sending again a batch answered 429 or 503 with `Retry-After` (docs/publishing.md
+ * "Refusals and deadlines"): never less than the broker asked, plus a random share of up to half of it,
+ * so that producers refused at the same moment (a node at its admission bound refuses many at once)
+ * spread their retries over half a `Retry-After` instead of all coming back at the same instant.
+ * @param retryAfter the wait the header asked for, in ms ({@link retryAfterMs})
+ * @param random a number in [0, 1) (`Math.random` by default)
+ * @returns milliseconds, from `retryAfter` up to 1.5 × `retryAfter`
+ */
+export function jitteredRetryAfterMs(retryAfter: number, random: () => number = Math.random): number {
+  return Math.round(retryAfter + (retryAfter / 2) * random());
 }
 
 interface PublishOptions {
@@ -150,7 +164,8 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
       const answer = await client.request('POST', path, { body, headers });
       requests += 1;
       if ((answer.status !== 503 && answer.status !== 429) || attempt >= maxAttempts) return answer;
-      const waitMs = retryAfterMs(answer.headers['retry-after']) ?? retryDelayMs(attempt);
+      const asked = retryAfterMs(answer.headers['retry-after']);
+      const waitMs = asked === undefined ? retryDelayMs(attempt) : jitteredRetryAfterMs(asked);
       note(`the broker answered ${answer.status}; sending ${formatCount(items.length)} ${items.length === 1 ? 'event' : 'events'} again in ${(waitMs / 1000).toFixed(1)} s (attempt ${attempt + 1} of ${maxAttempts})`);
       await sleep(waitMs);
     }

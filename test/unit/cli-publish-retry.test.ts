@@ -6,7 +6,7 @@ import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli/exit-codes.js';
-import { MAX_RETRY_AFTER_MS, MAX_RETRY_DELAY_MS, retryAfterMs, retryDelayMs } from '../../src/cli/publish.js';
+import { MAX_RETRY_AFTER_MS, MAX_RETRY_DELAY_MS, jitteredRetryAfterMs, retryAfterMs, retryDelayMs } from '../../src/cli/publish.js';
 import { runCli } from '../../src/cli/program.js';
 
 // `broker publish` retries (docs/publishing.md "The command line"): the events a 207
@@ -87,6 +87,17 @@ describe('broker publish: backoff and Retry-After', () => {
     expect(retryAfterMs('soon', now)).toBeUndefined();
     expect(retryAfterMs('-1', now)).toBeUndefined();
     expect(retryAfterMs(undefined, now)).toBeUndefined();
+  });
+
+  it('waits at least what Retry-After asks, plus a random share of up to half of it, so refused producers spread out', () => {
+    expect([jitteredRetryAfterMs(1000, () => 0), jitteredRetryAfterMs(1000, () => 0.5), jitteredRetryAfterMs(1000, () => 0.999999)]).toEqual([1000, 1250, 1500]);
+    expect(jitteredRetryAfterMs(0, () => 0.9)).toBe(0);
+    const waits = new Set(Array.from({ length: 50 }, () => jitteredRetryAfterMs(1000)));
+    for (const wait of waits) {
+      expect(wait).toBeGreaterThanOrEqual(1000);
+      expect(wait).toBeLessThanOrEqual(1500);
+    }
+    expect(waits.size).toBeGreaterThan(1);
   });
 });
 
