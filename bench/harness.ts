@@ -238,6 +238,8 @@ export interface LoadResult {
   readonly firstFailure: string | undefined;
   /** Exact latency percentiles (ms) of the 2xx answers; autocannon's own histogram has 1 ms resolution. */
   readonly latencyMs: { readonly p50: number; readonly p97_5: number; readonly p99: number; readonly mean: number; readonly max: number };
+  /** The 503 answers (refusals of an overloaded node): how many, and their latency percentiles (ms). */
+  readonly refusals: { readonly count: number; readonly p50: number; readonly p99: number };
   readonly requestsPerSecond: number;
   readonly eventsPerSecond: number;
   /** Request body MB/s. */
@@ -264,6 +266,7 @@ export function runLoad(options: LoadOptions): Promise<LoadResult> {
   let eventBytes = 0;
   let firstFailure: string | undefined;
   const latencies: number[] = [];
+  const refusalLatencies: number[] = [];
   const requests: autocannon.Request[] = options.requests.map((request) => ({
     method: 'POST',
     path: request.path,
@@ -297,6 +300,7 @@ export function runLoad(options: LoadOptions): Promise<LoadResult> {
           return;
         }
         const sorted = Float64Array.from(latencies).sort();
+        const refused = Float64Array.from(refusalLatencies).sort();
         const seconds = result.duration;
         const statuses: Record<string, number> = {};
         for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = stat.count ?? 0;
@@ -317,6 +321,7 @@ export function runLoad(options: LoadOptions): Promise<LoadResult> {
             mean: sorted.length === 0 ? Number.NaN : latencies.reduce((a, b) => a + b, 0) / sorted.length,
             max: sorted.length === 0 ? Number.NaN : (sorted[sorted.length - 1] ?? Number.NaN),
           },
+          refusals: { count: refused.length, p50: percentile(refused, 50), p99: percentile(refused, 99) },
           requestsPerSecond: okRequests / seconds,
           eventsPerSecond: events / seconds,
           bodyMBps: bodyBytes / MB / seconds,
@@ -326,6 +331,7 @@ export function runLoad(options: LoadOptions): Promise<LoadResult> {
     );
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
       if (statusCode >= 200 && statusCode < 300) latencies.push(responseTime);
+      else if (statusCode === 503) refusalLatencies.push(responseTime);
     });
   });
 }

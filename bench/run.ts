@@ -8,6 +8,7 @@
  *   node dist/bench/run.js [publish-batches] [github] [single-event] [auth] [memory] [consume] [end-to-end] [commits] [scale-out] [compaction] [compression] [churn] [fan-out]
  *                        [publish-spread] [catalog-scale] [rebalance] [idle-streams]   # cost curves
  *                        [cold-publish] [demo]   # first batch to new event types, `npm run demo` on a fresh node
+ *                        [overload]   # one node under a publishing storm, 8 to 1,024 connections
  *   BENCH_QUICK=1 node dist/bench/run.js consume    # consumption scenarios: small sizes, to prove they work
  *
  * A missed target never fails the run: it is printed as MISSED. The exit code is 1 only when a
@@ -40,8 +41,9 @@ import { idleStreams } from './idle-streams.js';
 import { coldPublish } from './cold-publish.js';
 import { demoScenario } from './demo.js';
 import { publishIdempotent } from './publish-idempotent.js';
+import { overload } from './overload.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario, publishIdempotent];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario, publishIdempotent, overload];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const DOCS_FILE = path.join(repoRoot, 'docs', 'benchmarks.md');
 const START_MARKER = '<!-- results:start -->';

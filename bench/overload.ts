@@ -1,0 +1,134 @@
+/**
+ * Scenario `overload`: one node under a publishing storm (docs/load-testing.md; docs/publishing.md
+ * "Refusals and deadlines"; docs/decisions/0025-publish-admission-by-bytes-in-flight.md). autocannon
+ * posts 1000-event batches of ~520-byte events (4 partitions) with 8, 64, 256 and 1,024 connections in
+ * one run, on the node's default configuration. Measured per point: accepted events/s, p99 of the
+ * accepted publishes, refusals (503) and their p99, `/health` p99 (probed from a process of its own, so
+ * the load generator's event loop does not add to it), the node's peak RSS (sampled every 100 ms) and
+ * the CPU of the node's main thread, its other threads, Redis and the load generator (autocannon's
+ * latencies include its own event-loop delay when it is short of CPU); at the end, that every
+ * acknowledged event is stored.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
+import { createEventType, loadRequest, pidOf, recordCpu, round, runLoad, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
+
+const EVENT_TYPE = 'bench.overload';
+const PARTITIONS = 4;
+const PATH = `/event-types/${EVENT_TYPE}/events`;
+const BATCH = 1000;
+/** Connections of the measured points, in order, in one run on one node. */
+export const CONNECTIONS = [8, 64, 256, 1024] as const;
+/** Seconds of load per point (`BENCH_QUICK=1`: 3), after a 2 s unmeasured warm-up at the first point. */
+const DURATION_SECONDS = process.env.BENCH_QUICK === '1' ? 3 : 8;
+const WARMUP_SECONDS = 2;
+
+/** The targets (docs/load-testing.md "Figures to expect"). */
+const MIN_RATIO_AT_1024 = 0.9;
+const MAX_ACCEPTED_P99_MS = 1000;
+const MAX_REFUSAL_P99_MS = 50;
+const MAX_HEALTH_P99_MS = 50;
+const MAX_RSS_MB = 512;
+
+/** The node's resident set, in MB (decimal), from `/proc/<pid>/status`. */
+function rssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'));
+  return Number(/(\d+)/.exec(line ?? '')?.[1] ?? 0) / 1000;
+}
+
+/** Probes `GET /health` back to back from a child process for `seconds`; resolves with the p99 latency (ms) and the count. */
+function probeHealth(url: string, seconds: number): Promise<{ p99: number; count: number }> {
+  const code = `
+    const until = Date.now() + ${seconds * 1000};
+    const times = [];
+    (async () => {
+      while (Date.now() < until) {
+        const t = performance.now();
+        try { const r = await fetch(${JSON.stringify(url + '/health')}); await r.arrayBuffer(); } catch {}
+        times.push(performance.now() - t);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      times.sort((a, b) => a - b);
+      process.stdout.write(JSON.stringify({ p99: times[Math.max(0, Math.ceil(times.length * 0.99) - 1)] ?? NaN, count: times.length }));
+    })();`;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', () => {
+      try {
+        resolve(JSON.parse(out) as { p99: number; count: number });
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+  });
+}
+
+/** Events stored over the event type's partitions (newest position + 1 each; positions are dense from 0 on the first timeline). */
+async function storedEvents(url: string): Promise<number> {
+  const res = await fetch(`${url}${PATH.replace('/events', '/partitions')}`);
+  const partitions = (await res.json()) as { newest_available_offset: string }[];
+  // `001-0001-000000000000000005` is the sixth event of the first timeline (docs/concepts.md "Offsets and cursors").
+  return partitions.reduce((sum, p) => sum + Number(/^\d{3}-[0-9a-f]{4}-(-?\d+)$/.exec(p.newest_available_offset)?.[1] ?? Number.NaN) + 1, 0);
+}
+
+export const overload: Scenario = {
+  name: 'overload',
+  title: 'one node under a publishing storm: 1000-event batches at 8, 64, 256 and 1,024 connections (admission bound, refusals, /health, RSS)',
+  async run(recorder: Recorder) {
+    const stack = await startStack();
+    try {
+      const url = stack.broker.url;
+      const pid = pidOf(stack.broker.process);
+      await createEventType(url, businessEventType(EVENT_TYPE, ORDER_SCHEMA, PARTITIONS), {});
+      const random = prng(25);
+      const requests: LoadRequest[] = Array.from({ length: 4 }, () => loadRequest(PATH, Array.from({ length: BATCH }, () => orderEvent(random))));
+      const eventBytes = Math.round((requests[0]?.eventBytes ?? 0) / BATCH);
+      recorder.log(`batches of ${BATCH} events of ~${eventBytes} bytes (${round((requests[0]?.body.byteLength ?? 0) / 1000, 0)} KB bodies), ${DURATION_SECONDS} s per point`);
+      await runLoad({ url, requests, connections: CONNECTIONS[0], durationSeconds: WARMUP_SECONDS });
+      const storedBefore = await storedEvents(url);
+      let acknowledged = 0;
+      let baseline: number | undefined;
+      const meter = stackMeter(stack);
+      for (const connections of CONNECTIONS) {
+        let peak = rssMb(pid);
+        const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 100);
+        meter.start();
+        const [result, health] = await Promise.all([runLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS }), probeHealth(url, DURATION_SECONDS)]);
+        const cpu = meter.stop();
+        clearInterval(sampler);
+        peak = Math.max(peak, rssMb(pid));
+        acknowledged += result.events;
+        baseline ??= result.eventsPerSecond;
+        const other = result.non2xx - result.refusals.count;
+        recorder.log(
+          `${connections} connections: ${round(result.eventsPerSecond, 0)} events/s accepted, p99 ${round(result.latencyMs.p99, 1)} ms; ` +
+            `${result.refusals.count} refusals, p99 ${round(result.refusals.p99, 1)} ms; other non-2xx ${other}, errors ${result.errors}; ` +
+            `/health p99 ${round(health.p99, 1)} ms (${health.count} probes); RSS peak ${round(peak, 0)} MB`,
+        );
+        if (other > 0 || result.errors > 0) recorder.alarm(`${connections} connections: ${other} non-2xx answers other than 503, ${result.errors} errors; first: ${result.firstFailure ?? ''}`);
+        const at = `at ${connections} connections`;
+        recorder.add(`accepted events/s ${at}`, round(result.eventsPerSecond, 0), 'events/s');
+        recorder.add(`p99 of accepted publishes ${at}`, round(result.latencyMs.p99, 1), 'ms', connections === 1024 ? { op: '<=', value: MAX_ACCEPTED_P99_MS } : undefined);
+        recorder.add(`refusals ${at}`, result.refusals.count, 'requests', connections === 8 ? { op: '<=', value: 0 } : undefined);
+        if (result.refusals.count > 0) recorder.add(`p99 of refusals ${at}`, round(result.refusals.p99, 1), 'ms', { op: '<=', value: MAX_REFUSAL_P99_MS });
+        recorder.add(`/health p99 ${at}`, round(health.p99, 1), 'ms', { op: '<=', value: MAX_HEALTH_P99_MS });
+        recorder.add(`node RSS peak ${at}`, round(peak, 0), 'MB', { op: '<=', value: MAX_RSS_MB });
+        recordCpu(recorder, `${at}: `, cpu);
+        if (connections === 1024 && baseline > 0) recorder.add('accepted events/s at 1,024 connections ÷ at 8', round(result.eventsPerSecond / baseline, 2), 'x', { op: '>=', value: MIN_RATIO_AT_1024 });
+      }
+      // autocannon ends a point with requests in flight: they may be stored without being acknowledged,
+      // so stored ≥ acknowledged; fewer would be acknowledged events lost.
+      const stored = (await storedEvents(url)) - storedBefore;
+      recorder.log(`${acknowledged} events acknowledged, ${stored} stored`);
+      recorder.add('acknowledged events not stored', Math.max(0, acknowledged - stored), 'events', { op: '<=', value: 0 });
+    } finally {
+      await stack.stop(recorder);
+    }
+  },
+};
