@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { BrokerError } from '../../src/errors/catalog.js';
+import { PublishAdmission } from '../../src/http/publish-admission.js';
+
+/** The admission bound of publishing (src/http/publish-admission.ts; docs/publishing.md "Refusals and deadlines"). */
+describe('PublishAdmission', () => {
+  /** The refusal `admit` or `grow` throws, as a BrokerError. */
+  function refusal(work: () => unknown): BrokerError {
+    try {
+      work();
+    } catch (err) {
+      if (err instanceof BrokerError) return err;
+      throw err;
+    }
+    throw new Error('not refused');
+  }
+
+  it('admits up to the bound and refuses the publish that would pass it, naming the bound, with Retry-After', () => {
+    const admission = new PublishAdmission(1000);
+    const first = admission.admit(600);
+    admission.admit(400);
+    expect(admission.bytesInFlight).toBe(1000);
+    const refused = refusal(() => admission.admit(1));
+    expect(refused.code).toBe('PUBLISH_OVERLOADED');
+    expect(refused.status).toBe(503);
+    expect(refused.headers).toEqual({ 'Retry-After': '1' });
+    expect(refused.detail).toBe('This node already holds 1000 bytes of publish bodies in flight and this one declares 1 (http.publishMaxBytesInFlight 1000); nothing of it was read or written, retry shortly');
+    // A refusal holds nothing; a release makes room.
+    expect([admission.bytesInFlight, admission.inFlight]).toEqual([1000, 2]);
+    first.release();
+    first.release();
+    expect([admission.bytesInFlight, admission.inFlight]).toEqual([400, 1]);
+    admission.admit(600);
+    expect(admission.bytesInFlight).toBe(1000);
+  });
+
+  it('admits one publish alone whatever its size', () => {
+    const admission = new PublishAdmission(1000);
+    const large = admission.admit(50_000);
+    expect(refusal(() => admission.admit(0)).code).toBe('PUBLISH_OVERLOADED');
+    large.release();
+    expect([admission.bytesInFlight, admission.inFlight]).toEqual([0, 0]);
+  });
+
+  it('counts a body again at its received or inflated size, refusing it then only when others are in flight', () => {
+    const admission = new PublishAdmission(1000);
+    const chunked = admission.admit(0);
+    chunked.grow(700);
+    expect(admission.bytesInFlight).toBe(700);
+    const gzipped = admission.admit(200);
+    expect(refusal(() => gzipped.grow(400)).code).toBe('PUBLISH_OVERLOADED');
+    // The refused growth is not held; the hold stays as admitted until released.
+    expect(admission.bytesInFlight).toBe(900);
+    gzipped.release();
+    chunked.grow(5000);
+    expect(admission.bytesInFlight).toBe(5000);
+    chunked.grow(10);
+    expect(admission.bytesInFlight).toBe(5000);
+    chunked.release();
+    chunked.grow(9000);
+    expect([admission.bytesInFlight, admission.inFlight]).toEqual([0, 0]);
+  });
+});
