@@ -1,7 +1,8 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ExpositionBuffer, familyHeader, HistogramValues, labelText, sampleValue, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
+import { ExpositionBuffer, familyHeader, HistogramValues, labelText, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
 import type { Logger } from './logger.js';
 import { SubscriptionCounter } from './subscription-counter.js';
+import { LAG_FAMILIES, writeLagFamilies } from './lag-families.js';
 import type {
   CommitResult,
   ConsumptionMeter,
@@ -35,7 +36,6 @@ export const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
 /** Buckets of the batch size histogram, events. */
 export const BATCH_SIZE_BUCKETS_EVENTS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000];
 
-const SUBSCRIPTION_PARTITION_LABELS = ['subscription_id', 'consumer_group', 'event_type', 'partition'] as const;
 
 /** A metric family the node writes itself ({@link BrokerMetrics}, exposition.ts) instead of through prom-client. */
 interface OwnFamily extends FamilyDeclaration {
@@ -47,12 +47,7 @@ const PUBLISH_EVENTS: OwnFamily = { name: 'broker_publish_events_total', help: '
 const PUBLISH_BYTES: OwnFamily = { name: 'broker_publish_bytes_total', help: 'Serialized bytes of the events of written batches (200 and 207), by event type', type: 'counter', labelNames: ['event_type'] };
 const PUBLISH_DURATION: OwnFamily = { name: 'broker_publish_duration_seconds', help: 'Seconds to process a publish request (validate, enrich, partition, write) by event type', type: 'histogram', labelNames: ['event_type'] };
 const PUBLISH_BATCH_SIZE: OwnFamily = { name: 'broker_publish_batch_size_events', help: 'Events per publish request, by event type', type: 'histogram', labelNames: ['event_type'] };
-const LAG_EVENTS: OwnFamily = { name: 'broker_subscription_lag_events', help: 'Unconsumed events of a subscription on a partition (newest offset minus committed offset), read from Redis at scrape time', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
-const LAG_EVENTS_SUM: OwnFamily = { name: 'broker_subscription_lag_events_sum', help: 'Unconsumed events of a subscription over the partitions of an event type', type: 'gauge', labelNames: ['subscription_id', 'consumer_group', 'event_type'] };
-const LAG_SECONDS: OwnFamily = { name: 'broker_subscription_lag_seconds', help: 'Age in seconds of the oldest unconsumed event of a subscription on a partition (by metadata.received_at; 0 when nothing is unconsumed)', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
-const COMMITTED_OFFSET: OwnFamily = { name: 'broker_subscription_committed_offset', help: 'Committed offset (last consumed event; -1 = none) of a subscription on a partition', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
-const NEWEST_OFFSET: OwnFamily = { name: 'broker_partition_newest_offset', help: 'Offset of the newest event of a partition (-1 before its first event)', type: 'gauge', labelNames: ['event_type', 'partition'] };
-const OWN_FAMILIES: readonly OwnFamily[] = [PUBLISH_BATCHES, PUBLISH_EVENTS, PUBLISH_BYTES, PUBLISH_DURATION, PUBLISH_BATCH_SIZE, LAG_EVENTS, LAG_EVENTS_SUM, LAG_SECONDS, COMMITTED_OFFSET, NEWEST_OFFSET];
+const OWN_FAMILIES: readonly OwnFamily[] = [PUBLISH_BATCHES, PUBLISH_EVENTS, PUBLISH_BYTES, PUBLISH_DURATION, PUBLISH_BATCH_SIZE, ...LAG_FAMILIES];
 
 /** Results of `broker_publish_events_total`, in the order they are written. */
 const EVENT_RESULTS = ['submitted', 'failed', 'invalid', 'aborted'] as const;
@@ -380,33 +375,4 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     if (snapshot !== undefined) this.dropSeriesOfDeleted(snapshot);
     return snapshot;
   }
-}
-
-/**
- * Appends the consumer lag families of one scrape to its text, straight from the snapshot (no series
- * kept between scrapes: a subscription or partition that is gone is simply not written). Without a
- * snapshot (the read failed) the families are written without samples.
- */
-function writeLagFamilies(out: ExpositionSink, snapshot: LagSnapshot | undefined): void {
-  const subscriptions = snapshot?.subscriptions ?? [];
-  const labels = subscriptions.map((s) => labelText(SUBSCRIPTION_PARTITION_LABELS, [s.subscriptionId, s.consumerGroup, s.eventType, s.partition]));
-  out.push(familyHeader(LAG_EVENTS));
-  subscriptions.forEach((s, i) => out.push(`${LAG_EVENTS.name}{${labels[i] as string}} ${sampleValue(s.unconsumedEvents)}\n`));
-  out.push(familyHeader(LAG_EVENTS_SUM));
-  const sums = new Map<string, { labels: string; sum: number }>();
-  for (const s of subscriptions) {
-    const key = `${s.subscriptionId}\n${s.eventType}`;
-    const sum = sums.get(key);
-    if (sum === undefined) sums.set(key, { labels: labelText(LAG_EVENTS_SUM.labelNames, [s.subscriptionId, s.consumerGroup, s.eventType]), sum: s.unconsumedEvents });
-    else sum.sum += s.unconsumedEvents;
-  }
-  for (const { labels: text, sum } of sums.values()) out.push(`${LAG_EVENTS_SUM.name}{${text}} ${sampleValue(sum)}\n`);
-  out.push(familyHeader(LAG_SECONDS));
-  subscriptions.forEach((s, i) => {
-    if (s.lagSeconds !== undefined) out.push(`${LAG_SECONDS.name}{${labels[i] as string}} ${sampleValue(s.lagSeconds)}\n`);
-  });
-  out.push(familyHeader(COMMITTED_OFFSET));
-  subscriptions.forEach((s, i) => out.push(`${COMMITTED_OFFSET.name}{${labels[i] as string}} ${sampleValue(s.committed)}\n`));
-  out.push(familyHeader(NEWEST_OFFSET));
-  for (const p of snapshot?.partitions ?? []) out.push(`${NEWEST_OFFSET.name}{${labelText(NEWEST_OFFSET.labelNames, [p.eventType, p.partition])}} ${sampleValue(p.newest)}\n`);
 }
