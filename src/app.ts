@@ -23,6 +23,7 @@ import { KpiCollector } from './services/kpi.js';
 import type { StreamedListener } from './services/consumption/event-stream.js';
 import { SettingsStore } from './storage/settings-store.js';
 import { settingsRoutes } from './http/routes/settings.js';
+import { PublishQuotas } from './services/publish-quotas.js';
 import { avroSchemaRoutes } from './http/routes/avro-schemas.js';
 import { storageRoutes } from './http/routes/storages.js';
 import { StorageStore } from './storage/storage-store.js';
@@ -107,6 +108,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   // This node's metrics, in a registry of its own (docs/metrics.md): served at GET /metrics.
   const metrics = new BrokerMetrics();
   metrics.observeWorkerPool(() => pool.load);
+  // Consumer filters (docs/consuming.md "Filters"): checked and tested in the worker threads.
+  const eventFilters = new EventFilters(pool, config.eventTypes);
   // Storages and timelines (docs/operations.md "Storages and timelines"): the node's own storage is registered (and the default) from the
   // first start on; a timeline's partitions live in its storage, opened on first use.
   const storages = new StorageStore(redis, scripts, keys);
@@ -164,10 +167,9 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     };
   });
   const cursors = new CursorService(eventTypeStore, logs);
-  const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, logs, cache, config.consumption, logger, metrics.stream('low_level'));
+  const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, logs, cache, config.consumption, logger, metrics.stream('low_level'), eventFilters);
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
-  const eventFilters = new EventFilters(pool, config.eventTypes);
   const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, logs, config.subscriptions, eventFilters);
   // The dead-letter queue of subscriptions (docs/consuming.md "Dead letters"): its event type exists on every installation.
   const deadLetters = new DeadLetterQueue(publisher, settings, config.publish.maxEventBytes);
@@ -184,6 +186,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     logger,
     metrics,
     deadLetters,
+    filters: eventFilters,
   });
   // Subscription notices: a sharded channel per subscription, subscribed only while this node streams
   // it, so a node hears only about the subscriptions it serves; its own connection, like the partition wake-ups'.
@@ -237,7 +240,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     maxSubscriptionPartitions: config.subscriptions.maxPartitions,
   });
   partitionCountRoutes(http, repartitioning, access, audit);
-  publishingRoutes(http, publisher, cursors, registry, access, metrics, kpi);
+  publishingRoutes(http, publisher, cursors, registry, access, metrics, kpi, new PublishQuotas((kind, name) => settings.quota(kind, name)));
   subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), audit, (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);
   subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors, access);

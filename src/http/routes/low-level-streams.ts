@@ -5,8 +5,12 @@ import { NameParam, stream, streamQuery } from '../api/route-parts.js';
 import type { HttpServer } from '../server.js';
 import { name } from './event-types.js';
 
-/** The query of the low-level stream `GET /event-types/{name}/events`: the stream parameters and `cursors`. */
-export const LowLevelStreamQuery = Type.Object({ ...streamQuery, cursors: Type.Optional(Type.String({ description: 'JSON array of cursors (for clients that cannot send headers); not with X-Broker-Cursors (400)' })) });
+/** The query of the low-level stream `GET /event-types/{name}/events`: the stream parameters, `cursors` and `filter` (docs/consuming.md "Filters"). */
+export const LowLevelStreamQuery = Type.Object({
+  ...streamQuery,
+  cursors: Type.Optional(Type.String({ description: 'JSON array of cursors (for clients that cannot send headers); not with X-Broker-Cursors (400)' })),
+  filter: Type.Optional(Type.String({ description: 'a draft-04 JSON Schema as JSON: only events (metadata included) it matches are sent, the others passed over; checked as an event type\'s schema (unusable: 422)' })),
+});
 /** The headers the low-level stream reads (their JSON is checked by src/domain/cursor-input.ts: 400). */
 export const LowLevelStreamHeaders = Type.Object({
   'X-Broker-Cursors': Type.Optional(Type.String({ description: 'JSON array of cursors, each partition at most once; only those partitions are streamed' })),

@@ -16,6 +16,8 @@ import { EventStreamLoop, type StreamedListener, type StreamPartition, type Stre
 import { NO_STREAM_METER, type StreamMeter } from '../../observability/meters.js';
 import { negotiateStreamFormat, STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
 import { streamClose, type StreamClose } from '../../domain/stream-close-reason.js';
+import type { EventFilters } from '../event-filters.js';
+import type { EventFilter } from './partition-reader.js';
 
 /** The `Warning` header of every low-level stream (docs/consuming.md "Low-level streams"). */
 export const DEPRECATION_WARNING = '299 - "The low-level API is deprecated and will be removed; use subscriptions"';
@@ -34,6 +36,8 @@ export interface LowLevelStreamHeaders {
 export type LowLevelStreamQuery = StreamQuery & {
   /** The cursors as JSON, for clients that cannot send headers. */
   readonly cursors?: string;
+  /** A filter as JSON text (docs/consuming.md "Filters"). */
+  readonly filter?: string;
 };
 
 /** Where a low-level stream starts: the last consumed offset per partition. */
@@ -69,6 +73,8 @@ export class LowLevelStreams {
     private readonly logger: Logger,
     /** Counts low-level streams and what they send (`kind="low_level"`). */
     private readonly meter: StreamMeter = NO_STREAM_METER,
+    /** Checks a stream's `filter` and tests events against it in the worker threads; absent = a `filter` is refused (422). */
+    private readonly filters?: Pick<EventFilters, 'check' | 'matcher'>,
   ) {
     settings.onChange(() => {
       for (const policy of this.open) if (this.access.consumptionBlocked(policy.subject, [policy.eventType])) policy.block(streamClose('consumption_blocked', CONSUMPTION_BLOCKED));
@@ -98,7 +104,7 @@ export class LowLevelStreams {
    * @param headers the raw header values, if sent
    * @param query the query checked against the route's schema (integers of the declared range)
    * @throws BrokerError 400 (malformed cursors, or both the header and the `cursors` parameter), 403
-   *   (not a reader, or blocked), 404 (event type), 412 (invalid cursor), 422 (parameter rules), 503 (storage)
+   *   (not a reader, or blocked), 404 (event type), 412 (invalid cursor), 422 (parameter rules, an unusable `filter`), 503 (storage)
    */
   async start(name: string, headers: LowLevelStreamHeaders, query: LowLevelStreamQuery, subject: Subject): Promise<StreamingAnswer> {
     const parsed = parseStreamParameters(query, undefined, 'low-level');
@@ -110,6 +116,7 @@ export class LowLevelStreams {
     this.access.requireEventType(subject, eventType.record, 'read');
     if (this.access.consumptionBlocked(subject, [name])) throw brokerError('CONSUMPTION_BLOCKED');
     const filter = this.access.eventFilter(subject, eventType.record);
+    const eventFilter = query.filter === undefined ? undefined : await this.eventFilterOf(query.filter);
     const { timelines } = eventType;
     const ids = partitionIds(eventType.topology);
     const ranges = new Map<string, PartitionRange>();
@@ -134,8 +141,15 @@ export class LowLevelStreams {
       status: 200,
       contentType: STREAM_CONTENT_TYPES[format],
       headers: format === 'event-stream' ? { Warning: DEPRECATION_WARNING, 'Cache-Control': 'no-cache' } : { Warning: DEPRECATION_WARNING },
-      stream: (sink) => this.stream(new LowLevelPolicy(subject, name, readersKey(eventType.record), parsed.value.streamLimit, filter), timelines, starts, parsed.value, sink, format),
+      stream: (sink) => this.stream(new LowLevelPolicy(subject, name, readersKey(eventType.record), parsed.value.streamLimit, filter, eventFilter), timelines, starts, parsed.value, sink, format),
     };
+  }
+
+  /** The test of the query parameter `filter`, checked as an event type's schema (docs/consuming.md "Filters"). @throws BrokerError 422 */
+  private async eventFilterOf(text: string): Promise<EventFilter> {
+    const where = 'Query parameter "filter"';
+    if (this.filters === undefined) throw brokerError('UNPROCESSABLE', { reason: `${where} is not supported by this node` });
+    return this.filters.matcher(await this.filters.check(text, where));
   }
 
   private streamedListener: StreamedListener | undefined;
@@ -169,6 +183,8 @@ class LowLevelPolicy implements StreamPolicy {
   private ended: StreamClose | undefined;
   loop: EventStreamLoop | undefined;
   readonly accept: ((partition: StreamPartition, event: string) => boolean) | undefined;
+  /** The query parameter `filter` (docs/consuming.md "Filters"): events it does not match are passed over. */
+  readonly filter: EventFilter | undefined;
 
   /** @param readers {@link readersKey} of the event type when the stream opened */
   constructor(
@@ -177,8 +193,10 @@ class LowLevelPolicy implements StreamPolicy {
     readonly readers: string,
     private readonly streamLimit: number,
     filter: ((event: string) => boolean) | undefined,
+    eventFilter: EventFilter | undefined,
   ) {
     this.accept = filter && ((_partition, event) => filter(event));
+    this.filter = eventFilter;
   }
 
   /** The consumer was blocked or lost access, or the event type is gone: the stream ends at its next turn. */

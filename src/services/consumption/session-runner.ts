@@ -13,6 +13,7 @@ import type { Clock } from './clock.js';
 import { NODE_SHUTTING_DOWN, type StreamPartition, type StreamPolicy } from './event-stream.js';
 import { heldPartitions } from './stream-partition.js';
 import { SessionCommits } from './session-commits.js';
+import type { EventFilter } from './partition-reader.js';
 import { SessionDeadLetters } from './session-dead-letters.js';
 import { LeaseKeeper } from './session-lease.js';
 import { transition, type SessionState } from './session-states.js';
@@ -71,6 +72,8 @@ export class SessionRunner implements StreamPolicy {
   /** Partition count of each event type when the stream opened (a change ends the stream). */
   readonly partitionCounts: ReadonlyMap<string, number>;
   readonly accept: ((partition: StreamPartition, event: string) => boolean) | undefined;
+  /** The subscription's filter (docs/consuming.md "Filters"): events it does not match are passed over and committed like skipped ones. */
+  readonly filter: EventFilter | undefined;
 
   constructor(options: SessionRunnerOptions) {
     const { owner, subscription, params, filters } = options;
@@ -87,6 +90,7 @@ export class SessionRunner implements StreamPolicy {
     for (const p of subscription.partitions) counts.set(p.eventType, (counts.get(p.eventType) ?? 0) + 1);
     this.partitionCounts = counts;
     this.accept = filters.size === 0 ? undefined : (partition, event) => filters.get(partition.eventType)?.(event) ?? true;
+    this.filter = options.eventFilter;
     this.released = new Promise<void>((resolve) => (this.markReleased = resolve));
     this.commitTimeoutMs = params.commitTimeoutSeconds * 1000;
     const { state, logger } = owner.deps;

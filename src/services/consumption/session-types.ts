@@ -15,6 +15,7 @@ import type { SessionInfo, SubscriptionStateStore } from '../../storage/subscrip
 import { CONSUMPTION_BLOCKED, READERS_CHANGED } from '../access-control.js';
 import type { DeadLetterQueue } from '../dead-letter-queue.js';
 import type { Clock } from './clock.js';
+import type { EventFilter } from './partition-reader.js';
 import type { EventStreamLoop, StreamedListener, StreamPolicy } from './event-stream.js';
 
 /** One partition of a subscription with its event type's timelines (docs/concepts.md "Timelines and storages"). */
@@ -161,6 +162,8 @@ export interface SessionRunnerOptions {
   readonly subject: Subject;
   /** Per event type name, the per-event authorization test (absent = every event). */
   readonly filters: ReadonlyMap<string, (event: string) => boolean>;
+  /** The subscription's `filter` as its reader tests it (docs/consuming.md "Filters"); absent = every event. */
+  readonly eventFilter?: EventFilter;
   /** How batches are framed (JSON lines or server-sent events); default JSON lines. */
   readonly format?: StreamFormat;
 }

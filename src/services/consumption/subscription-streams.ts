@@ -22,6 +22,9 @@ import type { SubscriptionNotices } from './subscription-notices.js';
 import { STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
 import { REAL_CLOCK, type Clock } from './clock.js';
 import { SessionRunner } from './session-runner.js';
+import { filterSpecOf } from '../../domain/event-filter.js';
+import type { EventFilters } from '../event-filters.js';
+import type { EventFilter } from './partition-reader.js';
 import { END_REASONS, type DeadLetterSink, type ResolvedSubscription, type RunnerDeps, type SessionChange, type SessionOwner, type SubscriptionPartition } from './session-types.js';
 
 // The session's types, where the routes and the cursors have always found them.
@@ -51,6 +54,8 @@ export interface SubscriptionStreamsOptions {
   readonly nodeId?: string;
   /** Time and timers of the sessions; default the real clock. */
   readonly clock?: Clock;
+  /** Tests events against a subscription's `filter` in the worker threads (docs/consuming.md "Filters"). */
+  readonly filters: Pick<EventFilters, 'matcher'>;
 }
 
 const MAX_APPLY_ATTEMPTS = 50;
@@ -83,6 +88,7 @@ export class SubscriptionStreams implements SessionOwner {
   private readonly config: Pick<BrokerConfig, 'subscriptions' | 'consumption'>;
   private readonly logger: Logger;
   private readonly metrics: ConsumptionMeter;
+  private readonly filters: Pick<EventFilters, 'matcher'>;
 
   constructor(options: SubscriptionStreamsOptions) {
     this.access = options.access;
@@ -96,6 +102,7 @@ export class SubscriptionStreams implements SessionOwner {
     this.logger = options.logger;
     this.metrics = options.metrics ?? NO_CONSUMPTION_METER;
     this.nodeId = options.nodeId ?? randomUUID();
+    this.filters = options.filters;
     const { state, logs, config, logger, metrics } = this;
     const meter = metrics.stream('subscription');
     this.deps = {
@@ -233,6 +240,7 @@ export class SubscriptionStreams implements SessionOwner {
     if (!parsed.ok) throw invalidInput(parsed.status, [parsed.detail], parsed.errors);
     const params = parsed.value;
     const subscription = await this.resolveForConsumer(id, subject);
+    const eventFilter = this.eventFilterOf(subscription.record);
     const streamId = randomUUID();
     const session: Session = { id: streamId, requested: params.partitions };
     const current = await this.state.read(id);
@@ -252,7 +260,7 @@ export class SubscriptionStreams implements SessionOwner {
       const info: SessionInfo = { requested: params.partitions, state: 'streaming', node: this.nodeId };
       const joined = await this.applyChange(subscription, { upsert: { id: streamId, info, leaseMs: this.config.subscriptions.leaseTtlMs }, refuseDuringReset: true });
       if (joined !== 'ok') throw scriptError('applyTopology', joined);
-      runner = new SessionRunner({ owner: this, subscription, streamId, params, subject, filters: eventFilters(this.access, subject, subscription.eventTypes), format });
+      runner = new SessionRunner({ owner: this, subscription, streamId, params, subject, filters: eventFilters(this.access, subject, subscription.eventTypes), eventFilter, format });
     } catch (err) {
       unlisten();
       throw err;
@@ -368,6 +376,14 @@ export class SubscriptionStreams implements SessionOwner {
     this.state.addExpiredEvents(subscriptionId, partition.key, expired).catch((err: unknown) => {
       this.logger.warn({ err: (err as Error).message, subscription: subscriptionId }, 'could not count events that expired unread in the subscription stats');
     });
+  }
+
+  /** The test of a subscription's `filter` (docs/consuming.md "Filters"), checked when the subscription was created; undefined when it has none. */
+  private eventFilterOf(record: Subscription): EventFilter | undefined {
+    if (record.filter === undefined) return undefined;
+    const spec = filterSpecOf(JSON.stringify(record.filter));
+    if (spec === undefined) throw new Error(`the stored filter of subscription ${record.id} is not JSON`);
+    return this.filters.matcher(spec);
   }
 
   /** Refuses new streams and ends the open ones at once; their sessions are released (docs/operations.md "Graceful stops"). */
