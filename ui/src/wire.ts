@@ -144,7 +144,6 @@ export type StreamCloseReason =
   | 'stream_timeout_reached'
   | 'keep_alive_limit_reached'
   | 'commit_timeout_reached'
-  | 'partitions_reassigned'
   | 'event_type_repartitioned'
   | 'cursors_reset'
   | 'node_shutting_down'

@@ -41,8 +41,6 @@ export class SessionRunner implements StreamPolicy {
   private override: StreamClose | undefined;
   /** True once the session was found gone: nothing more is sent while the stream finds out why. */
   private gone = false;
-  /** True once an assignment named this stream (holding a partition, or one coming to it). */
-  private heldPartitions = false;
   private refreshing: Promise<void> = Promise.resolve();
   private refreshQueued = false;
   private fullRefreshQueued = false;
@@ -355,10 +353,6 @@ export class SessionRunner implements StreamPolicy {
       }
     }
     for (const p of loop.current) if (!seen.has(p.key)) loop.remove(p.eventType, p.partition);
-    // A stream whose last partition a rebalance moved away (a direct request took it), with none coming,
-    // ends: it would only wait for its stream timeout.
-    if (state.assignments.some((a) => a.session === this.streamId || a.nextSession === this.streamId)) this.heldPartitions = true;
-    else if (this.heldPartitions && [...loop.current].length === 0 && this.sessionState === 'streaming') this.override ??= END_REASONS.partitionsReassigned;
     loop.poke();
     this.commits.recheck();
     if (heldBefore !== undefined) {

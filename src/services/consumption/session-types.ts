@@ -43,8 +43,6 @@ export const END_REASONS = {
   sessionLost: streamClose('session_lost', 'Stream session ended: its lease expired or the subscription changed'),
   /** The subscription was deleted (also when its event type was: that deletes its subscriptions first). */
   subscriptionDeleted: streamClose('subscription_deleted', 'Subscription was deleted'),
-  /** The stream's last partition moved to another stream (a direct request took it) and none is coming. */
-  partitionsReassigned: streamClose('partitions_reassigned', 'Every partition of this stream moved to other streams'),
   blocked: streamClose('consumption_blocked', CONSUMPTION_BLOCKED),
   authorizationChanged: streamClose('authorization_changed', 'Subscription authorization changed; reconnect'),
   readersChanged: streamClose('authorization_changed', READERS_CHANGED),
