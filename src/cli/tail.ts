@@ -25,6 +25,7 @@ interface TailOptions {
   readonly flushTimeout: string;
   readonly streamTimeout?: string;
   readonly commitTimeout?: string;
+  readonly filter?: string;
 }
 
 /** Adds `tail` to the program. */
@@ -40,6 +41,7 @@ export function registerTail(program: Command, session: CliSession): void {
     .option('--limit <n>', 'stop after n events')
     .option('--batch-limit <n>', 'events per batch (batch_limit)', '100')
     .option('--flush-timeout <s>', 'longest wait for a batch to fill, in seconds (batch_flush_timeout)', '1')
+    .option('--filter <json>', 'event type streams: only events this draft-04 JSON Schema matches (metadata included; docs/consuming.md "Filters"); a subscription applies its own filter')
     .option('--stream-timeout <s>', 'end the stream after this many seconds (stream_timeout; default: the broker\'s, about an hour)')
     .action(async (eventType: string | undefined, options: TailOptions, command: Command) => {
       await tail(session.contextOf(command), eventType, options);
@@ -62,9 +64,12 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
   const commitTimeout = positiveInteger('--commit-timeout', options.commitTimeout);
   const parameters: StreamParameters = { batch_limit: batchLimit, batch_flush_timeout: flushTimeout, stream_limit: limit, stream_timeout: streamTimeout };
   const { client, output } = ctx;
+  const filter = filterOption(options.filter, options.subscription !== undefined);
 
   let committer: CursorCommitter | undefined;
   let path: string;
+  // With a filter, a batch's events are not consecutive: offsets are shown as at most the batch's cursor.
+  let filtered = filter !== undefined;
   const headers: Record<string, string> = {};
   const subscription = options.subscription;
   if (subscription !== undefined) {
@@ -72,10 +77,12 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
     // without commits, as many as will be printed.
     const maxUncommitted = options.commit ? batchLimit * 10 : (limit ?? 1_000_000);
     path = streamPath({ subscription }, { ...parameters, max_uncommitted_events: maxUncommitted, commit_timeout: commitTimeout });
+    filtered = await hasFilter(client, subscription);
   } else {
     const name = eventType ?? '';
     if (options.from === 'begin') headers['x-broker-cursors'] = JSON.stringify(await beginCursors(client, encodeURIComponent(name)));
     path = streamPath({ eventType: name }, parameters);
+    if (filter !== undefined) path += `${path.includes('?') ? '&' : '?'}filter=${encodeURIComponent(filter)}`;
   }
 
   const stream = await client.openStream('GET', path, { headers });
@@ -106,7 +113,7 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
       const events = line.events ?? [];
       if (events.length === 0) continue;
       const room = limit === undefined ? events.length : Math.min(events.length, limit - printed);
-      await ctx.output.out(render(line, room, eventType, output.json));
+      await ctx.output.out(render(line, room, eventType, output.json, filtered));
       printed += room;
       // A batch printed only in part is not committed: its cursor covers events not shown.
       if (room === events.length) committer?.add(line.cursor);
@@ -133,8 +140,35 @@ async function beginCursors(client: BrokerClient, name: string): Promise<{ parti
   return itemsOf(body).map((p) => ({ partition: stringField(p, 'partition'), offset: 'BEGIN' }));
 }
 
-/** The lines printed for the first `count` events of a batch. */
-function render(line: StreamLine, count: number, eventType: string | undefined, json: boolean): string {
+/**
+ * `--filter` checked as JSON text of an object (the broker checks it as a schema: 422).
+ * @throws CliError usage (exit 2) when it is not a JSON object, or given with `--subscription`
+ */
+function filterOption(text: string | undefined, subscription: boolean): string | undefined {
+  if (text === undefined) return undefined;
+  if (subscription) throw usageError('--filter applies to event type streams; a subscription has its own filter, fixed when it was created');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw usageError('--filter must be a JSON Schema as JSON text');
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw usageError('--filter must be a JSON object (a draft-04 JSON Schema)');
+  return text;
+}
+
+/** Whether the subscription has a filter (docs/consuming.md "Filters"). */
+async function hasFilter(client: BrokerClient, subscription: string): Promise<boolean> {
+  const { body } = await client.json('GET', `/subscriptions/${encodeURIComponent(subscription)}`);
+  return body !== null && typeof body === 'object' && 'filter' in body;
+}
+
+/**
+ * The lines printed for the first `count` events of a batch. With `filtered`, the events of a batch need
+ * not be consecutive (and its cursor may cover events passed over after the last one), so each event's
+ * offset is shown as `<=` the batch's cursor.
+ */
+function render(line: StreamLine, count: number, eventType: string | undefined, json: boolean, filtered = false): string {
   const events = line.events ?? [];
   let text = '';
   if (json) {
@@ -142,7 +176,10 @@ function render(line: StreamLine, count: number, eventType: string | undefined, 
     return text;
   }
   const type = line.cursor.event_type ?? eventType ?? '';
-  for (let i = 0; i < count; i++) text += `${type}  ${line.cursor.partition}  ${offsetBefore(line.cursor.offset, events.length - 1 - i)}  ${JSON.stringify(events[i])}\n`;
+  for (let i = 0; i < count; i++) {
+    const offset = filtered ? `<=${line.cursor.offset}` : offsetBefore(line.cursor.offset, events.length - 1 - i);
+    text += `${type}  ${line.cursor.partition}  ${offset}  ${JSON.stringify(events[i])}\n`;
+  }
   return text;
 }
 

@@ -1,5 +1,8 @@
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot } from '../../scripts/local-processes.js';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
+import { runChild } from '../support/child-process.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { SseClient } from '../support/sse-client.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
@@ -203,5 +206,25 @@ describe('the filter query parameter of low-level streams', () => {
     const frames = await sse.untilEnd(20_000);
     const events = frames.flatMap((f) => (f.data === undefined ? [] : ((JSON.parse(f.data) as StreamBatch).events ?? [])));
     expect(events.map((e) => e.order_number)).toEqual(numbers.filter((n) => n.startsWith('m-')));
+  });
+});
+
+describe('broker tail --filter', () => {
+  it('prints only the events the filter matches, each offset as an upper bound; a filter that is not a JSON object is a usage error', async () => {
+    const name = await eventType();
+    const numbers = orders(50, (i) => i % 10 === 3);
+    await publish(name, numbers);
+    const cli = (args: readonly string[]) => runChild(process.execPath, [path.join(repoRoot, 'dist', 'src', 'cli', 'main.js'), ...args], { env: { ...process.env, BROKER_URL: b.url }, input: '' });
+    const json = await cli(['tail', name, '--from', 'begin', '--limit', '5', '--json', '--filter', JSON.stringify(MATCHING_ORDERS)]);
+    expect(json.code, json.stderr).toBe(0);
+    const printed = json.stdout.split('\n').filter((line) => line !== '').map((line) => (JSON.parse(line) as { order_number: string }).order_number);
+    expect(printed).toEqual(numbers.filter((n) => n.startsWith('m-')));
+    const human = await cli(['tail', name, '--from', 'begin', '--limit', '1', '--filter', JSON.stringify(MATCHING_ORDERS)]);
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stdout).toMatch(new RegExp(`^${name.replace('.', '\\.')}  0  <=001-0001-\\d{18}  \\{.*"order_number":"m-3"`));
+    for (const bad of ['[1]', '{"type":']) expect((await cli(['tail', name, '--filter', bad])).code).toBe(2);
+    const refused = await cli(['tail', name, '--from', 'begin', '--filter', '{"type":"string"}']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('Query parameter "filter" is not a usable filter');
   });
 });
