@@ -9,6 +9,7 @@ import { CliSession } from './context.js';
 import { registerEventTypes } from './event-types.js';
 import { CliError, EXIT } from './exit-codes.js';
 import { registerPublish } from './publish.js';
+import { registerQuotas } from './quotas.js';
 import { registerSubscriptions } from './subscriptions.js';
 import { registerTail } from './tail.js';
 
@@ -34,7 +35,7 @@ function packageVersion(): string {
 /** The commander program, writing through `session`'s streams. Commander's own exits become {@link CommanderError}s. */
 export function buildProgram(session: CliSession, stdout: Writable, stderr: Writable): Command {
   const program = new Command('broker')
-    .description('command line of the event broker: event types, publishing, tailing streams, subscriptions, lag and cursors')
+    .description('command line of the event broker: event types, publishing, tailing streams, subscriptions, lag and cursors, publishing quotas')
     .version(packageVersion())
     .addOption(new Option('--url <url>', 'URL of a broker node or balancer').env('BROKER_URL').default(DEFAULT_URL))
     .addOption(new Option('--token <token>', 'bearer token (auth modes jwt and tokeninfo)').env('BROKER_TOKEN'))
@@ -46,6 +47,7 @@ export function buildProgram(session: CliSession, stdout: Writable, stderr: Writ
   registerPublish(program, session);
   registerTail(program, session);
   registerSubscriptions(program, session);
+  registerQuotas(program, session);
   program.addHelpText(
     'after',
     `

@@ -102,6 +102,8 @@ export const errorCatalog = {
   TOO_MANY_TIMELINES: { status: 422, template: 'event type "{name}" has reached the most timelines an offset can name ({limit})', meaning: 'The event type has as many timelines as an offset can name.' },
   STORAGE_PREFIX_TAKEN: { status: 422, template: 'redis_configuration: storage "{id}" already writes keys with prefix "{prefix}" on that deployment', meaning: 'A new storage would share a Redis deployment and key prefix with an existing one.' },
   STORAGE_NOT_ANSWERING: { status: 422, template: 'redis_configuration: the deployment does not answer: {reason}', meaning: 'A new storage\'s Redis deployment cannot be reached.' },
+  // 429
+  QUOTA_EXCEEDED: { status: 429, template: 'The {kind} "{name}" is over its publishing quota of {limit} {unit} per second on this node; nothing was written, retry in {retryAfter} s', headers: { 'Retry-After': '{retryAfter}' }, meaning: 'A publishing quota (docs/publishing.md "Quotas"; `PUT /settings/quotas/{kind}/{name}`) of the publishing subject or of the event type\'s owning application is used up on this node: its bytes per second (charged before validation) or events per second (charged after validation, before anything is written). Nothing was written; retry after `Retry-After` seconds.' },
   // 500
   INTERNAL: { status: 500, template: 'An internal error occurred; trace id {traceId}', meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
   // 503

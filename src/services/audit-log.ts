@@ -10,7 +10,7 @@ import type { Settings } from './settings.js';
 export const AUDIT_EVENT_TYPE = 'broker.audit-log';
 
 /** What changed: `data_type` of the audit event. */
-export type AuditedResource = 'event_type' | 'subscription' | 'admins' | 'blacklist' | 'feature' | 'storage' | 'timeline';
+export type AuditedResource = 'event_type' | 'subscription' | 'admins' | 'blacklist' | 'feature' | 'storage' | 'timeline' | 'quota';
 
 /** One change, as the audit event records it. */
 export interface AuditEntry {

@@ -57,6 +57,11 @@ export interface PublishContext {
    * the request's admission stays held until it is done (RequestContext.holdUntil).
    */
   readonly holdUntil?: (work: Promise<unknown>) => void;
+  /**
+   * Runs once the batch is validated, with its event count, before anything is written (the events per
+   * second of the publishing quotas, docs/publishing.md "Quotas"). @throws BrokerError 429 to refuse it
+   */
+  readonly validated?: (events: number) => void;
 }
 
 /** A publish's deadline: when it passes (`performance.now()` ms), its length and where it came from (named in the 503). */
@@ -220,6 +225,7 @@ export class Publisher {
     if (result.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: result.detail });
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
     const events = result.itemPartitions.length;
+    context.validated?.(events);
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
 
     const window = spec.idempotencyWindowSeconds;

@@ -4,6 +4,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Keys } from '../storage/keys.js';
 import type { AdminAuthorization } from '../domain/admin-authorization.js';
 import type { SettingsSnapshot, SettingsStore } from '../storage/settings-store.js';
+import { quotaEntry, type PublishQuota, type PublishQuotaEntry, type QuotaKind } from '../domain/publish-quota.js';
 
 /** The feature toggles (docs/operations.md "Feature toggles"); all are off until enabled. */
 export const FEATURES = [
@@ -39,7 +40,7 @@ export interface BlacklistView {
 const REFRESH_INTERVAL_MS = 1000;
 
 /**
- * The settings as this node sees them (feature toggles, blacklist, administrators; docs/operations.md
+ * The settings as this node sees them (feature toggles, blacklist, administrators, publishing quotas; docs/operations.md
  * "Administrator settings"): a snapshot in memory,
  * so the publish and stream paths check toggles and the blacklist without a Redis call. A change on any
  * node is announced on `settingsChannel` and re-read at once by every node; a re-read every second
@@ -47,7 +48,7 @@ const REFRESH_INTERVAL_MS = 1000;
  * something (streams end blocked consumers there).
  */
 export class Settings {
-  private snapshot: SettingsSnapshot = { features: new Map(), blacklist: new Set(), admins: undefined };
+  private snapshot: SettingsSnapshot = { features: new Map(), blacklist: new Set(), admins: undefined, quotas: new Map() };
   private readonly listeners = new Set<() => void>();
   private timer: NodeJS.Timeout | undefined;
   private reading: Promise<void> | undefined;
@@ -123,6 +124,27 @@ export class Settings {
     await this.reload();
   }
 
+  /** The publishing quota set for `kind` and `name`, if any (docs/publishing.md "Quotas"). */
+  quota(kind: QuotaKind, name: string): PublishQuota | undefined {
+    return this.snapshot.quotas.get(quotaEntry(kind, name));
+  }
+
+  /** `GET /settings/quotas`: every quota, by kind and name. */
+  quotas(): PublishQuotaEntry[] {
+    return [...this.snapshot.quotas]
+      .map(([entry, quota]): PublishQuotaEntry => {
+        const at = entry.indexOf(':');
+        return { kind: entry.slice(0, at) as QuotaKind, name: entry.slice(at + 1), ...quota };
+      })
+      .sort((a, b) => (a.kind === b.kind ? a.name.localeCompare(b.name) : a.kind.localeCompare(b.kind)));
+  }
+
+  /** Sets (`quota`) or removes (undefined) a publishing quota; every node applies it on the change notice. */
+  async setQuota(kind: QuotaKind, name: string, quota: PublishQuota | undefined): Promise<void> {
+    await this.store.setQuota(quotaEntry(kind, name), quota);
+    await this.reload();
+  }
+
   admins(): AdminAuthorization {
     return this.snapshot.admins ?? this.initialAdmins;
   }
@@ -174,5 +196,7 @@ function sameSnapshot(a: SettingsSnapshot, b: SettingsSnapshot): boolean {
   if (a.features.size !== b.features.size || a.blacklist.size !== b.blacklist.size) return false;
   for (const [name, enabled] of a.features) if (b.features.get(name) !== enabled) return false;
   for (const entry of a.blacklist) if (!b.blacklist.has(entry)) return false;
+  if (a.quotas.size !== b.quotas.size) return false;
+  for (const [entry, quota] of a.quotas) if (JSON.stringify(b.quotas.get(entry)) !== JSON.stringify(quota)) return false;
   return JSON.stringify(a.admins) === JSON.stringify(b.admins);
 }

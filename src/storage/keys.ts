@@ -89,7 +89,9 @@ export interface Keys {
   readonly settingsBlacklist: string;
   /** String: the administrators (AdminAuthorization JSON). */
   readonly settingsAdmins: string;
-  /** Pub/sub channel: a setting changed (features, blacklist or admins); every node reloads them. */
+  /** Hash: `<kind>:<name>` → publishing quota JSON (docs/publishing.md "Quotas"). */
+  readonly settingsQuotas: string;
+  /** Pub/sub channel: a setting changed (features, blacklist, admins or quotas); every node reloads them. */
   readonly settingsChannel: string;
   /** Hash: storage id → Storage record JSON (docs/operations.md "Storages and timelines"). */
   readonly storages: string;
@@ -141,6 +143,7 @@ export function createKeys(prefix: string): Keys {
     settingsFeatures: `${prefix}{settings}:features`,
     settingsBlacklist: `${prefix}{settings}:blacklist`,
     settingsAdmins: `${prefix}{settings}:admins`,
+    settingsQuotas: `${prefix}{settings}:quotas`,
     settingsChannel: `${prefix}settings-changes`,
     storages: `${prefix}{settings}:storages`,
     defaultStorage: `${prefix}{settings}:default-storage`,

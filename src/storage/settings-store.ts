@@ -1,4 +1,5 @@
 import type { AdminAuthorization } from '../domain/admin-authorization.js';
+import type { PublishQuota } from '../domain/publish-quota.js';
 import type { Keys } from './keys.js';
 import type { RedisClient } from './redis-connection.js';
 
@@ -10,11 +11,13 @@ export interface SettingsSnapshot {
   readonly blacklist: ReadonlySet<string>;
   /** Undefined until initialized. */
   readonly admins: AdminAuthorization | undefined;
+  /** Publishing quotas by `<kind>:<name>` (docs/publishing.md "Quotas"). */
+  readonly quotas: ReadonlyMap<string, PublishQuota>;
 }
 
 /**
- * Administrator settings in Redis (docs/operations.md "Administrator settings"): features, blacklist and
- * administrators under the `{settings}` hash tag. Every change is announced on `settingsChannel`.
+ * Administrator settings in Redis (docs/operations.md "Administrator settings"): features, blacklist,
+ * administrators and publishing quotas under the `{settings}` hash tag. Every change is announced on `settingsChannel`.
  */
 export class SettingsStore {
   constructor(
@@ -24,15 +27,16 @@ export class SettingsStore {
 
   /** Reads all settings in one round trip. @throws Error when Redis fails */
   async read(): Promise<SettingsSnapshot> {
-    const results = await this.redis.multi().hgetall(this.keys.settingsFeatures).smembers(this.keys.settingsBlacklist).get(this.keys.settingsAdmins).exec();
-    const [features, blacklist, admins] = (results ?? []).map(([err, value]) => {
+    const results = await this.redis.multi().hgetall(this.keys.settingsFeatures).smembers(this.keys.settingsBlacklist).get(this.keys.settingsAdmins).hgetall(this.keys.settingsQuotas).exec();
+    const [features, blacklist, admins, quotas] = (results ?? []).map(([err, value]) => {
       if (err) throw err;
       return value;
-    }) as [Record<string, string>, string[], string | null];
+    }) as [Record<string, string>, string[], string | null, Record<string, string>];
     return {
       features: new Map(Object.entries(features).map(([name, value]) => [name, value === '1'])),
       blacklist: new Set(blacklist),
       admins: admins === null ? undefined : (JSON.parse(admins) as AdminAuthorization),
+      quotas: new Map(Object.entries(quotas ?? {}).map(([entry, value]) => [entry, JSON.parse(value) as PublishQuota])),
     };
   }
 
@@ -47,6 +51,14 @@ export class SettingsStore {
 
   async setFeature(name: string, enabled: boolean): Promise<void> {
     await this.redis.multi().hset(this.keys.settingsFeatures, name, enabled ? '1' : '0').publish(this.keys.settingsChannel, 'features').exec();
+  }
+
+  /** Sets (a quota) or removes (undefined) the publishing quota of `<kind>:<name>`. */
+  async setQuota(entry: string, quota: PublishQuota | undefined): Promise<void> {
+    const multi = this.redis.multi();
+    if (quota === undefined) multi.hdel(this.keys.settingsQuotas, entry);
+    else multi.hset(this.keys.settingsQuotas, entry, JSON.stringify(quota));
+    await multi.publish(this.keys.settingsChannel, 'quotas').exec();
   }
 
   /** Adds (`blocked`) or removes an entry `<type>:<name>`. */

@@ -124,6 +124,7 @@ const PROBLEM_MEANING: Readonly<Record<number, string>> = {
   413: 'body above the limit (config http.maxBodyBytes, http.maxInflatedBodyBytes, http.maxControlBodyBytes)',
   415: 'body not declared as JSON, or an unsupported Content-Encoding',
   422: 'the request is well formed but breaks a rule',
+  429: 'over a publishing quota (docs/publishing.md "Quotas"); nothing was written; `Retry-After`',
   501: 'not implemented',
   503: 'the node cannot serve it now (read-only mode, overload, storage unavailable, shutting down); `Retry-After`',
 };

@@ -12,6 +12,7 @@ import { NameParam } from '../api/route-parts.js';
 import { CursorDistanceResultSchema, CursorSchema, EventSchema, PartitionSchema } from '../api/wire-schemas.js';
 import type { HttpServer, RequestContext } from '../server.js';
 import { name } from './event-types.js';
+import type { PublishQuotas } from '../../services/publish-quotas.js';
 
 /** The services the publishing and partition routes use. */
 export interface PublishingDeps {
@@ -23,6 +24,8 @@ export interface PublishingDeps {
   readonly metrics?: PublishMeter;
   /** Told of every answered batch while `kpi_collection` is on (KPI `broker.batch.published`). */
   readonly kpi?: KpiCollector;
+  /** The publishing quotas of the settings, enforced on this node (docs/publishing.md "Quotas"); none when absent. */
+  readonly quotas?: PublishQuotas;
 }
 
 /** The request headers of `POST /event-types/{name}/events` (docs/publishing.md "Refusals and deadlines"). */
@@ -61,18 +64,20 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
   route({
     method: 'POST', path: '/event-types/{name}/events', operationId: 'publishEvents', tag: 'Publishing', access: 'authenticated', params: NameParam, bodyLimit: 'events', admitted: true,
     summary: 'Publish a batch of events',
-    description: 'Checks in order: the node\'s admission bound (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxBytesInFlight`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), then per event. 422: nothing was written; 207: storage failed some partitions, or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted.',
+    description: 'Checks in order: the node\'s admission bound (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxBytesInFlight`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), the publishing quotas\' bytes per second (429 `QUOTA_EXCEEDED` with `Retry-After`), then per event, then the quotas\' events per second (429; nothing written). 422: nothing was written; 207: storage failed some partitions, or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted.',
     headers: PublishHeaders,
     body: jsonBody(Type.Array(EventSchema)),
     responses: {
       '200': empty('every event submitted'),
       '207': batchItems('some partitions could not be written, or the deadline passed before they were: one item per event, in input order'),
       '422': batchItems('validation, partitioning or enrichment failed for some events; nothing was written'),
-      ...problems(400, 403, 404, 413, 415, 503),
+      ...problems(400, 403, 404, 413, 415, 429, 503),
     },
-    handler: async (ctx, { publisher, access, metrics, kpi }) => {
+    handler: async (ctx, { publisher, access, metrics, kpi, quotas }) => {
       // Only a name the publisher found becomes a label value: clients cannot make up series.
       let found: string | undefined;
+      /** The event type's owning application, once known (its publishing quota). */
+      let owner = '';
       let started = performance.now();
       const deadlineFrom = started;
       try {
@@ -91,7 +96,10 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
           authorize: (record) => {
             found = record.name;
             access.requireEventType(ctx.subject, record, 'write');
+            owner = record.owning_application;
+            quotas?.charge(ctx.subject.id, owner, 'bytes', bodyBytes);
           },
+          validated: (events) => quotas?.charge(ctx.subject.id, owner, 'events', events),
         });
         const seconds = (performance.now() - started) / 1000;
         const counts = publishCounts(outcome);
@@ -161,8 +169,9 @@ export function publishingRoutes(
   access: AccessControl,
   metrics?: PublishMeter,
   kpi?: KpiCollector,
+  quotas?: PublishQuotas,
 ): void {
-  http.register(PUBLISHING_ROUTES, { publisher, cursors, registry, access, metrics, kpi });
+  http.register(PUBLISHING_ROUTES, { publisher, cursors, registry, access, metrics, kpi, quotas });
 }
 
 /** `broker_publish_batches_total` result of each answer the publisher returns. */

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { checkBody } from '../../domain/rule-problems.js';
 import { AdminsInputSchema, FeatureInputSchema, parseAdminsInput } from '../../domain/settings-input.js';
+import { PublishQuotaListSchema, PublishQuotaSchema, QUOTA_KINDS, isQuotaKind, type PublishQuota, type QuotaKind } from '../../domain/publish-quota.js';
 import { brokerError, invalidInput } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import { BLACKLIST_TYPES, isBlacklistType, isFeature, type BlacklistType, type Settings } from '../../services/settings.js';
@@ -31,7 +32,35 @@ export const BlacklistParams = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 255, 'x-status': 400, 'x-messages': { minLength: 'must have 1 to 255 characters', maxLength: 'must have 1 to 255 characters' }, description: 'the application or event type' }),
 });
 
+/** `{kind}` and `{name}` of `PUT`/`DELETE /settings/quotas/{kind}/{name}` (docs/publishing.md "Quotas"); anything else is 400. */
+export const QuotaParams = Type.Object({
+  kind: Type.String({ enum: [...QUOTA_KINDS], 'x-status': 400, 'x-messages': { enum: `has unknown quota kind {value}; use ${QUOTA_KINDS.join(' or ')}` }, description: QUOTA_KINDS.join(' or ') }),
+  name: Type.String({ minLength: 1, maxLength: 255, 'x-status': 400, 'x-messages': { minLength: 'must have 1 to 255 characters', maxLength: 'must have 1 to 255 characters' }, description: 'the subject id or the owning application' }),
+});
+
 const route = routesOf<SettingsDeps>();
+
+/** `PUT` sets, `DELETE` removes a publishing quota. */
+const setQuota =
+  (set: boolean): RouteHandler<SettingsDeps, typeof QuotaParams, undefined, undefined> =>
+  async (ctx, { settings, access, audit }) => {
+    access.requireSettings(ctx.subject, 'write');
+    const kind = quotaKindOf(ctx.input.params.kind);
+    const name = ctx.input.params.name;
+    let quota: PublishQuota | undefined;
+    if (set) {
+      const checked = checkBody(PublishQuotaSchema, await ctx.json());
+      if (!checked.ok) throw invalidInput(checked.status, checked.details, checked.errors);
+      quota = checked.value;
+    }
+    access.requireWritable();
+    const previous = settings.quota(kind, name);
+    await settings.setQuota(kind, name, quota);
+    if (previous !== undefined || quota !== undefined) {
+      audit.record({ subject: ctx.subject, resource: 'quota', resourceId: `${kind}:${name}`, op: quota === undefined ? 'D' : previous === undefined ? 'C' : 'U', ...(previous ? { previous } : {}), ...(quota ? { next: quota } : {}) });
+    }
+    return quota === undefined ? { status: 204 } : { status: 200, body: { kind, name, ...quota } };
+  };
 
 const setAdmins: RouteHandler<SettingsDeps, undefined, undefined, undefined> = async (ctx, { settings, access, audit }) => {
   access.requireSettings(ctx.subject, 'admin');
@@ -61,7 +90,7 @@ const setBlocked =
 /**
  * Administrator settings (docs/operations.md "Administrator settings", "Feature toggles", "Blacklist"):
  * `GET/POST/PUT /settings/admins`, `GET /settings/blacklist`, `PUT/DELETE /settings/blacklist/{type}/{name}`,
- * `GET/POST /settings/features`. Reading features and the blacklist
+ * `GET/POST /settings/features`, `GET /settings/quotas`, `PUT/DELETE /settings/quotas/{kind}/{name}`. Reading features, the blacklist and quotas
  * needs only authentication; changing them needs the admin `writers` list, changing the administrators
  * the `admins` list. While `disable_db_write_operations` is on, only features can change (so it can be
  * turned off again).
@@ -97,6 +126,24 @@ export const SETTINGS_ROUTES: readonly Route<SettingsDeps>[] = [
       handler: setBlocked(method === 'PUT'),
     }),
   ),
+  route({
+    method: 'GET', path: '/settings/quotas', operationId: 'getQuotas', tag: 'Settings', access: 'authenticated',
+    summary: 'Publishing quotas', description: 'Events and bytes per second a publishing subject, or the producers to an owning application\'s event types, may publish through one node (docs/publishing.md "Quotas"); none by default.',
+    responses: { '200': json('every quota, by kind and name', PublishQuotaListSchema) },
+    handler: (_ctx, { settings }) => Promise.resolve({ status: 200, body: { items: settings.quotas() } }),
+  }),
+  route({
+    method: 'PUT', path: '/settings/quotas/{kind}/{name}', operationId: 'setQuota', tag: 'Settings', access: 'authenticated', params: QuotaParams,
+    summary: 'Set a publishing quota', description: 'A publish over it is refused with 429 `QUOTA_EXCEEDED` and `Retry-After`, nothing written. Needs the settings `writers`.',
+    body: jsonBody(PublishQuotaSchema),
+    responses: { '200': json('the quota set', PublishQuotaListSchema.properties.items.items), ...problems(400, 403, 422, 503) },
+    handler: setQuota(true),
+  }),
+  route({
+    method: 'DELETE', path: '/settings/quotas/{kind}/{name}', operationId: 'removeQuota', tag: 'Settings', access: 'authenticated', params: QuotaParams,
+    summary: 'Remove a publishing quota', responses: { '204': empty('removed (or there was none)'), ...problems(400, 403, 503) },
+    handler: setQuota(false),
+  }),
   route({
     method: 'GET', path: '/settings/features', operationId: 'getFeatures', tag: 'Settings', access: 'authenticated',
     summary: 'Feature toggles', responses: { '200': json('every feature and whether it is on', FeatureListSchema) },
@@ -140,6 +187,12 @@ function parseAdmins(body: unknown, access: AccessControl): AdminAuthorization {
   const problems = access.attributeProblems({ admins, readers, writers });
   if (problems.length > 0) throw brokerError('UNPROCESSABLE', { reason: problems.join('\n') });
   return parsed.value;
+}
+
+/** The quota kind of a `{kind}` path parameter its schema accepted. */
+function quotaKindOf(text: string): QuotaKind {
+  if (!isQuotaKind(text)) throw new Error(`quota kind "${text}" passed its schema but is not one of the kinds`);
+  return text;
 }
 
 /** The blacklist type of a `{type}` path parameter its schema accepted (any case). */
