@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../../config/config-schema.js';
 import type { Subject } from '../../auth/subject.js';
 import { partitionIds, type EventType } from '../../domain/event-type.js';
-import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
+import type { PartitionRange } from '../../domain/offsets.js';
 import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type Session } from '../../domain/rebalance.js';
 import { parseStreamParameters, type StreamQuery } from '../../domain/stream-parameters.js';
 import type { Subscription } from '../../domain/subscription.js';
@@ -15,13 +15,14 @@ import type { PartitionLogs } from '../../storage/partition-logs.js';
 import type { SubscriptionRegistry } from '../subscription-registry.js';
 import { readersKey, type AccessControl } from '../access-control.js';
 import type { Settings } from '../settings.js';
-import { offsetField, type SessionInfo, type SubscriptionState, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
+import type { SessionInfo, SubscriptionState, SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import { EventStreamLoop, type StreamedListener, type TimelineSource } from './event-stream.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability/meters.js';
 import type { SubscriptionNotices } from './subscription-notices.js';
 import { STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
 import { REAL_CLOCK, type Clock } from './clock.js';
 import { SessionRunner } from './session-runner.js';
+import { initializeOffsets, partitionRanges } from './subscription-start.js';
 import { filterSpecOf } from '../../domain/event-filter.js';
 import type { EventFilters } from '../event-filters.js';
 import type { EventFilter } from './partition-reader.js';
@@ -286,48 +287,14 @@ export class SubscriptionStreams implements SessionOwner {
     };
   }
 
-  /**
-   * Lazy `read_from` (docs/concepts.md "Subscriptions"): partitions without a committed offset get one now —
-   * `end` = the newest offset at this moment, `begin` = before the oldest, `cursors` = the initial
-   * cursor (before the oldest if it expired meanwhile). Racing nodes keep the first value.
-   */
+  /** Lazy `read_from`: see {@link initializeOffsets}. */
   async initialize(subscription: ResolvedSubscription): Promise<void> {
-    const { record } = subscription;
-    const existing = await this.state.offsets(record.id);
-    const missing = subscription.partitions.filter((p) => !existing.has(offsetField(p.eventType, p.partition)));
-    if (missing.length === 0) return;
-    const ranges = await this.rangesOf(missing);
-    const initial = new Map<string, number>();
-    // Partitions missing from an initialized subscription were added by repartitioning: from their beginning.
-    const readFrom = existing.size > 0 ? 'begin' : record.read_from;
-    for (const p of missing) {
-      const field = offsetField(p.eventType, p.partition);
-      const range = ranges.get(field) as PartitionRange;
-      let offset = readFrom === 'begin' ? range.oldest - 1 : range.newest;
-      if (readFrom === 'cursors') {
-        const cursor = record.initial_cursors.find((c) => c.event_type === p.eventType && c.partition === p.partition);
-        const parsed = cursor ? parseOffset(cursor.offset) : { kind: 'begin' as const };
-        const resolved = parsed ? p.timelines.resolve(parsed, p.partition, range) : undefined;
-        offset = resolved?.ok ? resolved.offset : range.oldest - 1;
-      }
-      initial.set(field, offset);
-    }
-    await this.state.initOffsets(record.id, initial);
+    await initializeOffsets(this.state, this.logs, subscription);
   }
 
-  /** Partition ranges by offsets field: one pipelined read per event type. @throws BrokerError 503 */
+  /** Partition ranges by offsets field: see {@link partitionRanges}. @throws BrokerError 503 */
   async rangesOf(partitions: readonly SubscriptionPartition[]): Promise<Map<string, PartitionRange>> {
-    const byEventType = new Map<string, SubscriptionPartition[]>();
-    for (const p of partitions) byEventType.set(p.eventType, [...(byEventType.get(p.eventType) ?? []), p]);
-    const out = new Map<string, PartitionRange>();
-    await Promise.all(
-      [...byEventType.values()].map(async (list) => {
-        const first = list[0] as SubscriptionPartition;
-        const ranges = await this.logs.ranges(first.eventType, first.timelines, list.map((p) => p.partition));
-        list.forEach((p, i) => out.set(offsetField(p.eventType, p.partition), ranges[i] ?? { oldest: 0, newest: -1 }));
-      }),
-    );
-    return out;
+    return partitionRanges(this.logs, partitions);
   }
 
   /**
@@ -394,7 +361,6 @@ export class SubscriptionStreams implements SessionOwner {
       await r.released;
     }));
   }
-
 }
 
 /** Per event type with an owner selector, the test of which events `subject` may read (docs/consuming.md "Per-event authorization"). */
