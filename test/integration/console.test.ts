@@ -185,6 +185,15 @@ describe('the console in auth mode off', () => {
     await waitForText(tail.page, '[data-test=tail] pre.json', '"order_number": "B-2"');
     expect(tail.errors).toEqual([]);
     await tail.page.close();
+    // A tail from BEGIN with a filter the broker tests (docs/consuming.md "Filters"): only B-2 arrives.
+    const filtered = await openPage();
+    const schema = JSON.stringify({ properties: { order_number: { enum: ['B-2'] } } });
+    await filtered.page.goto(`${broker.url}/ui#/tail?event_type=${encodeURIComponent(name)}&from=begin&filter=${encodeURIComponent(schema)}`);
+    await waitForText(filtered.page, '[data-test=tail-status]', `streaming ${name} from BEGIN, filtered by the broker`);
+    await waitForText(filtered.page, '[data-test=tail]', 'B-2');
+    expect(await textOf(filtered.page, '[data-test=tail-count]')).toBe('1 of 1 events');
+    expect(filtered.errors).toEqual([]);
+    await filtered.page.close();
     await page.bringToFront();
 
     // A subscription created with the form, from the beginning.

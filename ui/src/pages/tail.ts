@@ -18,16 +18,23 @@ interface Row {
   readonly text: string;
 }
 
-/** What to tail, from the route's query: `event_type` (+ `from=begin`) or `subscription`. */
+/** What to tail, from the route's query: `event_type` (+ `from=begin`, `filter`) or `subscription`. */
 interface Source {
   readonly eventType?: string;
   readonly from: 'newest' | 'begin';
   readonly subscription?: string;
+  /** Event types: a draft-04 JSON Schema (JSON text) the broker tests each event against (docs/consuming.md "Filters"). */
+  readonly filter?: string;
 }
 
 /** The live tail page. */
 export function TailPage({ query }: { query: URLSearchParams }): View {
-  const source: Source = { eventType: query.get('event_type') ?? undefined, from: query.get('from') === 'begin' ? 'begin' : 'newest', subscription: query.get('subscription') ?? undefined };
+  const source: Source = {
+    eventType: query.get('event_type') ?? undefined,
+    from: query.get('from') === 'begin' ? 'begin' : 'newest',
+    subscription: query.get('subscription') ?? undefined,
+    filter: query.get('filter') ?? undefined,
+  };
   const eventTypes = useLoad(() => api<EventType[]>('GET', '/event-types'), []);
   const pick = (e: Event): void => {
     e.preventDefault();
@@ -38,6 +45,8 @@ export function TailPage({ query }: { query: URLSearchParams }): View {
     else {
       q.set('event_type', formText(data, 'event_type'));
       if (mode === 'begin') q.set('from', 'begin');
+      const filter = formText(data, 'filter').trim();
+      if (filter !== '') q.set('filter', filter);
     }
     location.hash = href(`/tail?${q.toString()}`);
   };
@@ -51,9 +60,10 @@ export function TailPage({ query }: { query: URLSearchParams }): View {
       <label><input type="radio" name="mode" value="begin" checked=${source.subscription === undefined && source.from === 'begin'} /> from BEGIN</label>
       <label><input type="radio" name="mode" value="subscription" checked=${source.subscription !== undefined} /> subscription</label>
       <input name="subscription" placeholder="subscription id" aria-label="Subscription id" value=${source.subscription ?? ''} />
+      <input name="filter" data-test="tail-schema-filter" placeholder='filter (event types): a JSON Schema, e.g. {"properties":{"amount":{"minimum":100}}}' aria-label="Filter: a JSON Schema events must match" value=${source.filter ?? ''} />
       <button type="submit" class="primary">Tail</button>
     </form>
-    ${source.subscription === undefined ? null : html`<p class="muted">Reading a subscription consumes it: the console commits the cursor of every batch it shows, as a consumer would.</p>`}
+    ${source.subscription === undefined ? null : html`<p class="muted">Reading a subscription consumes it: the console commits the cursor of every batch it shows, as a consumer would. A subscription applies its own filter (shown on its page).</p>`}
     ${active ? html`<${Tail} key=${JSON.stringify(source)} source=${source} />` : html`<p class="muted">Pick an event type or a subscription.</p>`}
   </div>`;
 }
@@ -83,7 +93,7 @@ function Tail({ source }: { source: Source }): View {
     };
     const run = async (): Promise<void> => {
       if (source.subscription !== undefined) await tailSubscription(source.subscription, show, setStatus, controller.signal);
-      else if (source.eventType !== undefined) await tailEventType(source.eventType, source.from, show, setStatus, controller.signal);
+      else if (source.eventType !== undefined) await tailEventType(source.eventType, source.from, source.filter, show, setStatus, controller.signal);
     };
     run().catch((err: unknown) => {
       if (!controller.signal.aborted) setStatus(`stopped: ${errorText(err)}`);
@@ -134,8 +144,11 @@ function endedStatus(last: StreamBatch['info']): string {
   return `the stream ended: ${reason}${debug === undefined ? '' : ` (${debug})`}`;
 }
 
-/** Streams an event type with a low-level stream (every partition from BEGIN, or from the newest offsets). */
-async function tailEventType(name: string, from: 'newest' | 'begin', show: (b: StreamBatch, eventType: string) => void, setStatus: (s: string) => void, signal: AbortSignal): Promise<void> {
+/**
+ * Streams an event type with a low-level stream (every partition from BEGIN, or from the newest offsets),
+ * only the events `filter` matches when given (the broker tests them; an unusable filter stops the tail with its 422).
+ */
+async function tailEventType(name: string, from: 'newest' | 'begin', filter: string | undefined, show: (b: StreamBatch, eventType: string) => void, setStatus: (s: string) => void, signal: AbortSignal): Promise<void> {
   const headers: Record<string, string> = {};
   if (from === 'begin') {
     const partitions = await api<Partition[]>('GET', `/event-types/${seg(name)}/partitions`);
@@ -143,7 +156,7 @@ async function tailEventType(name: string, from: 'newest' | 'begin', show: (b: S
   }
   let last: StreamBatch['info'];
   const stream = await openJsonLines(
-    `/event-types/${seg(name)}/events?batch_limit=100&batch_flush_timeout=1`,
+    `/event-types/${seg(name)}/events?batch_limit=100&batch_flush_timeout=1${filter === undefined ? '' : `&filter=${encodeURIComponent(filter)}`}`,
     { headers },
     (line) => {
       const batch = line as StreamBatch;
@@ -152,7 +165,7 @@ async function tailEventType(name: string, from: 'newest' | 'begin', show: (b: S
     },
     signal,
   );
-  setStatus(`streaming ${name} from ${from === 'begin' ? 'BEGIN' : 'the newest offsets'}`);
+  setStatus(`streaming ${name} from ${from === 'begin' ? 'BEGIN' : 'the newest offsets'}${filter === undefined ? '' : ', filtered by the broker'}`);
   await stream.done;
   if (!signal.aborted) setStatus(endedStatus(last));
 }
