@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import { BrokerError } from '../../src/errors/catalog.js';
+import type { PublishQuota, QuotaKind } from '../../src/domain/publish-quota.js';
+import { PublishQuotas } from '../../src/services/publish-quotas.js';
+
+/** The token buckets of the publishing quotas (src/services/publish-quotas.ts; docs/publishing.md "Quotas"), on a clock of their own. */
+describe('PublishQuotas', () => {
+  function setUp(quotas: Record<string, PublishQuota>): { quotas: PublishQuotas; advance: (ms: number) => void; set: (entry: string, quota: PublishQuota | undefined) => void } {
+    let now = 0;
+    const table = new Map(Object.entries(quotas));
+    return {
+      quotas: new PublishQuotas((kind: QuotaKind, name: string) => table.get(`${kind}:${name}`), () => now),
+      advance: (ms) => (now += ms),
+      set: (entry, quota) => (quota === undefined ? table.delete(entry) : table.set(entry, quota)),
+    };
+  }
+
+  /** The refusal `work` throws. */
+  function refusal(work: () => void): BrokerError {
+    try {
+      work();
+    } catch (err) {
+      if (err instanceof BrokerError) return err;
+      throw err;
+    }
+    throw new Error('not refused');
+  }
+
+  it('charges without limit when no quota applies', () => {
+    const { quotas } = setUp({});
+    for (let i = 0; i < 100; i++) quotas.charge('a', 'app', 'bytes', 1e9);
+  });
+
+  it('takes any charge while not in debt, then refuses with 429 and the seconds until the debt is paid', () => {
+    const { quotas, advance } = setUp({ 'subject:a': { bytes_per_second: 1000 } });
+    quotas.charge('a', 'app', 'bytes', 600);
+    quotas.charge('a', 'app', 'bytes', 3400);
+    const refused = refusal(() => quotas.charge('a', 'app', 'bytes', 1));
+    expect(refused.status).toBe(429);
+    expect(refused.code).toBe('QUOTA_EXCEEDED');
+    expect(refused.headers).toEqual({ 'Retry-After': '3' });
+    expect(refused.detail).toBe('The subject "a" is over its publishing quota of 1000 bytes per second on this node; nothing was written, retry in 3 s');
+    advance(2500);
+    expect(refusal(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '1' });
+    advance(600);
+    quotas.charge('a', 'app', 'bytes', 1);
+    // Other subjects and the events metric are not held back.
+    quotas.charge('b', 'app', 'bytes', 1e6);
+    quotas.charge('a', 'app', 'events', 1e6);
+  });
+
+  it('refills up to one second of the quota, not more', () => {
+    const { quotas, advance } = setUp({ 'owning_application:app': { events_per_second: 10 } });
+    advance(60_000);
+    quotas.charge('a', 'app', 'events', 10);
+    expect(refusal(() => quotas.charge('b', 'app', 'events', 1)).detail).toMatch(/^The owning_application "app" is over its publishing quota of 10 events per second/);
+  });
+
+  it('charges both quotas that apply, and neither when one refuses', () => {
+    const { quotas, advance } = setUp({ 'subject:a': { events_per_second: 100 }, 'owning_application:app': { events_per_second: 10 } });
+    quotas.charge('a', 'app', 'events', 20);
+    // The application is in debt: the subject's bucket is not charged for the refused publish.
+    expect(refusal(() => quotas.charge('a', 'app', 'events', 50)).detail).toContain('owning_application "app"');
+    advance(2000);
+    // Refilled: the subject back to 100 (it was not charged the refused 50), the application to 10.
+    quotas.charge('a', 'app', 'events', 70);
+    quotas.charge('a', 'other', 'events', 40);
+    expect(refusal(() => quotas.charge('a', 'other', 'events', 1)).detail).toContain('subject "a"');
+  });
+
+  it('applies a changed quota at once and forgets a removed one', () => {
+    const { quotas, set } = setUp({ 'subject:a': { bytes_per_second: 100 } });
+    quotas.charge('a', 'app', 'bytes', 500);
+    expect(refusal(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '4' });
+    set('subject:a', { bytes_per_second: 400 });
+    expect(refusal(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '1' });
+    set('subject:a', undefined);
+    quotas.charge('a', 'app', 'bytes', 1e9);
+    set('subject:a', { bytes_per_second: 100 });
+    quotas.charge('a', 'app', 'bytes', 50);
+  });
+});
