@@ -366,6 +366,16 @@ describe('the console in auth mode jwt', () => {
     await page.goto(`${jwtBroker.url}/ui#/settings`);
     await page.waitForSelector('[data-test=features] input[name=kpi_collection]:not([disabled])', { timeout: WAIT_MS });
     await waitForText(page, '.card', 'user:admin');
+    // Publishing quotas: set one through the form, see it listed, remove it.
+    await waitForText(page, '[data-test=quotas]', 'none');
+    await fill(page, 'form[data-test=quota-form] input[name=name]', 'console-app');
+    await fill(page, 'form[data-test=quota-form] input[name=events_per_second]', '500');
+    await clickButton(page, 'Set quota');
+    await waitForText(page, '[data-test=quotas]', 'console-app');
+    expect(await textOf(page, '[data-test=quotas] tbody')).toContain('owning_application');
+    expect(await textOf(page, '[data-test=quotas] tbody')).toContain('500');
+    await (await page.waitForSelector('[data-test=quotas] button[title=Remove]', { timeout: WAIT_MS }))?.click();
+    await waitForText(page, '[data-test=quotas]', 'none');
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -2,6 +2,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import { describe, expectTypeOf, it } from 'vitest';
 import type * as wire from '../../src/http/api/wire-schemas.js';
 import type * as ui from '../../ui/src/wire.js';
+import type * as quotas from '../../src/domain/publish-quota.js';
 
 // The console (ui/src) is compiled for the browser on its own and cannot import the server's modules,
 // so ui/src/wire.ts declares the API's records again. These checks, run by the compiler (`npm run
@@ -37,6 +38,7 @@ describe('the console\'s wire types mirror the server\'s wire schemas', () => {
   it('settings and the console\'s access answer, both ways', () => {
     expectTypeOf<Mutual<ui.Blacklist, Derived<typeof wire.BlacklistSchema>>>().toEqualTypeOf<true>();
     expectTypeOf<Mutual<ui.Admins, Derived<typeof wire.AdminAuthorizationSchema>>>().toEqualTypeOf<true>();
+    expectTypeOf<Mutual<ui.PublishQuotaList, Derived<typeof quotas.PublishQuotaListSchema>>>().toEqualTypeOf<true>();
     expectTypeOf<Mutual<ui.Access, Derived<typeof wire.ConsoleAccessSchema>>>().toEqualTypeOf<true>();
   });
 

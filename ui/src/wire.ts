@@ -159,6 +159,19 @@ export interface Blacklist {
   readonly consumers: { readonly event_types: readonly string[]; readonly apps: readonly string[] };
 }
 
+/** One quota of `GET /settings/quotas` (docs/publishing.md "Quotas"). */
+export interface PublishQuotaEntry {
+  readonly kind: 'subject' | 'owning_application';
+  readonly name: string;
+  readonly events_per_second?: number;
+  readonly bytes_per_second?: number;
+}
+
+/** `GET /settings/quotas`. */
+export interface PublishQuotaList {
+  readonly items: readonly PublishQuotaEntry[];
+}
+
 /** `GET /settings/admins`. */
 export interface Admins {
   readonly admins: readonly Attribute[];

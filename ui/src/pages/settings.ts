@@ -1,9 +1,9 @@
-// Settings for administrators: feature toggles and the blacklist (changed by the admin writers),
-// the administrators, storages and timelines (read-only here).
+// Settings for administrators: feature toggles, the blacklist and publishing quotas (changed by the
+// admin writers), the administrators, storages and timelines (read-only here).
 import { useState } from 'preact/hooks';
 import { api, seg } from '../api.js';
 import { AuthorizationView, ErrorBox, formText, html, Section, useLoad, type View } from '../ui.js';
-import type { Access, Admins, Blacklist, EventType } from '../wire.js';
+import type { Access, Admins, Blacklist, EventType, PublishQuotaList } from '../wire.js';
 
 /** The settings page (offered to subjects on an admin list). */
 export function SettingsPage({ access }: { access: Access }): View {
@@ -13,6 +13,7 @@ export function SettingsPage({ access }: { access: Access }): View {
       <${Features} mayWrite=${access.settings.write} />
       <${BlacklistView} mayWrite=${access.settings.write} />
     </div>
+    <${QuotasView} mayWrite=${access.settings.write} />
     <${AdminsView} />
     <div class="columns">
       <${Storages} />
@@ -78,6 +79,52 @@ function BlacklistView({ mayWrite }: { mayWrite: boolean }): View {
     })}</dl>
     ${mayWrite
       ? html`<form class="toolbar" onSubmit=${add}><select name="type" aria-label="Blacklist type">${BLACKLIST_TYPES.map(([t]) => html`<option>${t}</option>`)}</select><input name="name" placeholder="subject id or event type" aria-label="Name" /><button type="submit">Block</button></form>`
+      : null}
+  <//>`;
+}
+
+/** A positive integer of a form field, or undefined when the field is empty. */
+function perSecond(data: FormData, field: string): number | undefined {
+  const text = formText(data, field);
+  return text === '' ? undefined : Number(text);
+}
+
+/** Publishing quotas per subject or owning application, per node (docs/publishing.md "Quotas"). */
+function QuotasView({ mayWrite }: { mayWrite: boolean }): View {
+  const quotas = useLoad(() => api<PublishQuotaList>('GET', '/settings/quotas'), []);
+  const [error, setError] = useState<unknown>(undefined);
+  const change = async (method: 'PUT' | 'DELETE', kind: string, name: string, body?: unknown): Promise<void> => {
+    setError(undefined);
+    try {
+      await api(method, `/settings/quotas/${kind}/${seg(name)}`, body);
+    } catch (err) {
+      setError(err);
+    }
+    quotas.reload();
+  };
+  const set = (e: Event): void => {
+    e.preventDefault();
+    const form = e.target as HTMLFormElement;
+    const data = new FormData(form);
+    const name = formText(data, 'name');
+    const events = perSecond(data, 'events_per_second');
+    const bytes = perSecond(data, 'bytes_per_second');
+    if (name === '') return;
+    void change('PUT', formText(data, 'kind'), name, { ...(events === undefined ? {} : { events_per_second: events }), ...(bytes === undefined ? {} : { bytes_per_second: bytes }) });
+    form.reset();
+  };
+  const items = quotas.value?.items ?? [];
+  return html`<${Section} title="Publishing quotas (per node)">
+    <${ErrorBox} error=${quotas.error ?? error} />
+    <table class="grid" data-test="quotas"><thead><tr><th>Kind</th><th>Name</th><th>Events/s</th><th>Bytes/s</th>${mayWrite ? html`<th></th>` : null}</tr></thead>
+      <tbody>${items.length === 0
+        ? html`<tr><td colspan="5" class="muted">none: every producer may publish as fast as the node admits</td></tr>`
+        : items.map(
+            (q) => html`<tr><td>${q.kind}</td><td>${q.name}</td><td>${q.events_per_second ?? ''}</td><td>${q.bytes_per_second ?? ''}</td>${mayWrite ? html`<td><button type="button" class="link" title="Remove" onClick=${() => void change('DELETE', q.kind, q.name)}>×</button></td>` : null}</tr>`,
+          )}</tbody>
+    </table>
+    ${mayWrite
+      ? html`<form class="toolbar" data-test="quota-form" onSubmit=${set}><select name="kind" aria-label="Quota kind"><option>owning_application</option><option>subject</option></select><input name="name" placeholder="application or subject id" aria-label="Name" /><input name="events_per_second" type="number" min="1" placeholder="events/s" aria-label="Events per second" /><input name="bytes_per_second" type="number" min="1" placeholder="bytes/s" aria-label="Bytes per second" /><button type="submit">Set quota</button></form>`
       : null}
   <//>`;
 }
