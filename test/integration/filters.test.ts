@@ -141,6 +141,25 @@ describe('a subscription with a filter', () => {
     stream.close();
   });
 
+  it('delivers runs of matching events whole, one event at a time with batch_timespan too', async () => {
+    const name = await eventType();
+    // Runs of two matching events between single ones that do not match, in one stored entry.
+    const numbers = orders(30, (i) => i % 3 !== 0);
+    await publish(name, numbers);
+    const expected = numbers.filter((n) => n.startsWith('m-'));
+    for (const [consumerGroup, init] of [
+      ['runs', {}],
+      ['per-event', { method: 'POST', body: JSON.stringify({ batch_timespan: 3600 }), headers: { 'content-type': 'application/json' } }],
+    ] as const) {
+      const created = await subscribe(name, MATCHING_ORDERS, consumerGroup);
+      expect(created.status, created.text).toBe(201);
+      const stream = await StreamClient.open(`${b.url}/subscriptions/${(created.json as { id: string }).id}/events?batch_limit=7&max_uncommitted_events=100&batch_flush_timeout=1`, init);
+      expect(stream.status).toBe(200);
+      expect(numbersOf(await read(stream, expected.length))).toEqual(expected);
+      stream.close();
+    }
+  });
+
   it('refuses filters that are not usable JSON Schemas, and is fixed with the subscription', async () => {
     const name = await eventType();
     const refusals: [unknown, number, string][] = [
