@@ -3,6 +3,7 @@
  * subscription or a stream takes it, and the test of read events against it. Both run in the worker
  * threads under a time limit, so a costly filter cannot hold up the main thread.
  */
+import { LRUCache } from 'lru-cache';
 import type { BrokerConfig } from '../config/config-schema.js';
 import { filterSpecOf, type EventFilterSpec } from '../domain/event-filter.js';
 import { schemaCostLimitsOf } from '../domain/schema-cost.js';
@@ -16,18 +17,25 @@ export const FILTER_MATCH_TIMEOUT_MS = 10_000;
 
 const NEWLINE = 0x0a;
 
+/** Filters whose checks passed, remembered by key so a stream reopened with the same filter is not checked again. */
+const ACCEPTED_FILTERS = 1_000;
+
 /** Checks filters and tests events against them, in the worker threads of `pool`. */
 export class EventFilters {
+  /** Keys of filters that passed the checks (the checks depend only on the text and the limits, fixed for the node's life). */
+  private readonly accepted = new LRUCache<string, true>({ max: ACCEPTED_FILTERS });
+
   /** @param config the event type schema limits a filter is held to (`eventTypes.maxSchemaBytes`, `schemaMax*`, `schemaCompileTimeoutMs`) */
   constructor(
-    private readonly pool: WorkerPool,
+    private readonly pool: Pick<WorkerPool, 'guardSchema' | 'compile' | 'matchFilter'>,
     private readonly config: BrokerConfig['eventTypes'],
   ) {}
 
   /**
    * Checks a filter as an event type's schema is checked (docs/publishing.md "Schema cost budget"): its
    * size, the draft-04 meta-schema and keyword bounds, its validation cost, and that it compiles, each in
-   * a worker under `eventTypes.schemaCompileTimeoutMs`.
+   * a worker under `eventTypes.schemaCompileTimeoutMs`. A filter that passed is remembered (the last
+   * {@link ACCEPTED_FILTERS} distinct ones) and not checked again.
    * @param text the filter as JSON text
    * @param where how the 422 detail names the filter (`Field "filter"`, `Query parameter "filter"`)
    * @returns its key and canonical text
@@ -39,12 +47,14 @@ export class EventFilters {
     if (bytes > this.config.maxSchemaBytes) throw refuse(`it is ${bytes} bytes long, more than the limit of ${this.config.maxSchemaBytes} bytes`);
     const spec = filterSpecOf(text);
     if (spec === undefined) throw refuse('it is not valid JSON');
+    if (this.accepted.has(spec.key)) return spec;
     const limits = schemaCostLimitsOf(this.config);
     const timeoutMs = this.config.schemaCompileTimeoutMs;
     const guarded = await this.pool.guardSchema(spec.text, this.config.maxSchemaBytes, limits, timeoutMs);
     if (!guarded.ok) throw refuse(guarded.reason);
     const compiled = await this.pool.compile(spec.text, limits, timeoutMs);
     if (!compiled.ok) throw refuse(compiled.reason);
+    this.accepted.set(spec.key, true);
     return spec;
   }
 

@@ -3,7 +3,8 @@ import run from '../../workers/publish-worker.js';
 import { matchEvents } from '../../workers/filter-events.js';
 import { compileSchema, createSchemaCompiler } from '../../src/domain/schema-compiler.js';
 import { filterSpecOf } from '../../src/domain/event-filter.js';
-import { joinSegments } from '../../src/services/event-filters.js';
+import { EventFilters, joinSegments } from '../../src/services/event-filters.js';
+import type { BrokerConfig } from '../../src/config/config-schema.js';
 import type { FilterMatches, FilterNeeded, FilterTask } from '../../workers/publish-protocol.js';
 
 /**
@@ -68,5 +69,34 @@ describe('filter tasks', () => {
     expect(Buffer.from(joined).toString()).toBe(`${one.toString()}\n${two.toString()}`);
     expect(joined.byteOffset).toBe(0);
     expect(joined.buffer.byteLength).toBe(joined.byteLength);
+  });
+});
+
+describe('EventFilters.check', () => {
+  const config = { maxSchemaBytes: 1000, schemaMaxApplicationsPerValue: 1000, schemaMaxEnumValues: 1000, schemaMaxUniqueItems: 1000, schemaCompileTimeoutMs: 1000 } as BrokerConfig['eventTypes'];
+
+  it('runs the guard and the compilation once per distinct filter, refuses what they refuse, and checks the size first', async () => {
+    const calls: string[] = [];
+    const pool = {
+      guardSchema: (text: string) => {
+        calls.push(`guard ${text}`);
+        return Promise.resolve(text.includes('"bad"') ? { ok: false as const, reason: 'bad keyword' } : { ok: true as const });
+      },
+      compile: (text: string) => {
+        calls.push(`compile ${text}`);
+        return Promise.resolve({ ok: true as const, cost: { applicationsPerValue: 1, compileMs: 1 } });
+      },
+      matchFilter: () => Promise.resolve(new Uint8Array(0)),
+    };
+    const filters = new EventFilters(pool, config);
+    const spec = await filters.check('{ "required": ["n"] }', 'Field "filter"');
+    expect(spec.text).toBe('{"required":["n"]}');
+    await filters.check('{"required":["n"]}', 'Field "filter"');
+    expect(calls).toEqual(['guard {"required":["n"]}', 'compile {"required":["n"]}']);
+    await expect(filters.check('{"bad":1}', 'Query parameter "filter"')).rejects.toThrow('Query parameter "filter" is not a usable filter: bad keyword');
+    await expect(filters.check('{"bad":1}', 'Field "filter"')).rejects.toThrow('bad keyword');
+    await expect(filters.check(`{"description":"${'x'.repeat(1000)}"}`, 'Field "filter"')).rejects.toThrow('more than the limit of 1000 bytes');
+    await expect(filters.check('{"a":', 'Field "filter"')).rejects.toThrow('it is not valid JSON');
+    expect(calls.filter((c) => c.startsWith('guard'))).toHaveLength(3);
   });
 });
