@@ -240,7 +240,9 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     maxSubscriptionPartitions: config.subscriptions.maxPartitions,
   });
   partitionCountRoutes(http, repartitioning, access, audit);
-  publishingRoutes(http, publisher, cursors, registry, access, metrics, kpi, new PublishQuotas((kind, name) => settings.quota(kind, name)));
+  const quotas = new PublishQuotas((kind, name) => settings.quota(kind, name));
+  settings.onChange(() => quotas.prune());
+  publishingRoutes(http, publisher, cursors, registry, access, metrics, kpi, quotas);
   subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), audit, (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);
   subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors, access);

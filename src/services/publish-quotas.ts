@@ -6,6 +6,9 @@ export type QuotaMetric = 'bytes' | 'events';
 
 /** A token bucket: `tokens` refill at `rate` per second up to `rate` (one second of burst); a charge may take it below 0 (debt). */
 interface Bucket {
+  readonly kind: QuotaKind;
+  readonly name: string;
+  readonly metric: QuotaMetric;
   rate: number;
   tokens: number;
   at: number;
@@ -49,7 +52,7 @@ export class PublishQuotas {
         this.buckets.delete(key);
         continue;
       }
-      const bucket = this.refilled(key, rate, now);
+      const bucket = this.refilled(key, { kind, name, metric }, rate, now);
       if (bucket.tokens <= 0) {
         const retryAfter = Math.max(1, Math.ceil(-bucket.tokens / rate));
         throw brokerError('QUOTA_EXCEEDED', { kind, name, limit: rate, unit: metric, retryAfter });
@@ -59,11 +62,24 @@ export class PublishQuotas {
     for (const bucket of due) bucket.tokens -= amount;
   }
 
+  /**
+   * Drops the buckets of quotas no longer set, so a removed quota leaves nothing behind (call on every
+   * settings change).
+   */
+  prune(): void {
+    for (const [key, bucket] of this.buckets) if (this.quota(bucket.kind, bucket.name)?.[FIELD[bucket.metric]] === undefined) this.buckets.delete(key);
+  }
+
+  /** How many buckets this node keeps (one per quota and metric charged since it was set). */
+  get size(): number {
+    return this.buckets.size;
+  }
+
   /** The bucket of `key` refilled up to `now`, made (full) or resized when the quota is new or changed. */
-  private refilled(key: string, rate: number, now: number): Bucket {
+  private refilled(key: string, of: Pick<Bucket, 'kind' | 'name' | 'metric'>, rate: number, now: number): Bucket {
     let bucket = this.buckets.get(key);
     if (bucket === undefined) {
-      bucket = { rate, tokens: rate, at: now };
+      bucket = { ...of, rate, tokens: rate, at: now };
       this.buckets.set(key, bucket);
       return bucket;
     }

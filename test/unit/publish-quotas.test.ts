@@ -26,6 +26,20 @@ describe('PublishQuotas', () => {
     throw new Error('not refused');
   }
 
+  it('keeps a bucket only while its quota is set: a removed quota leaves nothing behind', () => {
+    const { quotas, set } = setUp({ 'subject:a': { bytes_per_second: 1000, events_per_second: 10 }, 'owning_application:app': { events_per_second: 5 } });
+    quotas.charge('a', 'app', 'bytes', 10);
+    quotas.charge('a', 'app', 'events', 1);
+    expect(quotas.size).toBe(3);
+    set('subject:a', { events_per_second: 10 });
+    quotas.prune();
+    expect(quotas.size).toBe(2);
+    set('subject:a', undefined);
+    set('owning_application:app', undefined);
+    quotas.prune();
+    expect(quotas.size).toBe(0);
+  });
+
   it('charges without limit when no quota applies', () => {
     const { quotas } = setUp({});
     for (let i = 0; i < 100; i++) quotas.charge('a', 'app', 'bytes', 1e9);
