@@ -59,7 +59,7 @@ export const SUBSCRIPTION_FIELDS = {
   /** One cursor per partition of every event type when `read_from` is `cursors`, else empty. */
   initial_cursors: Type.Array(InitialCursorSchema),
   /** A draft-04 JSON Schema an event must satisfy to be delivered (docs/consuming.md "Filters"); absent = every event. Fixed with the subscription. */
-  filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'a draft-04 JSON Schema an event (metadata included) must satisfy to be delivered; fixed with the subscription' })),
+  filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'a draft-04 JSON Schema an event (metadata included) must satisfy to be delivered (docs/consuming.md "Filters"); fixed with the subscription. Events it does not match are passed over: the cursors move past them and commits cover them, while `unconsumed_events` and the consumer lag count every event not yet passed over, matching or not' })),
   authorization: Type.Optional(SubscriptionAuthorizationSchema),
   annotations: Type.Optional(StringMap('annotations; `broker.io/subscription-max-event-send-count` and `broker.io/unprocessable-event-policy` configure the dead-letter queue')),
   labels: Type.Optional(StringMap('labels')),
@@ -97,7 +97,7 @@ export const PartitionStatsSchema = Type.Object(
   {
     partition: Type.String(),
     state: PartitionStateSchema,
-    unconsumed_events: Type.Optional(Type.Integer({ minimum: 0 })),
+    unconsumed_events: Type.Optional(Type.Integer({ minimum: 0, description: 'events after the committed offset; with a filter, every such event, matching or not (docs/consuming.md "Filters")' })),
     consumer_lag_seconds: Type.Optional(Type.Integer({ minimum: 0 })),
     stream_id: Type.String(),
     assignment_type: AssignmentTypeSchema,
