@@ -73,7 +73,7 @@ export const scriptFailureErrors = {
   setTimelines: { NOT_FOUND: 'EVENT_TYPE_NOT_FOUND', VERSION_MOVED: 'TIMELINE_SWITCH_CONFLICT' },
   deleteSubscription: { NOT_FOUND: 'SUBSCRIPTION_NOT_FOUND' },
   /** VERSION_MOVED: read again and retry (ASSIGNMENT_CONTENDED after too many tries). */
-  applyTopology: { VERSION_MOVED: null, CURSOR_RESET_RUNNING: 'CURSOR_RESET_RUNNING' },
+  applyTopology: { VERSION_MOVED: null, CURSOR_RESET_RUNNING: 'CURSOR_RESET_RUNNING', NOT_FOUND: 'SUBSCRIPTION_NOT_FOUND' },
   commitCursors: { SESSION_GONE: 'SESSION_NOT_FOUND', PARTITION_NOT_OWNED: 'PARTITION_NOT_ASSIGNED' },
   /** The stream ends (its partitions move on). */
   heartbeat: { SESSION_GONE: null },

@@ -107,9 +107,10 @@ export class SubscriptionStateStore {
   /**
    * Applies an assignment and its session changes if the version did not move; tells the nodes that
    * stream the subscription (`topology` on its notice channel).
-   * @returns `ok`, `VERSION_MOVED` (read again) or `CURSOR_RESET_RUNNING` (with `refuseDuringReset`)
+   * @returns `ok`, `VERSION_MOVED` (read again), `CURSOR_RESET_RUNNING` (with `refuseDuringReset`) or
+   *   `NOT_FOUND` (the subscription was deleted: nothing is written)
    */
-  async apply(id: string, change: TopologyChange): Promise<'ok' | 'VERSION_MOVED' | 'CURSOR_RESET_RUNNING'> {
+  async apply(id: string, change: TopologyChange): Promise<'ok' | 'VERSION_MOVED' | 'CURSOR_RESET_RUNNING' | 'NOT_FOUND'> {
     const k = this.keys;
     const upsert = change.upsertSession;
     const outcome = await this.scripts
@@ -123,7 +124,7 @@ export class SubscriptionStateStore {
         upsert?.leaseMs ?? 0,
       ])
       .catch(storageError);
-    return failureOf(outcome, ['VERSION_MOVED', 'CURSOR_RESET_RUNNING']) ?? 'ok';
+    return failureOf(outcome, ['VERSION_MOVED', 'CURSOR_RESET_RUNNING', 'NOT_FOUND']) ?? 'ok';
   }
 
   /** Renews a session's lease. @returns `SESSION_GONE` when the session is gone or expired, else how many sessions expired */

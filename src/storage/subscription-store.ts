@@ -4,6 +4,12 @@ import { storageError, type RedisClient } from './redis-connection.js';
 import type { Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
 
+/**
+ * How long a deleted subscription's topology key stays as a tombstone (`deleted` = 1), in ms: longer than
+ * any of its sessions can still be leaving (a lease, or a commit window of at most 60 s, and a margin).
+ */
+export const DELETED_TOPOLOGY_TTL_MS = 10 * 60_000;
+
 /** Records fetched per MGET when a listing reads every subscription. */
 const MGET_CHUNK = 500;
 
@@ -98,7 +104,16 @@ export class SubscriptionStore {
       .catch(storageError);
     if (failureOf(removed, ['NOT_FOUND'])) return false;
     const k = this.keys;
-    await this.redis.del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id), k.subscriptionDeadLetters(id), k.subscriptionExpiredEvents(id)).catch(storageError);
+    // The topology stays a while as a tombstone: a session of a stream still ending on some node would
+    // otherwise write the assignment back when it leaves (applyTopology refuses a deleted subscription).
+    const results = await this.redis
+      .multi()
+      .del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id), k.subscriptionDeadLetters(id), k.subscriptionExpiredEvents(id))
+      .hset(k.subscriptionTopology(id), 'deleted', '1')
+      .pexpire(k.subscriptionTopology(id), DELETED_TOPOLOGY_TTL_MS)
+      .exec()
+      .catch(storageError);
+    for (const [err] of results ?? []) if (err) storageError(err);
     await this.redis.spublish(k.subscriptionNotices(id), 'topology').catch(storageError);
     return true;
   }

@@ -103,7 +103,11 @@ describe('on a 3-master Redis Cluster', () => {
     }
     expect((await call(broker.url, 'DELETE', `/subscriptions/${id}`)).status).toBe(204);
     expect(await redis.exists(k.subscription(id))).toBe(0);
-    expect(await redis.exists(k.subscriptionOffsets(id), k.subscriptionTopology(id))).toBe(0);
+    expect(await redis.exists(k.subscriptionOffsets(id), k.subscriptionSessions(id))).toBe(0);
+    // The topology stays only as an expiring tombstone, so the stream's session, leaving after the
+    // deletion, cannot write the assignment back.
+    expect(await redis.hgetall(k.subscriptionTopology(id))).toEqual({ deleted: '1' });
+    expect(await redis.pttl(k.subscriptionTopology(id))).toBeGreaterThan(0);
   });
 
   it('wakes low-level readers of partitions on every master at once (sharded pub/sub), not by polling', async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { subscriptionKey, type Subscription } from '../../src/domain/subscription.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { Scripts } from '../../src/storage/scripts.js';
-import { SubscriptionStore } from '../../src/storage/subscription-store.js';
+import { DELETED_TOPOLOGY_TTL_MS, SubscriptionStore } from '../../src/storage/subscription-store.js';
 import { call, harnessRedis, harnessShardedSubscriber, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
@@ -330,7 +330,12 @@ describe('reading, updating and deleting a subscription', () => {
       expect(await redis.hget(k.subscriptionsByKey, subscriptionKey(record))).toBeNull();
       expect(await redis.sismember(k.eventTypeSubscriptions('sub.orders'), id)).toBe(0);
       expect(await redis.sismember(k.eventTypeSubscriptions('sub.payments'), id)).toBe(0);
-      expect(await redis.exists(k.subscriptionOffsets(id), k.subscriptionTopology(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionReset(id))).toBe(0);
+      expect(await redis.exists(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionReset(id))).toBe(0);
+      // The topology is left as an expiring tombstone, which a late session cannot write an assignment into.
+      expect(await redis.hgetall(k.subscriptionTopology(id))).toEqual({ deleted: '1' });
+      const ttl = await redis.pttl(k.subscriptionTopology(id));
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(DELETED_TOPOLOGY_TTL_MS);
       expect(ids((await call(broker.url, 'GET', '/subscriptions?owning_application=app-del')).json)).toEqual([]);
 
       const deadline = Date.now() + 2_000;

@@ -138,7 +138,7 @@ export interface SessionOwner {
    * @returns 'ok', or 'CURSOR_RESET_RUNNING' when `refuseDuringReset` and a cursor reset runs
    * @throws BrokerError 503
    */
-  applyChange(subscription: ResolvedSubscription, change: SessionChange): Promise<'ok' | 'CURSOR_RESET_RUNNING'>;
+  applyChange(subscription: ResolvedSubscription, change: SessionChange): Promise<'ok' | 'CURSOR_RESET_RUNNING' | 'NOT_FOUND'>;
   /**
    * The broker's commit moved `partition` (its offsets field `key` and its event type) of subscription
    * `subscriptionId` past `expired` events that retention removed before they were read: counted in Redis

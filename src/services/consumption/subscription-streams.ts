@@ -260,6 +260,7 @@ export class SubscriptionStreams implements SessionOwner {
     try {
       const info: SessionInfo = { requested: params.partitions, state: 'streaming', node: this.nodeId };
       const joined = await this.applyChange(subscription, { upsert: { id: streamId, info, leaseMs: this.config.subscriptions.leaseTtlMs }, refuseDuringReset: true });
+      if (joined === 'NOT_FOUND') throw scriptError('applyTopology', joined, { id });
       if (joined !== 'ok') throw scriptError('applyTopology', joined);
       runner = new SessionRunner({ owner: this, subscription, streamId, params, subject, filters: eventFilters(this.access, subject, subscription.eventTypes), eventFilter, format });
     } catch (err) {
@@ -301,10 +302,11 @@ export class SubscriptionStreams implements SessionOwner {
    * Recomputes and writes the assignment with compare-and-set, retrying on a concurrent change:
    * expired sessions and `remove` leave, `upsert` joins or changes; streaming sessions get partitions,
    * closed ones inside their commit window keep theirs as `reassigning` (see `rebalance`).
-   * @returns 'ok', or 'CURSOR_RESET_RUNNING' when `refuseDuringReset` and a cursor reset runs
+   * @returns 'ok', 'CURSOR_RESET_RUNNING' when `refuseDuringReset` and a cursor reset runs, or 'NOT_FOUND'
+   *   when the subscription was deleted (nothing written)
    * @throws BrokerError 503 when the assignment keeps changing under it
    */
-  async applyChange(subscription: ResolvedSubscription, change: SessionChange): Promise<'ok' | 'CURSOR_RESET_RUNNING'> {
+  async applyChange(subscription: ResolvedSubscription, change: SessionChange): Promise<'ok' | 'CURSOR_RESET_RUNNING' | 'NOT_FOUND'> {
     const id = subscription.record.id;
     // The partitions now, not when the stream opened: a stream that outlived a repartitioning must not
     // write an assignment that drops the new partitions.

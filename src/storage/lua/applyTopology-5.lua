@@ -3,7 +3,8 @@
   nobody changed the assignment since it was read (compare-and-set on its version, so two nodes rebalancing at
   once cannot both win; docs/architecture.md "Subscription sessions").
 
-  KEYS[1] topology      (hash)   `version` (integer), `partitions` (JSON array of assignments)
+  KEYS[1] topology      (hash)   `version` (integer), `partitions` (JSON array of assignments); after the
+                        subscription was deleted only `deleted` = 1, until it expires
   KEYS[2] sessions      (zset)   stream id → lease expiry, ms on Redis's clock
   KEYS[3] session info  (hash)   stream id → session JSON
   KEYS[4] reset         (string) present while a cursor reset runs
@@ -18,10 +19,12 @@
   ARGV[6] its session JSON
   ARGV[7] its lease            (ms from now)
 
-  Returns 1 (applied), VERSION_MOVED (read again) or CURSOR_RESET_RUNNING (include `failures`).
+  Returns 1 (applied), VERSION_MOVED (read again), CURSOR_RESET_RUNNING, or NOT_FOUND when the subscription
+  was deleted (a session leaving late must not bring its state back) (include `failures`).
 ]]
 --#include failures
 --#include now-ms
+if redis.call('HEXISTS', KEYS[1], 'deleted') == 1 then return NOT_FOUND end
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if version ~= tonumber(ARGV[1]) then return VERSION_MOVED end
 if ARGV[3] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then return CURSOR_RESET_RUNNING end
