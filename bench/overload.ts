@@ -7,11 +7,14 @@
  * the load generator's event loop does not add to it), the node's peak RSS (sampled every 100 ms) and
  * the CPU of the node's main thread, its other threads, Redis and the load generator (autocannon's
  * latencies include its own event-loop delay when it is short of CPU); at the end, that every
- * acknowledged event is stored.
+ * acknowledged event is stored. A stream is measured too: from a process of its own, 1,000 events/s
+ * (10 every 10 ms) are published to another event type and read back on a low-level stream (`batch_limit`
+ * 1: a partial batch would wait for `batch_flush_timeout`); the p99 of
+ * publish-to-delivery at each point is held to twice its value measured on the quiet node first.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
+import { ORDER_SCHEMA, businessEventType, orderEvent, prng, undefinedEventType } from './events.js';
 import { createEventType, loadRequest, pidOf, recordCpu, round, runLoad, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
 
 const EVENT_TYPE = 'bench.overload';
@@ -30,6 +33,17 @@ const MAX_ACCEPTED_P99_MS = 1000;
 const MAX_REFUSAL_P99_MS = 50;
 const MAX_HEALTH_P99_MS = 50;
 const MAX_RSS_MB = 512;
+/** The stream probe's event type (one partition) and its publish-to-delivery p99 bound, × the quiet value. */
+const DELIVERY_EVENT_TYPE = 'bench.overload.delivery';
+const MAX_DELIVERY_P99_FACTOR = 2;
+
+/** What the stream probe measured: p99 of publish-to-delivery (ms) over the events delivered, and its counts. */
+interface Delivery {
+  readonly p99: number;
+  readonly published: number;
+  readonly delivered: number;
+  readonly refused: number;
+}
 
 /** The node's resident set, in MB (decimal), from `/proc/<pid>/status`. */
 function rssMb(pid: number): number {
@@ -69,6 +83,69 @@ function probeHealth(url: string, seconds: number): Promise<{ p99: number; count
   });
 }
 
+/**
+ * The stream probe, from a child process for `seconds`: opens a low-level stream on
+ * {@link DELIVERY_EVENT_TYPE} from its newest offset, publishes 10 events every 10 ms (each carrying its
+ * send time), and measures each event's time from before its publish to its delivery.
+ */
+function probeDelivery(url: string, seconds: number): Promise<Delivery> {
+  const code = `
+    const base = ${JSON.stringify(url)};
+    const name = ${JSON.stringify(DELIVERY_EVENT_TYPE)};
+    const until = Date.now() + ${seconds * 1000};
+    const latencies = [];
+    let published = 0, refused = 0, n = 0;
+    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    (async () => {
+      const controller = new AbortController();
+      const res = await fetch(base + '/event-types/' + name + '/events?batch_limit=1&batch_flush_timeout=1', { signal: controller.signal });
+      const reading = (async () => {
+        const decoder = new TextDecoder();
+        let rest = '';
+        try {
+          for await (const chunk of res.body) {
+            rest += decoder.decode(chunk, { stream: true });
+            for (let i = rest.indexOf('\\n'); i >= 0; i = rest.indexOf('\\n')) {
+              const line = rest.slice(0, i);
+              rest = rest.slice(i + 1);
+              if (line !== '') for (const e of JSON.parse(line).events ?? []) latencies.push(performance.now() - e.sent_at);
+            }
+          }
+        } catch {}
+      })();
+      while (Date.now() < until) {
+        const started = performance.now();
+        const events = Array.from({ length: 10 }, () => ({ n: n++, sent_at: performance.now() }));
+        try {
+          const r = await fetch(base + '/event-types/' + name + '/events', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(events) });
+          await r.arrayBuffer();
+          if (r.status === 200) published += 10; else refused += 10;
+        } catch { refused += 10; }
+        const wait = 10 - (performance.now() - started);
+        if (wait > 0) await sleep(wait);
+      }
+      const deadline = Date.now() + 5000;
+      while (latencies.length < published && Date.now() < deadline) await sleep(20);
+      controller.abort();
+      await reading;
+      latencies.sort((a, b) => a - b);
+      process.stdout.write(JSON.stringify({ p99: latencies[Math.max(0, Math.ceil(latencies.length * 0.99) - 1)] ?? NaN, published, delivered: latencies.length, refused }));
+    })();`;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', () => {
+      try {
+        resolve(JSON.parse(out) as Delivery);
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+  });
+}
+
 /** Events stored over the event type's partitions (newest position + 1 each; positions are dense from 0 on the first timeline). */
 async function storedEvents(url: string): Promise<number> {
   const res = await fetch(`${url}${PATH.replace('/events', '/partitions')}`);
@@ -86,6 +163,10 @@ export const overload: Scenario = {
       const url = stack.broker.url;
       const pid = pidOf(stack.broker.process);
       await createEventType(url, businessEventType(EVENT_TYPE, ORDER_SCHEMA, PARTITIONS), {});
+      await createEventType(url, undefinedEventType(DELIVERY_EVENT_TYPE, { type: 'object', properties: { n: { type: 'integer' }, sent_at: { type: 'number' } }, required: ['n', 'sent_at'] }, 1), {});
+      const quiet = await probeDelivery(url, DURATION_SECONDS);
+      recorder.log(`stream probe on the quiet node: publish-to-delivery p99 ${round(quiet.p99, 1)} ms (${quiet.delivered} of ${quiet.published} delivered)`);
+      recorder.add('publish-to-delivery p99 of a 1,000 events/s stream, quiet', round(quiet.p99, 1), 'ms');
       const random = prng(25);
       const requests: LoadRequest[] = Array.from({ length: 4 }, () => loadRequest(PATH, Array.from({ length: BATCH }, () => orderEvent(random))));
       const eventBytes = Math.round((requests[0]?.eventBytes ?? 0) / BATCH);
@@ -99,7 +180,7 @@ export const overload: Scenario = {
         let peak = rssMb(pid);
         const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 100);
         meter.start();
-        const [result, health] = await Promise.all([runLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS }), probeHealth(url, DURATION_SECONDS)]);
+        const [result, health, delivery] = await Promise.all([runLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS }), probeHealth(url, DURATION_SECONDS), probeDelivery(url, DURATION_SECONDS)]);
         const cpu = meter.stop();
         clearInterval(sampler);
         peak = Math.max(peak, rssMb(pid));
@@ -119,6 +200,9 @@ export const overload: Scenario = {
         if (result.refusals.count > 0) recorder.add(`p99 of refusals ${at}`, round(result.refusals.p99, 1), 'ms', { op: '<=', value: MAX_REFUSAL_P99_MS });
         recorder.add(`/health p99 ${at}`, round(health.p99, 1), 'ms', { op: '<=', value: MAX_HEALTH_P99_MS });
         recorder.add(`node RSS peak ${at}`, round(peak, 0), 'MB', { op: '<=', value: MAX_RSS_MB });
+        recorder.log(`${connections} connections: stream probe p99 ${round(delivery.p99, 1)} ms, ${delivery.delivered} of ${delivery.published} published events delivered, ${delivery.refused} refused`);
+        recorder.add(`publish-to-delivery p99 of a 1,000 events/s stream ${at}`, round(delivery.p99, 1), 'ms', { op: '<=', value: round(quiet.p99 * MAX_DELIVERY_P99_FACTOR, 1) });
+        recorder.add(`stream probe events published ${at}`, delivery.published, 'events');
         recordCpu(recorder, `${at}: `, cpu);
         if (connections === 1024 && baseline > 0) recorder.add('accepted events/s at 1,024 connections ÷ at 8', round(result.eventsPerSecond / baseline, 2), 'x', { op: '>=', value: MIN_RATIO_AT_1024 });
       }
