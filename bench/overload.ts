@@ -53,6 +53,23 @@ function rssMb(pid: number): number {
   return Number(/(\d+)/.exec(line ?? '')?.[1] ?? 0) / 1000;
 }
 
+/** Runs a probe's `code` in a node process of its own (so the load generator's event loop does not delay it). @returns the JSON it printed */
+function runProbe<T>(code: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', () => {
+      try {
+        resolve(JSON.parse(out) as T);
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+  });
+}
+
 /** Probes `GET /health` back to back from a child process for `seconds`; resolves with the p99 latency (ms) and the count. */
 function probeHealth(url: string, seconds: number): Promise<{ p99: number; count: number }> {
   const code = `
@@ -68,19 +85,7 @@ function probeHealth(url: string, seconds: number): Promise<{ p99: number; count
       times.sort((a, b) => a - b);
       process.stdout.write(JSON.stringify({ p99: times[Math.max(0, Math.ceil(times.length * 0.99) - 1)] ?? NaN, count: times.length }));
     })();`;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', () => {
-      try {
-        resolve(JSON.parse(out) as { p99: number; count: number });
-      } catch (err) {
-        reject(err instanceof Error ? err : new Error(String(err)));
-      }
-    });
-  });
+  return runProbe<{ p99: number; count: number }>(code);
 }
 
 /**
@@ -131,19 +136,7 @@ function probeDelivery(url: string, seconds: number): Promise<Delivery> {
       latencies.sort((a, b) => a - b);
       process.stdout.write(JSON.stringify({ p99: latencies[Math.max(0, Math.ceil(latencies.length * 0.99) - 1)] ?? NaN, published, delivered: latencies.length, refused }));
     })();`;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', () => {
-      try {
-        resolve(JSON.parse(out) as Delivery);
-      } catch (err) {
-        reject(err instanceof Error ? err : new Error(String(err)));
-      }
-    });
-  });
+  return runProbe<Delivery>(code);
 }
 
 /** Events stored over the event type's partitions (newest position + 1 each; positions are dense from 0 on the first timeline). */
