@@ -7,7 +7,7 @@
  * are rebalanced), then the measured period. No target: the figures are recorded.
  */
 import { SMALL_BUSINESS_SCHEMA, businessEventType, prng, smallBusinessEvent } from './events.js';
-import { createEventType, loadRequest, post, recordCpu, runBounded, sleep, startStack, stackMeter, type Recorder, type Scenario, type Stack } from './harness.js';
+import { createEventType, loadRequest, publishAll, recordCpu, sleep, startStack, stackMeter, type Recorder, type Scenario, type Stack } from './harness.js';
 import { Committer, connectionRetries, createSubscription, openStream, quickMode, request, type OpenStream } from './stream-client.js';
 
 const QUICK = quickMode();
@@ -43,17 +43,7 @@ async function publish(recorder: Recorder, stack: Stack): Promise<void> {
   const random = prng(6);
   const path = `/event-types/${EVENT_TYPE}/events`;
   const bodies = Array.from({ length: DISTINCT_BODIES }, () => loadRequest(path, Array.from({ length: PUBLISH_BATCH }, () => smallBusinessEvent(random))));
-  let failures = 0;
-  await runBounded(EVENTS / PUBLISH_BATCH, PUBLISH_IN_FLIGHT, async (i) => {
-    const body = bodies[i % bodies.length];
-    if (!body) return;
-    const { status, text } = await post(stack.broker.url + path, body.body);
-    if (status !== 200) {
-      failures += 1;
-      if (failures === 1) recorder.alarm(`publish answered ${status}: ${text.slice(0, 600)}`);
-    }
-  });
-  if (failures > 0) throw new Error(`${failures} batches were not published`);
+  await publishAll(recorder, stack.broker.url, bodies, EVENTS / PUBLISH_BATCH, PUBLISH_IN_FLIGHT);
 }
 
 async function openConsumer(url: string, commitUrl: string): Promise<Consumer> {

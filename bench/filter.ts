@@ -10,7 +10,7 @@
  */
 import { businessEventType, prng } from './events.js';
 import { compactEvent, SCHEMA } from './consume.js';
-import { createEventType, loadRequest, median, post, recordCpu, round, runBounded, startStack, stackMeter, type CpuUse, type LoadRequest, type Recorder, type Scenario, type Stack } from './harness.js';
+import { createEventType, loadRequest, median, publishAll, recordCpu, round, startStack, stackMeter, type CpuUse, type LoadRequest, type Recorder, type Scenario, type Stack } from './harness.js';
 import { Committer, openStream, quickMode, request } from './stream-client.js';
 
 const QUICK = quickMode();
@@ -46,17 +46,7 @@ async function publish(recorder: Recorder, stack: Stack): Promise<number> {
   const bodies: LoadRequest[] = batches.map((events) => loadRequest(path, events));
   let matching = 0;
   for (let i = 0; i < EVENTS / BATCH; i++) matching += matchesPerBody[i % DISTINCT_BODIES] ?? 0;
-  let failures = 0;
-  await runBounded(EVENTS / BATCH, PUBLISH_IN_FLIGHT, async (i) => {
-    const body = bodies[i % bodies.length];
-    if (!body) return;
-    const { status, text } = await post(stack.broker.url + path, body.body);
-    if (status !== 200) {
-      failures += 1;
-      if (failures === 1) recorder.alarm(`publish answered ${status}: ${text.slice(0, 600)}`);
-    }
-  });
-  if (failures > 0) throw new Error(`${failures} batches were not published: the scenario needs every event`);
+  await publishAll(recorder, stack.broker.url, bodies, EVENTS / BATCH, PUBLISH_IN_FLIGHT);
   recorder.log(`published ${EVENTS} events, ${matching} of them matching the filter`);
   return matching;
 }

@@ -185,6 +185,26 @@ export async function runBounded(count: number, limit: number, task: (index: num
   await Promise.all(Array.from({ length: Math.min(limit, count) }, lane));
 }
 
+/**
+ * Fills an event type for a consuming scenario: posts `count` requests to `url` + each body's path,
+ * request i carrying `bodies[i % bodies.length]`, at most `inFlight` at once; the first answer other than
+ * 200 raises an alarm.
+ * @throws Error when any request was not answered 200 (the scenario needs every event)
+ */
+export async function publishAll(recorder: Recorder, url: string, bodies: readonly LoadRequest[], count: number, inFlight: number): Promise<void> {
+  let failures = 0;
+  await runBounded(count, inFlight, async (i) => {
+    const body = bodies[i % bodies.length];
+    if (!body) return;
+    const { status, text } = await post(url + body.path, body.body);
+    if (status !== 200) {
+      failures += 1;
+      if (failures === 1) recorder.alarm(`publish answered ${status}: ${text.slice(0, 600)}`);
+    }
+  });
+  if (failures > 0) throw new Error(`${failures} of ${count} batches were not published: the scenario needs every event`);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Load generation
 // ---------------------------------------------------------------------------------------------
