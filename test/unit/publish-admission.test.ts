@@ -1,26 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { BrokerError } from '../../src/errors/catalog.js';
+import { refusalOf } from '../support/broker-error.js';
 import { PublishAdmission } from '../../src/http/publish-admission.js';
 
 /** The admission bound of publishing (src/http/publish-admission.ts; docs/publishing.md "Refusals and deadlines"). */
 describe('PublishAdmission', () => {
-  /** The refusal `admit` or `grow` throws, as a BrokerError. */
-  function refusal(work: () => unknown): BrokerError {
-    try {
-      work();
-    } catch (err) {
-      if (err instanceof BrokerError) return err;
-      throw err;
-    }
-    throw new Error('not refused');
-  }
-
   it('admits up to the bound and refuses the publish that would pass it, naming the bound, with Retry-After', () => {
     const admission = new PublishAdmission(1000);
     const first = admission.admit(600);
     admission.admit(400);
     expect(admission.bytesInFlight).toBe(1000);
-    const refused = refusal(() => admission.admit(1));
+    const refused = refusalOf(() => admission.admit(1));
     expect(refused.code).toBe('PUBLISH_OVERLOADED');
     expect(refused.status).toBe(503);
     expect(refused.headers).toEqual({ 'Retry-After': '1' });
@@ -37,7 +26,7 @@ describe('PublishAdmission', () => {
   it('admits one publish alone whatever its size', () => {
     const admission = new PublishAdmission(1000);
     const large = admission.admit(50_000);
-    expect(refusal(() => admission.admit(0)).code).toBe('PUBLISH_OVERLOADED');
+    expect(refusalOf(() => admission.admit(0)).code).toBe('PUBLISH_OVERLOADED');
     large.release();
     expect([admission.bytesInFlight, admission.inFlight]).toEqual([0, 0]);
   });
@@ -48,7 +37,7 @@ describe('PublishAdmission', () => {
     chunked.grow(700);
     expect(admission.bytesInFlight).toBe(700);
     const gzipped = admission.admit(200);
-    expect(refusal(() => gzipped.grow(400)).code).toBe('PUBLISH_OVERLOADED');
+    expect(refusalOf(() => gzipped.grow(400)).code).toBe('PUBLISH_OVERLOADED');
     // The refused growth is not held; the hold stays as admitted until released.
     expect(admission.bytesInFlight).toBe(900);
     gzipped.release();

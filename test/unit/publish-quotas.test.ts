@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BrokerError } from '../../src/errors/catalog.js';
+import { refusalOf } from '../support/broker-error.js';
 import type { PublishQuota, QuotaKind } from '../../src/domain/publish-quota.js';
 import { PublishQuotas } from '../../src/services/publish-quotas.js';
 
@@ -13,17 +13,6 @@ describe('PublishQuotas', () => {
       advance: (ms) => (now += ms),
       set: (entry, quota) => (quota === undefined ? table.delete(entry) : table.set(entry, quota)),
     };
-  }
-
-  /** The refusal `work` throws. */
-  function refusal(work: () => void): BrokerError {
-    try {
-      work();
-    } catch (err) {
-      if (err instanceof BrokerError) return err;
-      throw err;
-    }
-    throw new Error('not refused');
   }
 
   it('keeps a bucket only while its quota is set: a removed quota leaves nothing behind', () => {
@@ -49,13 +38,13 @@ describe('PublishQuotas', () => {
     const { quotas, advance } = setUp({ 'subject:a': { bytes_per_second: 1000 } });
     quotas.charge('a', 'app', 'bytes', 600);
     quotas.charge('a', 'app', 'bytes', 3400);
-    const refused = refusal(() => quotas.charge('a', 'app', 'bytes', 1));
+    const refused = refusalOf(() => quotas.charge('a', 'app', 'bytes', 1));
     expect(refused.status).toBe(429);
     expect(refused.code).toBe('QUOTA_EXCEEDED');
     expect(refused.headers).toEqual({ 'Retry-After': '3' });
     expect(refused.detail).toBe('The subject "a" is over its publishing quota of 1000 bytes per second on this node; nothing was written, retry in 3 s');
     advance(2500);
-    expect(refusal(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '1' });
+    expect(refusalOf(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '1' });
     advance(600);
     quotas.charge('a', 'app', 'bytes', 1);
     // Other subjects and the events metric are not held back.
@@ -67,27 +56,27 @@ describe('PublishQuotas', () => {
     const { quotas, advance } = setUp({ 'owning_application:app': { events_per_second: 10 } });
     advance(60_000);
     quotas.charge('a', 'app', 'events', 10);
-    expect(refusal(() => quotas.charge('b', 'app', 'events', 1)).detail).toMatch(/^The owning_application "app" is over its publishing quota of 10 events per second/);
+    expect(refusalOf(() => quotas.charge('b', 'app', 'events', 1)).detail).toMatch(/^The owning_application "app" is over its publishing quota of 10 events per second/);
   });
 
   it('charges both quotas that apply, and neither when one refuses', () => {
     const { quotas, advance } = setUp({ 'subject:a': { events_per_second: 100 }, 'owning_application:app': { events_per_second: 10 } });
     quotas.charge('a', 'app', 'events', 20);
     // The application is in debt: the subject's bucket is not charged for the refused publish.
-    expect(refusal(() => quotas.charge('a', 'app', 'events', 50)).detail).toContain('owning_application "app"');
+    expect(refusalOf(() => quotas.charge('a', 'app', 'events', 50)).detail).toContain('owning_application "app"');
     advance(2000);
     // Refilled: the subject back to 100 (it was not charged the refused 50), the application to 10.
     quotas.charge('a', 'app', 'events', 70);
     quotas.charge('a', 'other', 'events', 40);
-    expect(refusal(() => quotas.charge('a', 'other', 'events', 1)).detail).toContain('subject "a"');
+    expect(refusalOf(() => quotas.charge('a', 'other', 'events', 1)).detail).toContain('subject "a"');
   });
 
   it('applies a changed quota at once and forgets a removed one', () => {
     const { quotas, set } = setUp({ 'subject:a': { bytes_per_second: 100 } });
     quotas.charge('a', 'app', 'bytes', 500);
-    expect(refusal(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '4' });
+    expect(refusalOf(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '4' });
     set('subject:a', { bytes_per_second: 400 });
-    expect(refusal(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '1' });
+    expect(refusalOf(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '1' });
     set('subject:a', undefined);
     quotas.charge('a', 'app', 'bytes', 1e9);
     set('subject:a', { bytes_per_second: 100 });
