@@ -7,6 +7,7 @@ import { Type, type Static } from '@sinclair/typebox';
 
 /** What a quota is set for: the publishing subject (its id) or the `owning_application` of the event types published to. */
 export const QUOTA_KINDS = ['subject', 'owning_application'] as const;
+/** One of {@link QUOTA_KINDS}. */
 export type QuotaKind = (typeof QUOTA_KINDS)[number];
 
 /**
@@ -34,6 +35,7 @@ export const PublishQuotaEntrySchema = Type.Object({
 
 /** `GET /settings/quotas`. */
 export const PublishQuotaListSchema = Type.Object({ items: Type.Array(PublishQuotaEntrySchema) });
+/** One quota as listed: its kind, name and rates. */
 export type PublishQuotaEntry = Static<typeof PublishQuotaEntrySchema>;
 
 /** The settings entry of a quota: `<kind>:<name>`. */
