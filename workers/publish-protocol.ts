@@ -58,10 +58,23 @@ export interface CompileTask {
 }
 
 /** Drops validators of retired schema keys (deleted or changed event types), so no thread keeps validators no batch will use again. */
-export interface ForgetTask {
+export interface ForgetTask extends RoundTask {
   readonly kind: 'forget';
   readonly schemaKeys: readonly string[];
 }
+
+/**
+ * A task sent once per thread in one round (`WorkerPool.onEveryThread`): each thread that ran it counts
+ * itself in `round[0]` (shared memory) and stays with it until `parties` threads did, at most
+ * `ROUND_WAIT_MS`, so piscina hands the round's other tasks to the other threads.
+ */
+export interface RoundTask {
+  readonly round?: Int32Array;
+  readonly parties?: number;
+}
+
+/** How long a thread waits at most for the other threads of a round, in ms (a thread busy with a batch longer than that is missed by the round). */
+export const ROUND_WAIT_MS = 250;
 
 /** A worker's answer to a {@link ForgetTask}: which thread ran it and how many validators it holds now. */
 export interface ForgetResult {
@@ -74,7 +87,7 @@ export interface ForgetResult {
  * does not wait for a compilation (sent to every thread when the event type is created or changed, or a
  * node learns of it by a notice).
  */
-export interface WarmTask {
+export interface WarmTask extends RoundTask {
   readonly kind: 'warm';
   readonly schemaKey: string;
   readonly effectiveSchema: string;

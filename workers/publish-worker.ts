@@ -12,7 +12,7 @@ import type { JsonObject } from '../src/domain/json-schema-walk.js';
 import { primingInstance } from '../src/domain/priming-instance.js';
 import { processBatch } from './publish-batch.js';
 import { matchEvents } from './filter-events.js';
-import type { CompileResult, FilterMatches, FilterNeeded, ForgetResult, GuardResult, PublishResult, SchemaNeeded, StandaloneResult, WarmResult, WorkerTask } from './publish-protocol.js';
+import { ROUND_WAIT_MS, type CompileResult, type FilterMatches, type FilterNeeded, type ForgetResult, type GuardResult, type PublishResult, type RoundTask, type SchemaNeeded, type StandaloneResult, type WarmResult, type WorkerTask } from './publish-protocol.js';
 import { DEFAULT_WORKER_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from './validator-cache.js';
 
 /** `caches.workerValidatorEntries` and `caches.workerValidatorBytes`, handed over by the pool as worker data. */
@@ -22,11 +22,13 @@ const validators = new ValidatorCache(validatorBounds);
 export default function run(task: WorkerTask): PublishResult | SchemaNeeded | GuardResult | CompileResult | ForgetResult | WarmResult | StandaloneResult | ReturnType<typeof Piscina.move> {
   if (task.kind === 'forget') {
     validators.forget(task.schemaKeys);
+    awaitRound(task);
     return { threadId, validators: validators.size };
   }
   if (task.kind === 'warm') {
     // Compiled and primed here unless this thread holds it already (then it was primed when compiled).
     const { cost } = validators.get(task);
+    awaitRound(task);
     return cost ? { threadId, validators: validators.size, cost } : { threadId, validators: validators.size };
   }
   if (task.kind === 'standalone') {
@@ -80,4 +82,23 @@ function move(value: object, buffers: ArrayBuffer[]): ReturnType<typeof Piscina.
   };
   // piscina's declared symbol types do not line up with its exported symbols; the shape is its Transferable.
   return Piscina.move(transferable as unknown as Parameters<typeof Piscina.move>[0]);
+}
+
+/**
+ * Counts this thread in its round and holds it until every thread of the round ran its task, or
+ * `ROUND_WAIT_MS` passed (see {@link RoundTask}): a thread that waits takes no other task of the round.
+ */
+function awaitRound(task: RoundTask): void {
+  const { round, parties } = task;
+  if (round === undefined || parties === undefined) return;
+  if (Atomics.add(round, 0, 1) + 1 >= parties) {
+    Atomics.notify(round, 0);
+    return;
+  }
+  const until = performance.now() + ROUND_WAIT_MS;
+  for (let seen = Atomics.load(round, 0); seen < parties; seen = Atomics.load(round, 0)) {
+    const left = until - performance.now();
+    if (left <= 0) return;
+    Atomics.wait(round, 0, seen, left);
+  }
 }

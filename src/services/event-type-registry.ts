@@ -86,6 +86,15 @@ export class EventTypeRegistry {
   }
 
   /**
+   * Gets an existing event type's validation ready on this node ({@link EventTypeRegistryOptions.prepare}):
+   * for one another node created while this one could not hear its change notice yet (both starting at
+   * once, each registering the broker's own event types). Never throws.
+   */
+  async prepareValidators(name: string): Promise<void> {
+    await this.prepare(name);
+  }
+
+  /**
    * Registers an event type. @returns the stored record (served with 201)
    * @throws BrokerError 400 (shape, enum), 422 (rules, schema), 409 (name taken: before the schema is
    *   checked, so a taken name answers 409 even with a schema that would be refused), 503 (storage)

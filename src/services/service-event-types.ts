@@ -8,7 +8,8 @@ const SERVICE_CALLER: RegistryCaller = { isAdmin: true, authorizationProblems: (
 
 /**
  * Registers one of the service's own event types unless it exists (docs/operations.md "The broker's own
- * event types"): every node does so at startup and the first wins; an existing one is left as it is.
+ * event types"): every node does so at startup and the first wins; an existing one is left as it is (its
+ * validators prepared on this node).
  * @param definition the `POST /event-types` body
  * @throws BrokerError other than EVENT_TYPE_EXISTS (e.g. 503 when Redis is down, 422 for a broken definition)
  */
@@ -17,6 +18,9 @@ export async function ensureServiceEventType(registry: EventTypeRegistry, defini
     await registry.create(definition, SERVICE_CALLER);
   } catch (err) {
     if (!(err instanceof BrokerError && err.code === 'EVENT_TYPE_EXISTS')) throw err;
+    // Another node may have created it a moment ago, before this one listened to change notices: its
+    // validators are prepared here, so its first batch on this node compiles nothing either.
+    await registry.prepareValidators(definition.name as string);
   }
 }
 

@@ -26,6 +26,9 @@ export class WorkerPool {
   /** Each publish spec without its schema text, as tasks carry it, so a batch does not copy the schema to a thread that has its validator; dropped with the spec. */
   private readonly leanSpecs = new WeakMap<PublishSpec, PublishTaskSpec>();
 
+  /** Settles when the last queued task for every thread is done (see `onEveryThread`). */
+  private everyThreadTail: Promise<void> = Promise.resolve();
+
   /** Validators each thread holds, as its last forget round reported (threadId → count). */
   private readonly validatorCounts = new Map<number, number>();
 
@@ -93,16 +96,35 @@ export class WorkerPool {
    * per thread at once, in rounds, until every thread answered (at most four rounds).
    * @returns the answers of the rounds (a thread may appear more than once)
    */
-  private async onEveryThread<T extends { readonly threadId: number; readonly validators: number }>(task: object, timeoutMs?: number): Promise<T[]> {
+  private onEveryThread<T extends { readonly threadId: number; readonly validators: number }>(task: object, timeoutMs?: number): Promise<T[]> {
+    // One round at a time: piscina gives a task to an idle thread first, so a round alone on idle threads
+    // reaches each in one go; rounds of several event types at once (two nodes starting together, each
+    // hearing of the other's event types) would share the threads and could miss one after four rounds.
+    const done = this.everyThreadTail.then(() => this.everyThreadRounds<T>(task, timeoutMs));
+    this.everyThreadTail = done.then(
+      () => undefined,
+      () => undefined,
+    );
+    return done;
+  }
+
+  private async everyThreadRounds<T extends { readonly threadId: number; readonly validators: number }>(task: object, timeoutMs?: number): Promise<T[]> {
     const threads = this.pool.threads.length;
     const seen = new Set<number>();
     const all: T[] = [];
     for (let round = 0; round < 4 && seen.size < threads; round++) {
-      const run = (): Promise<T> => (timeoutMs === undefined ? (this.pool.run(task) as Promise<T>) : this.runWithTimeout<T>(task, timeoutMs, [], `a task for every thread took longer than ${timeoutMs} ms`));
+      // Shared by the round's tasks: each thread waits in it until the others took theirs (`RoundTask`).
+      const roundTask = { ...task, round: new Int32Array(new SharedArrayBuffer(4)), parties: threads };
+      // A thread runs one task at a time, so the answer that arrives last holds its current count (rounds
+      // of several event types run at once: one round's answers may all arrive before another's).
+      const run = async (): Promise<T> => {
+        const answer = await (timeoutMs === undefined ? (this.pool.run(roundTask) as Promise<T>) : this.runWithTimeout<T>(roundTask, timeoutMs, [], `a task for every thread took longer than ${timeoutMs} ms`));
+        this.validatorCounts.set(answer.threadId, answer.validators);
+        return answer;
+      };
       const answers = await Promise.all(Array.from({ length: threads }, run));
       for (const answer of answers) {
         seen.add(answer.threadId);
-        this.validatorCounts.set(answer.threadId, answer.validators);
         all.push(answer);
       }
     }

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { call, startTestBroker, uniquePrefix, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent, schemaText } from '../support/fixtures.js';
 import { parseExposition, valueOf } from '../support/prometheus-text.js';
@@ -19,6 +19,12 @@ let prefix: string;
 beforeAll(async () => {
   prefix = uniquePrefix();
   nodes = await Promise.all([0, 1].map(() => startTestBroker({ BROKER_REDIS_KEY_PREFIX: prefix, BROKER_PUBLISH_WORKER_THREADS: String(THREADS) })));
+  // Both nodes register the broker's own event types as they start, and each prepares those the other
+  // created when the change notice arrives, possibly after it listens: the counts the tests compare
+  // are settled once every node holds the validators of every existing event type.
+  const existing = JSON.parse((await call(node(0).url, 'GET', '/event-types')).text) as { category: string }[];
+  const validated = existing.filter((e) => e.category !== 'undefined').length;
+  for (const i of [0, 1]) await vi.waitFor(async () => expect((await counts(i)).workers).toBe(validated * THREADS), { timeout: 10_000, interval: 50 });
 });
 afterAll(async () => {
   const codes = await Promise.all(nodes.map((n) => n.stop()));
