@@ -12,6 +12,7 @@ import { SubscriptionNotices } from './services/consumption/subscription-notices
 import { subscriptionStreamRoutes } from './http/routes/subscription-streams.js';
 import { SubscriptionCursors } from './services/consumption/subscription-cursors.js';
 import { SubscriptionStreams } from './services/consumption/subscription-streams.js';
+import { QueueStateStore } from './storage/queue-state-store.js';
 import { SubscriptionStateStore } from './storage/subscription-state-store.js';
 import type { Logger } from './observability/logger.js';
 import { CursorService } from './services/cursor-service.js';
@@ -170,6 +171,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const lowLevelStreams = new LowLevelStreams(access, settings, (listener) => cache.onChange(listener), eventTypeStore, logs, cache, config.consumption, logger, metrics.stream('low_level'), eventFilters);
   const subscriptionStore = new SubscriptionStore(redis, scripts, keys);
   const subscriptionState = new SubscriptionStateStore(redis, scripts, keys);
+  const queueState = new QueueStateStore(redis, scripts, keys);
   const subscriptionRegistry = new SubscriptionRegistry(subscriptionStore, eventTypeStore, logs, config.subscriptions, eventFilters);
   // The dead-letter queue of subscriptions (docs/consuming.md "Dead letters"): its event type exists on every installation.
   const deadLetters = new DeadLetterQueue(publisher, settings, config.publish.maxEventBytes);
@@ -187,13 +189,14 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     metrics,
     deadLetters,
     filters: eventFilters,
+    queue: queueState,
   });
   // Subscription notices: a sharded channel per subscription, subscribed only while this node streams
   // it, so a node hears only about the subscriptions it serves; its own connection, like the partition wake-ups'.
   const subscriptionNotices = new SubscriptionNotices(duplicateForShardedSubscribe(redis, logger, 'broker-subscription-notices'), keys, logger, config.redis.commandTimeoutMs);
   subscriptionStreams.start(subscriptionNotices);
-  const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics);
-  const lag = new ConsumerLagReader(redis, keys, subscriptionStore, cache, logs, subscriptionState);
+  const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics, queueState);
+  const lag = new ConsumerLagReader(redis, keys, subscriptionStore, cache, logs, subscriptionState, queueState);
   metrics.observeLag(() => lag.read(), logger);
   const timelines = new Timelines(eventTypeStore, cache, logs, storages, logger);
   const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger, logs, timelines);

@@ -11,12 +11,14 @@
  * published to {@link DEAD_LETTER_EVENT_TYPE}. Normal batching resumes once the window is committed.
  */
 
+import { CONSUMPTION_MODE_ANNOTATION } from './consumption-mode.js';
+
 /** Subscription annotation: how many times a batch may be sent without a commit (integer ≥ 1). */
 export const MAX_EVENT_SEND_COUNT_ANNOTATION = 'broker.io/subscription-max-event-send-count';
 /** Subscription annotation: `SKIP_EVENT` or `DEAD_LETTER_QUEUE`. */
 export const UNPROCESSABLE_EVENT_POLICY_ANNOTATION = 'broker.io/unprocessable-event-policy';
-/** The service's own annotation keys under its reserved prefix that subscriptions may carry. */
-export const SUBSCRIPTION_SERVICE_ANNOTATIONS: ReadonlySet<string> = new Set([MAX_EVENT_SEND_COUNT_ANNOTATION, UNPROCESSABLE_EVENT_POLICY_ANNOTATION]);
+/** The service's own annotation keys under its reserved prefix that subscriptions may carry (the dead-letter queue, the consumption mode). */
+export const SUBSCRIPTION_SERVICE_ANNOTATIONS: ReadonlySet<string> = new Set([MAX_EVENT_SEND_COUNT_ANNOTATION, UNPROCESSABLE_EVENT_POLICY_ANNOTATION, CONSUMPTION_MODE_ANNOTATION]);
 
 /** The event type skipped events are published to with `DEAD_LETTER_QUEUE` (created at startup). */
 export const DEAD_LETTER_EVENT_TYPE = 'broker.dead.letter.queue';

@@ -20,6 +20,7 @@ import type { AuthorizationAttribute } from './event-type.js';
 import { annotationProblems } from './annotation-rules.js';
 import { AttributeListInput, duplicateAttributeProblems, EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH, StringMapInput } from './event-type-input.js';
 import { deadLetterAnnotationProblems, SUBSCRIPTION_SERVICE_ANNOTATIONS } from './dead-letter.js';
+import { CONSUMPTION_MODE_ANNOTATION, consumptionModeOf, consumptionModeProblems } from './consumption-mode.js';
 import { checkBody, Problems, type RuleResult } from './rule-problems.js';
 import { formatOffset, parseOffset } from './offsets.js';
 import { canonicalJson } from './canonical-json.js';
@@ -88,7 +89,7 @@ function subscriptionFields(maxPartitions: number) {
       { maxItems: maxPartitions, 'x-limit': CURSORS_LIMIT, 'x-messages': { type: 'must be an array of cursors' }, description: 'one per partition of every event type, used with read_from cursors' },
     ),
     authorization: Type.Object({ admins: AttributeListInput, readers: AttributeListInput }, { 'x-messages': { type: 'must be an object with admins and readers' } }),
-    annotations: StringMapInput(`annotations; under \`broker.io/\` only ${[...SUBSCRIPTION_SERVICE_ANNOTATIONS].map((k) => `\`${k}\``).join(' and ')} (the dead-letter queue)`),
+    annotations: StringMapInput(`annotations; under \`broker.io/\` only ${[...SUBSCRIPTION_SERVICE_ANNOTATIONS].map((k) => `\`${k}\``).join(', ')} (the dead-letter queue; the consumption mode \`stream\` or \`queue\`, fixed at creation)`),
     labels: StringMapInput('labels'),
     filter: Type.Record(Type.String(), Type.Unknown(), {
       'x-messages': { type: 'must be a JSON object: a draft-04 JSON Schema' },
@@ -220,7 +221,7 @@ function keyFields(body: SubscriptionFields, p: Problems): KeyFields {
   };
 }
 
-/** The rules of the fields an update may change, and those fields (absent ones left out): distinct attributes, annotations and labels. */
+/** The rules of the fields an update may change, and those fields (absent ones left out): distinct attributes, annotations (the consumption mode's with the filter) and labels. */
 function mutableFields(body: SubscriptionFields, p: Problems): Pick<SubscriptionInput, 'authorization' | 'annotations' | 'labels'> {
   const authorization = body.authorization;
   if (authorization !== undefined) {
@@ -228,6 +229,7 @@ function mutableFields(body: SubscriptionFields, p: Problems): Pick<Subscription
     duplicateAttributeProblems(authorization.readers, 'authorization.readers', p);
   }
   mapProblems(body.annotations, body.labels, p);
+  for (const line of consumptionModeProblems(body.annotations, body.filter !== undefined)) p.line(422, line);
   return {
     ...(authorization !== undefined ? { authorization: { admins: attributes(authorization.admins), readers: attributes(authorization.readers) } } : {}),
     ...(body.annotations !== undefined ? { annotations: { ...body.annotations } } : {}),
@@ -287,6 +289,7 @@ function immutableFieldProblems(existing: Subscription, next: SubscriptionInput,
     p.rule('initial_cursors', 'cannot be changed');
   }
   if (filterText(next.filter) !== filterText(existing.filter)) p.rule('filter', 'cannot be changed');
+  if (consumptionModeOf(next.annotations) !== consumptionModeOf(existing.annotations)) p.line(422, `Annotation "${CONSUMPTION_MODE_ANNOTATION}" cannot be changed`);
 }
 
 /**

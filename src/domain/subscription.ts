@@ -104,6 +104,9 @@ export const PartitionStatsSchema = Type.Object(
     failed_send_count: Type.Optional(Type.Integer({ minimum: 1, description: 'dead-letter queue: sends of its events that ended without a commit' })),
     dead_letter_search_until: Type.Optional(Type.String({ description: 'dead-letter queue: the last offset of the search window' })),
     expired_events: Type.Optional(Type.Integer({ minimum: 1, description: 'events of the partition that retention removed before the subscription read them (counted when its committed offset passed them); absent while there are none' })),
+    in_flight_events: Type.Optional(Type.Integer({ minimum: 0, description: 'queue mode (docs/consuming.md "Queue mode"): events handed to streams and not acknowledged yet' })),
+    redelivery_events: Type.Optional(Type.Integer({ minimum: 0, description: 'queue mode: events waiting to be handed out again (their batch timed out or was handed back)' })),
+    undelivered_events: Type.Optional(Type.Integer({ minimum: 0, description: 'queue mode: events never handed out yet' })),
   },
   Closed,
 );

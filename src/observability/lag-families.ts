@@ -18,7 +18,10 @@ const COMMITTED_OFFSET: LagFamily = { name: 'broker_subscription_committed_offse
 const NEWEST_OFFSET: LagFamily = { name: 'broker_partition_newest_offset', help: 'Offset of the newest event of a partition (-1 before its first event)', type: 'gauge', labelNames: ['event_type', 'partition'] };
 
 /** The lag families, in the order {@link writeLagFamilies} writes them. */
-export const LAG_FAMILIES: readonly LagFamily[] = [LAG_EVENTS, LAG_EVENTS_SUM, LAG_SECONDS, COMMITTED_OFFSET, NEWEST_OFFSET];
+const IN_FLIGHT: LagFamily = { name: 'broker_subscription_in_flight_events', help: 'Queue-mode subscriptions: events of a partition handed to streams and not acknowledged', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
+const REDELIVERY: LagFamily = { name: 'broker_subscription_redelivery_events', help: 'Queue-mode subscriptions: events of a partition waiting to be handed out again (timed out or handed back)', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
+
+export const LAG_FAMILIES: readonly LagFamily[] = [LAG_EVENTS, LAG_EVENTS_SUM, LAG_SECONDS, COMMITTED_OFFSET, NEWEST_OFFSET, IN_FLIGHT, REDELIVERY];
 
 /**
  * Appends the consumer lag families of one scrape to its text, straight from the snapshot (no series
@@ -45,6 +48,14 @@ export function writeLagFamilies(out: ExpositionSink, snapshot: LagSnapshot | un
   });
   out.push(familyHeader(COMMITTED_OFFSET));
   subscriptions.forEach((s, i) => out.push(`${COMMITTED_OFFSET.name}{${labels[i] as string}} ${sampleValue(s.committed)}\n`));
+  out.push(familyHeader(IN_FLIGHT));
+  subscriptions.forEach((s, i) => {
+    if (s.inFlightEvents !== undefined) out.push(`${IN_FLIGHT.name}{${labels[i] as string}} ${sampleValue(s.inFlightEvents)}\n`);
+  });
+  out.push(familyHeader(REDELIVERY));
+  subscriptions.forEach((s, i) => {
+    if (s.redeliveryEvents !== undefined) out.push(`${REDELIVERY.name}{${labels[i] as string}} ${sampleValue(s.redeliveryEvents)}\n`);
+  });
   out.push(familyHeader(NEWEST_OFFSET));
   for (const p of snapshot?.partitions ?? []) out.push(`${NEWEST_OFFSET.name}{${labelText(NEWEST_OFFSET.labelNames, [p.eventType, p.partition])}} ${sampleValue(p.newest)}\n`);
 }

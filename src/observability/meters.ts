@@ -134,6 +134,10 @@ export interface SubscriptionLagSample {
   readonly unconsumedEvents: number;
   /** Age in seconds of the oldest unconsumed event, as `consumer_lag_seconds`; undefined when it cannot be told. */
   readonly lagSeconds: number | undefined;
+  /** Queue mode only: events handed to streams and not acknowledged (`in_flight_events` in the stats). */
+  readonly inFlightEvents?: number;
+  /** Queue mode only: of those, events waiting to be handed out again (`redelivery_events`). */
+  readonly redeliveryEvents?: number;
 }
 
 /** Everything the lag gauges show, read from Redis at one scrape. */

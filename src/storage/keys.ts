@@ -77,8 +77,21 @@ export interface Keys {
    */
   subscriptionExpiredEvents(id: string): string;
   /**
+   * Hash: the batches of a queue-mode subscription (docs/architecture.md#45-queue-mode-state):
+   * `d:<event type>:<partition>` last offset handed out, `b:<event type>:<partition>|<last offset>` a
+   * batch (`<from> <to> <stream or -> <deadline ms> <deliveries>`), `h:<stream id>` events a stream holds.
+   */
+  subscriptionQueue(id: string): string;
+  /** Sorted set (lexical): every batch of a queue-mode subscription not acknowledged, `<event type>:<partition>|<from, 16 digits>|<to>`. */
+  subscriptionQueueOpen(id: string): string;
+  /** Sorted set (lexical): the batches of a queue-mode subscription waiting to be handed out again, same members. */
+  subscriptionQueueWaiting(id: string): string;
+  /** Sorted set: `<event type>:<partition>|<to>` → deadline (ms on Redis's clock) of each batch a stream holds. */
+  subscriptionQueueDeadlines(id: string): string;
+  /**
    * Sharded pub/sub channel (SPUBLISH, same slot as the subscription's state): its topology, offsets or
-   * sessions changed. Messages: `topology`, `commit`, `reset`, `authz` (see `SubscriptionNotices`). Only
+   * sessions changed. Messages: `topology`, `commit`, `reset`, `authz`, and for queue mode `queue` and
+   * `ack <stream id>` (see `SubscriptionNotices`). Only
    * nodes that stream the subscription subscribe to it.
    */
   subscriptionNotices(id: string): string;
@@ -140,6 +153,10 @@ export function createKeys(prefix: string): Keys {
     subscriptionDeadLetters: (id) => `${subscriptionState(id)}:dead-letters`,
     subscriptionExpiredEvents: (id) => `${subscriptionState(id)}:expired-events`,
     subscriptionNotices: (id) => `${subscriptionState(id)}:notices`,
+    subscriptionQueue: (id) => `${subscriptionState(id)}:queue`,
+    subscriptionQueueOpen: (id) => `${subscriptionState(id)}:queue-open`,
+    subscriptionQueueWaiting: (id) => `${subscriptionState(id)}:queue-waiting`,
+    subscriptionQueueDeadlines: (id) => `${subscriptionState(id)}:queue-deadlines`,
     settingsFeatures: `${prefix}{settings}:features`,
     settingsBlacklist: `${prefix}{settings}:blacklist`,
     settingsAdmins: `${prefix}{settings}:admins`,

@@ -28,6 +28,8 @@ export const SCRIPT_FAILURES = {
   LOCK_HELD: -9,
   /** The partition was never opened: its event type was deleted (or predates opening partitions at creation). */
   PARTITION_MISSING: -10,
+  /** A queue-mode cursor names no batch the stream holds (reply `{BATCH_NOT_HELD, 1-based index}`). */
+  BATCH_NOT_HELD: -11,
 } as const;
 
 /** The name of an expected script failure. */
@@ -75,6 +77,9 @@ export const scriptFailureErrors = {
   /** VERSION_MOVED: read again and retry (ASSIGNMENT_CONTENDED after too many tries). */
   applyTopology: { VERSION_MOVED: null, CURSOR_RESET_RUNNING: 'CURSOR_RESET_RUNNING', NOT_FOUND: 'SUBSCRIPTION_NOT_FOUND' },
   commitCursors: { SESSION_GONE: 'SESSION_NOT_FOUND', PARTITION_NOT_OWNED: 'PARTITION_NOT_ASSIGNED' },
+  /** SESSION_GONE: the queue stream ends (`session_lost`). */
+  claimQueueBatches: { SESSION_GONE: null },
+  settleQueueBatches: { BATCH_NOT_HELD: 'BATCH_NOT_HELD' },
   /** The stream ends (its partitions move on). */
   heartbeat: { SESSION_GONE: null },
   /** The other holder compacts or trims. */

@@ -27,7 +27,9 @@ export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 
   | 'holdLock'
   | 'setTimelines'
   | 'deleteStorage'
-  | 'setDefaultStorage';
+  | 'setDefaultStorage'
+  | 'claimQueueBatches'
+  | 'settleQueueBatches';
 
 /** The line that pulls a shared snippet of `lua/includes/<name>.lua` into a script. */
 const INCLUDE = '^--#include ([a-z][a-z0-9-]*)[ \\t]*$';

@@ -52,9 +52,11 @@ export type CommitOutcome = { readonly kind: 'ok'; readonly committed: readonly 
 /**
  * What a message on a subscription's notice channel says (`keys.subscriptionNotices`): the assignment or
  * sessions changed (`topology`, also when the subscription was deleted), an offset moved (`commit`), a
- * cursor reset starts (`reset`: streams end), its authorization changed (`authz`: streams end).
+ * cursor reset starts (`reset`: streams end), its authorization changed (`authz`: streams end); in queue
+ * mode, batches wait to be handed out again (`queue`) and a stream's batches were acknowledged or handed
+ * back (`ack <stream id>`: it may take more).
  */
-export type SubscriptionNoticeKind = 'topology' | 'commit' | 'reset' | 'authz';
+export type SubscriptionNoticeKind = 'topology' | 'commit' | 'reset' | 'authz' | 'queue' | `ack ${string}`;
 
 /** The offsets hash field of a partition. */
 export const offsetField = (eventType: string, partition: string): string => `${eventType}:${partition}`;

@@ -1,3 +1,4 @@
+import { queueKeys } from './queue-state-store.js';
 import { subscriptionKey, type Subscription } from '../domain/subscription.js';
 import type { Keys } from './keys.js';
 import { storageError, type RedisClient } from './redis-connection.js';
@@ -108,7 +109,7 @@ export class SubscriptionStore {
     // otherwise write the assignment back when it leaves (applyTopology refuses a deleted subscription).
     const results = await this.redis
       .multi()
-      .del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id), k.subscriptionDeadLetters(id), k.subscriptionExpiredEvents(id))
+      .del(k.subscriptionOffsets(id), k.subscriptionSessions(id), k.subscriptionSessionInfo(id), k.subscriptionTopology(id), k.subscriptionReset(id), k.subscriptionDeadLetters(id), k.subscriptionExpiredEvents(id), ...queueKeys(k, id))
       .hset(k.subscriptionTopology(id), 'deleted', '1')
       .pexpire(k.subscriptionTopology(id), DELETED_TOPOLOGY_TTL_MS)
       .exec()

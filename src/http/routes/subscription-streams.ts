@@ -80,12 +80,25 @@ export const SUBSCRIPTION_STREAM_ROUTES: readonly Route<SubscriptionStreamDeps>[
   route({
     method: 'POST', path: '/subscriptions/{subscription_id}/cursors', operationId: 'commitCursors', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
     summary: 'Commit cursors of a stream',
+    description: 'In queue mode (annotation `broker.io/consumption-mode: queue`) a cursor acknowledges exactly the batch it ended, not the events before it; the committed cursor becomes the highest offset below which every event is acknowledged.',
     headers: CommitHeaders,
     body: jsonBody(SubscriptionCursorsInputSchema),
     responses: { '204': empty('every cursor advanced'), '200': json('some cursors did not advance: a result per cursor', CursorCommitResultsSchema), ...problems(400, 403, 404, 422) },
     handler: async (ctx, { cursors }) => {
       const answer = await cursors.commit(ctx.input.params.subscription_id, ctx.input.headers['X-Broker-StreamId'], await ctx.json(), ctx.subject);
       return answer.status === 204 ? { status: 204 } : { status: 200, body: answer.body };
+    },
+  }),
+  route({
+    method: 'POST', path: '/subscriptions/{subscription_id}/cursors/hand-back', operationId: 'handBackBatches', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
+    summary: 'Hand batches of a queue-mode stream back',
+    description: 'Queue mode only (annotation `broker.io/consumption-mode: queue`): each cursor is that of a batch the stream holds and has not acknowledged; the batches are handed out again at once, to any stream, and the delivery counts towards `broker.io/subscription-max-event-send-count`.',
+    headers: CommitHeaders,
+    body: jsonBody(SubscriptionCursorsInputSchema),
+    responses: { '204': empty('handed back'), ...problems(400, 403, 404, 422) },
+    handler: async (ctx, { cursors }) => {
+      await cursors.handBack(ctx.input.params.subscription_id, ctx.input.headers['X-Broker-StreamId'], await ctx.json(), ctx.subject);
+      return { status: 204 };
     },
   }),
   route({

@@ -1,3 +1,5 @@
+import { consumptionModeOf } from '../../domain/consumption-mode.js';
+import type { QueueStateStore } from '../../storage/queue-state-store.js';
 import { partitionIds } from '../../domain/event-type.js';
 import type { PartitionRange } from '../../domain/offsets.js';
 import type { Subscription } from '../../domain/subscription.js';
@@ -95,6 +97,8 @@ export class ConsumerLagReader {
     private readonly eventTypes: { get(name: string): Promise<StoredEventType | undefined> },
     private readonly partitions: Pick<PartitionLogs, 'ranges' | 'read'>,
     private readonly state: Pick<SubscriptionStateStore, 'offsets'>,
+    /** The batches of queue-mode subscriptions: their events in flight and waiting to be handed out again. */
+    private readonly queue?: Pick<QueueStateStore, 'partitions'>,
   ) {}
 
   /**
@@ -127,6 +131,7 @@ export class ConsumerLagReader {
       ),
       Promise.all(records.map((r) => this.state.offsets(r.id))),
     ]);
+    const queued = await Promise.all(records.map((r) => (this.queue !== undefined && consumptionModeOf(r.annotations) === 'queue' ? this.queue.partitions(r.id) : undefined)));
 
     const partitions: PartitionOffsetSample[] = [];
     for (const [eventType, { ranges }] of [...eventTypes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
@@ -155,7 +160,9 @@ export class ConsumerLagReader {
             void lookup.catch(() => undefined);
             lookups.set(oldest, lookup);
           }
-          rows.push({ sample: { subscriptionId: record.id, consumerGroup: record.consumer_group, eventType: name, partition, committed, unconsumedEvents: lag.unconsumed }, oldest });
+          const queue = queued[i]?.get(offsetField(name, partition));
+          const inQueue = queued[i] === undefined ? {} : { inFlightEvents: queue?.inFlight ?? 0, redeliveryEvents: queue?.waiting ?? 0 };
+          rows.push({ sample: { subscriptionId: record.id, consumerGroup: record.consumer_group, eventType: name, partition, committed, unconsumedEvents: lag.unconsumed, ...inQueue }, oldest });
         }
       }
     });

@@ -11,6 +11,8 @@ import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription, SubscriptionPartition, SubscriptionStreams } from './subscription-streams.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability/meters.js';
 import { lagSeconds, partitionLag } from './consumer-lag.js';
+import { consumptionModeOf } from '../../domain/consumption-mode.js';
+import type { QueueStateStore } from '../../storage/queue-state-store.js';
 
 /** Answer of a commit: 204 when every cursor advanced, else 200 with a result per cursor. */
 export type CommitAnswer = { status: 204 } | { status: 200; body: { items: { cursor: unknown; result: 'committed' | 'outdated' }[] } };
@@ -30,6 +32,8 @@ export class SubscriptionCursors {
     private readonly partitions: PartitionLogs,
     /** Counts commits by result (`broker_subscription_commits_total`). */
     private readonly metrics: ConsumptionMeter = NO_CONSUMPTION_METER,
+    /** The batches of queue-mode subscriptions (docs/consuming.md "Queue mode"). */
+    private readonly queue?: Pick<QueueStateStore, 'settle' | 'clear' | 'partitions'>,
   ) {}
 
   /**
@@ -42,6 +46,7 @@ export class SubscriptionCursors {
    */
   async commit(id: string, streamId: string, body: unknown, subject: Subject): Promise<CommitAnswer> {
     const subscription = await this.streams.resolveForConsumer(id, subject);
+    if (this.queue && consumptionModeOf(subscription.record.annotations) === 'queue') return this.settleBatches(subscription, streamId, body, 'ack');
     const items = itemsOf(body);
     const byField = new Map(subscription.partitions.map((p) => [offsetField(p.eventType, p.partition), p]));
     const ranges = await this.streams.rangesOf([...new Set(items.map((c) => byField.get(offsetField(c.event_type, c.partition))).filter((p) => p !== undefined))]);
@@ -68,6 +73,47 @@ export class SubscriptionCursors {
     }
     if (outcome.committed.every(Boolean)) return { status: 204 };
     return { status: 200, body: { items: items.map((cursor, i) => ({ cursor, result: outcome.committed[i] ? 'committed' : 'outdated' })) } };
+  }
+
+  /**
+   * Hands batches of a queue-mode stream back without processing them (docs/consuming.md "Queue mode"):
+   * each cursor names a batch the stream holds (the cursor of its batch); they are handed out again at once,
+   * the delivery counted.
+   * @param streamId `X-Broker-StreamId`
+   * @param body `{items: [SubscriptionCursor]}`
+   * @throws BrokerError 400 (body shape), 403, 404, 422 (not a queue-mode subscription, a cursor naming no
+   *   batch the stream holds, an invalid cursor), 503
+   */
+  async handBack(id: string, streamId: string, body: unknown, subject: Subject): Promise<void> {
+    const subscription = await this.streams.resolveForConsumer(id, subject);
+    if (!this.queue || consumptionModeOf(subscription.record.annotations) !== 'queue') throw brokerError('UNPROCESSABLE', { reason: 'Only batches of a queue-mode subscription can be handed back' });
+    await this.settleBatches(subscription, streamId, body, 'release');
+  }
+
+  /** Acknowledges or hands back batches of a queue-mode stream (`QueueStateStore.settle`). */
+  private async settleBatches(subscription: ResolvedSubscription, streamId: string, body: unknown, how: 'ack' | 'release'): Promise<CommitAnswer> {
+    const queue = this.queue as Pick<QueueStateStore, 'settle'>;
+    const items = itemsOf(body);
+    const byField = new Map(subscription.partitions.map((p) => [offsetField(p.eventType, p.partition), p]));
+    const cursors = items.map((c, i) => {
+      const field = offsetField(c.event_type, c.partition);
+      const partition = byField.get(field);
+      if (!partition) throw brokerError('PARTITION_NOT_IN_SUBSCRIPTION', { index: i, eventType: c.event_type, partition: c.partition });
+      return { field, offset: this.offsetOf(c, partition, { oldest: 0, newest: Number.MAX_SAFE_INTEGER }, i) };
+    });
+    const outcome = await queue.settle(subscription.record.id, streamId, how, cursors);
+    if (outcome.kind === 'not_held') {
+      if (how === 'ack') this.metrics.commits('refused', cursors.length);
+      const c = items[outcome.index];
+      throw brokerError('BATCH_NOT_HELD', { eventType: c?.event_type ?? '', partition: c?.partition ?? '', offset: c?.offset ?? '', streamId });
+    }
+    const settled = outcome.settled.filter(Boolean).length;
+    if (how === 'ack') {
+      this.metrics.commits('committed', settled);
+      this.metrics.commits('outdated', outcome.settled.length - settled);
+    }
+    if (settled === outcome.settled.length) return { status: 204 };
+    return { status: 200, body: { items: items.map((cursor, i) => ({ cursor, result: outcome.settled[i] ? 'committed' : 'outdated' })) } };
   }
 
   /**
@@ -121,6 +167,8 @@ export class SubscriptionCursors {
       const state = await this.state.read(id);
       await this.streams.initialize(subscription);
       await this.state.writeOffsets(id, offsets);
+      // Queue mode: batches handed out before the reset are forgotten; offsets are handed out from the new cursors.
+      await this.queue?.clear(id);
       // A reset starts the dead-letter counting over (docs/consuming.md "Dead letters").
       await this.state.clearDeadLetters(id);
       // Every session is gone now (closed ones lose their commit window): partitions are unassigned.
@@ -149,13 +197,17 @@ export class SubscriptionCursors {
     const subscription = await this.streams.resolve(id);
     authorize?.(subscription);
     const fields = subscription.partitions.map((p) => offsetField(p.eventType, p.partition));
-    const [state, offsets, ranges, deadLetters, expired] = await Promise.all([
+    const queueMode = this.queue !== undefined && consumptionModeOf(subscription.record.annotations) === 'queue';
+    const [state, offsets, ranges, deadLetters, expired, queued] = await Promise.all([
       this.state.read(id),
       this.state.offsets(id),
       this.streams.rangesOf(subscription.partitions),
       this.state.deadLetters(id, fields),
       this.state.expiredEvents(id),
+      queueMode ? this.queue?.partitions(id) : undefined,
     ]);
+    // Queue mode: every live stream reads every partition; a partition shows as assigned while one does.
+    const queueStreams = state.sessions.some((s) => s.expiresAt > state.nowMs);
     const live = new Set(state.sessions.filter((s) => s.expiresAt > state.nowMs).map((s) => s.id));
     const byEventType = new Map<string, PartitionStats[]>(subscription.record.event_types.map((name) => [name, []]));
     await Promise.all(
@@ -184,6 +236,14 @@ export class SubscriptionCursors {
         if (deadLetter?.searchUntil !== undefined && deadLetter.searchUntil > (committed ?? -1)) entry.dead_letter_search_until = p.timelines.format(p.partition, deadLetter.searchUntil);
         const expiredEvents = expired.get(field) ?? 0;
         if (expiredEvents > 0) entry.expired_events = expiredEvents;
+        if (queued) {
+          entry.state = queueStreams ? 'assigned' : 'unassigned';
+          const q = queued.get(field);
+          entry.in_flight_events = q?.inFlight ?? 0;
+          entry.redelivery_events = q?.waiting ?? 0;
+          const handedOut = q?.dispatched ?? committed ?? range?.newest ?? -1;
+          entry.undelivered_events = range ? Math.max(0, range.newest - Math.max(handedOut, range.oldest - 1)) : 0;
+        }
         byEventType.get(p.eventType)?.push(entry);
       }),
     );

@@ -13,7 +13,10 @@ export type SubscriptionNotice = SubscriptionNoticeKind | 'resubscribed';
 /** Called with each notice of the subscription listened to. */
 export type SubscriptionNoticeListener = (notice: SubscriptionNotice) => void;
 
-const KINDS: ReadonlySet<string> = new Set<SubscriptionNoticeKind>(['topology', 'commit', 'reset', 'authz']);
+const KINDS: ReadonlySet<string> = new Set<SubscriptionNoticeKind>(['topology', 'commit', 'reset', 'authz', 'queue']);
+
+/** Whether a message on a notice channel is one of the {@link SubscriptionNoticeKind}s. */
+const isNotice = (message: string): message is SubscriptionNoticeKind => KINDS.has(message) || message.startsWith('ack ');
 
 interface Channel {
   readonly listeners: Set<SubscriptionNoticeListener>;
@@ -50,8 +53,8 @@ export class SubscriptionNotices {
   ) {
     subscriber.on('smessage', (channel: string, message: string) => {
       const entry = this.channels.get(channel);
-      if (!entry || !KINDS.has(message)) return;
-      for (const listener of entry.listeners) listener(message as SubscriptionNoticeKind);
+      if (!entry || !isNotice(message)) return;
+      for (const listener of entry.listeners) listener(message);
     });
     subscriber.on('close', () => {
       this.connected = false;

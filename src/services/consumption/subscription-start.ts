@@ -1,3 +1,6 @@
+import type { Subject } from '../../auth/subject.js';
+import type { EventType } from '../../domain/event-type.js';
+import type { AccessControl } from '../access-control.js';
 import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
 import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
@@ -50,4 +53,14 @@ export async function initializeOffsets(state: Pick<SubscriptionStateStore, 'off
     initial.set(field, offset);
   }
   await state.initOffsets(record.id, initial);
+}
+
+/** Per event type with an owner selector, the test of which events `subject` may read (docs/consuming.md "Per-event authorization"). */
+export function eventFilters(access: AccessControl, subject: Subject, eventTypes: readonly EventType[]): Map<string, (event: string) => boolean> {
+  const filters = new Map<string, (event: string) => boolean>();
+  for (const eventType of eventTypes) {
+    const filter = access.eventFilter(subject, eventType);
+    if (filter) filters.set(eventType.name, filter);
+  }
+  return filters;
 }

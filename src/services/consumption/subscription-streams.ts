@@ -22,7 +22,10 @@ import type { SubscriptionNotices } from './subscription-notices.js';
 import { STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
 import { REAL_CLOCK, type Clock } from './clock.js';
 import { SessionRunner } from './session-runner.js';
-import { initializeOffsets, partitionRanges } from './subscription-start.js';
+import { QueueStreams } from './queue-streams.js';
+import type { QueueStateStore } from '../../storage/queue-state-store.js';
+import { consumptionModeOf } from '../../domain/consumption-mode.js';
+import { eventFilters, initializeOffsets, partitionRanges } from './subscription-start.js';
 import { filterSpecOf } from '../../domain/event-filter.js';
 import type { EventFilters } from '../event-filters.js';
 import type { EventFilter } from './partition-reader.js';
@@ -57,6 +60,8 @@ export interface SubscriptionStreamsOptions {
   readonly clock?: Clock;
   /** Tests events against a subscription's `filter` in the worker threads (docs/consuming.md "Filters"). */
   readonly filters: Pick<EventFilters, 'matcher'>;
+  /** The batches of queue-mode subscriptions (docs/consuming.md "Queue mode"). */
+  readonly queue: QueueStateStore;
 }
 
 const MAX_APPLY_ATTEMPTS = 50;
@@ -116,7 +121,21 @@ export class SubscriptionStreams implements SessionOwner {
       deadLetters: options.deadLetters,
       clock: options.clock ?? REAL_CLOCK,
     };
+    this.queueStreams = new QueueStreams({
+      deps: { queue: options.queue, state, logger, clock: this.deps.clock, leaseMs: config.subscriptions.leaseTtlMs, pollIntervalMs: config.consumption.pollIntervalMs, consumption: metrics, meter, deadLetters: options.deadLetters },
+      queue: options.queue,
+      state,
+      logs,
+      timelines: options.timelineSource,
+      nodeId: this.nodeId,
+      subscriptionExists: (id) => this.subscriptionExists(id),
+      noticesLive: (id) => this.noticesLive(id),
+      streamedListener: () => this.streamedListener,
+    });
   }
+
+  /** The node's queue-mode streams (docs/consuming.md "Queue mode"). */
+  private readonly queueStreams: QueueStreams;
 
   /** Told what each stream sent when it ends (KPI `broker.data.streamed`); see {@link onStreamEnd}. */
   streamedListener: StreamedListener | undefined;
@@ -161,6 +180,7 @@ export class SubscriptionStreams implements SessionOwner {
       for (const runner of this.runners.values()) {
         if (this.access.consumptionBlocked(runner.subject, runner.eventTypes)) runner.end(END_REASONS.blocked);
       }
+      for (const runner of this.queueStreams.streams) if (this.access.consumptionBlocked(runner.subject, runner.eventTypes)) runner.end(END_REASONS.blocked);
     });
     // When the readers of one of its event types change, a stream ends; its consumer reconnects if still
     // authorized (docs/security.md "Authorization: what a subject may do").
@@ -241,6 +261,12 @@ export class SubscriptionStreams implements SessionOwner {
     if (!parsed.ok) throw invalidInput(parsed.status, [parsed.detail], parsed.errors);
     const params = parsed.value;
     const subscription = await this.resolveForConsumer(id, subject);
+    if (!this.notices) throw new Error('subscription streams were not started');
+    if (consumptionModeOf(subscription.record.annotations) === 'queue') {
+      await this.initialize(subscription);
+      const perEventAuthorization = eventFilters(this.access, subject, subscription.eventTypes).size > 0;
+      return this.queueStreams.open({ subscription, params, subject, format, notices: this.notices, perEventAuthorization });
+    }
     const eventFilter = this.eventFilterOf(subscription.record);
     const streamId = randomUUID();
     const session: Session = { id: streamId, requested: params.partitions };
@@ -251,7 +277,6 @@ export class SubscriptionStreams implements SessionOwner {
     if (!check.ok) throw check.status === 409 ? brokerError('PARTITION_TAKEN', check.taken) : brokerError('UNPROCESSABLE', { reason: check.detail });
     if (session.requested.length === 0 && freeSlots(subscription.partitions, live) <= 0) throw brokerError('NO_FREE_SLOT');
     await this.initialize(subscription);
-    if (!this.notices) throw new Error('subscription streams were not started');
     // Listening before joining: every change after the join reaches the stream. A notice before the
     // runner exists needs nothing: the runner reads the state when it starts.
     const target: { runner?: SessionRunner } = {};
@@ -358,21 +383,14 @@ export class SubscriptionStreams implements SessionOwner {
   /** Refuses new streams and ends the open ones at once; their sessions are released (docs/operations.md "Graceful stops"). */
   async close(): Promise<void> {
     this.shuttingDown = true;
-    await Promise.all([...this.runners.values()].map(async (r) => {
-      await r.stop();
-      await r.released;
-    }));
+    await Promise.all([
+      ...[...this.runners.values()].map(async (r) => {
+        await r.stop();
+        await r.released;
+      }),
+      this.queueStreams.close(),
+    ]);
   }
-}
-
-/** Per event type with an owner selector, the test of which events `subject` may read (docs/consuming.md "Per-event authorization"). */
-function eventFilters(access: AccessControl, subject: Subject, eventTypes: readonly EventType[]): Map<string, (event: string) => boolean> {
-  const filters = new Map<string, (event: string) => boolean>();
-  for (const eventType of eventTypes) {
-    const filter = access.eventFilter(subject, eventType);
-    if (filter) filters.set(eventType.name, filter);
-  }
-  return filters;
 }
 
 /** Streaming sessions whose lease has not expired, as `rebalance` sees them. */
