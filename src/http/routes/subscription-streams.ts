@@ -61,7 +61,7 @@ export const SUBSCRIPTION_STREAM_ROUTES: readonly Route<SubscriptionStreamDeps>[
   route({
     method: 'GET', path: '/subscriptions/{subscription_id}/events', operationId: 'streamSubscription', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
     summary: 'Stream a subscription',
-    description: 'Partitions are balanced over the subscription\'s streams. `Accept: text/event-stream` asks for server-sent events; `Accept-Encoding: zstd` or `gzip` compresses the stream.',
+    description: 'Partitions are balanced over the subscription\'s streams. In queue mode (annotation `broker.io/consumption-mode: queue`) any number of streams read every partition: each batch goes to one stream, events of a partition arrive in offset order within a stream but not across streams, and a batch not acknowledged within `commit_timeout` goes to another stream. `Accept: text/event-stream` asks for server-sent events; `Accept-Encoding: zstd` or `gzip` compresses the stream.',
     query: SubscriptionStreamQuerySchema,
     responses: streamResponses,
     handler: async (ctx, { streams }) => streams.open(ctx.input.params.subscription_id, ctx.input.query, undefined, ctx.subject, negotiateStreamFormat(ctx.headers.accept)),
