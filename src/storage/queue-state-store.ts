@@ -41,8 +41,17 @@ export interface QueueClaim {
   readonly newest: ReadonlyMap<string, number>;
 }
 
-/** Answer of a claim: the batches handed out, how many events the stream holds now, and whether one of its batches passed its deadline. */
-export type QueueClaimOutcome = { readonly kind: 'ok'; readonly batches: readonly QueueBatch[]; readonly held: number; readonly timedOut: boolean } | { readonly kind: 'session_gone' };
+/** Answer of a claim: the batches handed out, how many events the stream holds now, whether one of its batches passed its deadline, and when the next deadline falls. */
+export type QueueClaimOutcome =
+  | {
+      readonly kind: 'ok';
+      readonly batches: readonly QueueBatch[];
+      readonly held: number;
+      readonly timedOut: boolean;
+      /** Ms until the earliest deadline of a batch any stream holds (undefined: none is held). */
+      readonly msUntilDeadline: number | undefined;
+    }
+  | { readonly kind: 'session_gone' };
 
 /** Answer of an acknowledgement or hand-back: per cursor settled (true) or acknowledged already (false), or the first cursor (0-based) that names no batch the stream holds. */
 export type QueueSettleOutcome = { readonly kind: 'ok'; readonly settled: readonly boolean[] } | { readonly kind: 'not_held'; readonly index: number };
@@ -77,10 +86,11 @@ export class QueueStateStore {
       .catch(storageError)) as (string | number)[];
     if (failureOf(reply, ['SESSION_GONE'])) return { kind: 'session_gone' };
     const batches: QueueBatch[] = [];
-    for (let i = 2; i + 4 < reply.length; i += 5) {
+    for (let i = 3; i + 4 < reply.length; i += 5) {
       batches.push({ field: String(reply[i]), from: Number(reply[i + 1]), to: Number(reply[i + 2]), deliveries: Number(reply[i + 3]), dead: Number(reply[i + 4]) === 1 });
     }
-    return { kind: 'ok', batches, held: Number(reply[1]), timedOut: Number(reply[0]) === 1 };
+    const untilDeadline = Number(reply[2]);
+    return { kind: 'ok', batches, held: Number(reply[1]), timedOut: Number(reply[0]) === 1, msUntilDeadline: untilDeadline < 0 ? undefined : untilDeadline };
   }
 
   /**

@@ -131,7 +131,7 @@ export class ConsumerLagReader {
       ),
       Promise.all(records.map((r) => this.state.offsets(r.id))),
     ]);
-    const queued = await Promise.all(records.map((r) => (this.queue !== undefined && consumptionModeOf(r.annotations) === 'queue' ? this.queue.partitions(r.id) : undefined)));
+    const queued = await Promise.all(records.map(async (r) => (this.queue !== undefined && consumptionModeOf(r.annotations) === 'queue' ? this.queue.partitions(r.id) : undefined)));
 
     const partitions: PartitionOffsetSample[] = [];
     for (const [eventType, { ranges }] of [...eventTypes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {

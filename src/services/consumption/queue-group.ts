@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { TimelineMap } from '../../domain/timeline.js';
 import type { Logger } from '../../observability/logger.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
+import { IDLE_POLL_FACTOR } from '../../storage/partition-wakeups.js';
 import type { EventSegment } from '../../storage/partition-store.js';
 import { offsetField } from '../../storage/subscription-state-store.js';
 import type { TimelineLookup } from './partition-reader.js';
@@ -11,6 +12,8 @@ import type { SubscriptionPartition } from './session-types.js';
 export const QUEUE_GROUP_CACHE_BYTES = 32 * 1024 * 1024;
 /** How long a read entry stays in a group's cache, ms. */
 const CACHE_TTL_MS = 30_000;
+/** New events per stream woken by a publish notice (see `QueueGroup.wakeAll`). */
+const EVENTS_PER_WAKE = 100;
 /** Stream entries one read asks for at most. */
 const READ_ENTRIES = 16;
 const NEWLINE = 0x0a;
@@ -44,7 +47,7 @@ interface GroupPartition {
  */
 export class QueueGroup {
   private readonly partitions = new Map<string, GroupPartition>();
-  private readonly wakers = new Set<() => void>();
+  private readonly wakers = new Set<{ readonly wake: () => void; readonly hungry: () => boolean }>();
   private readonly cache: LRUCache<string, CachedSegment>;
   /** Settles once the newest offsets were read and the notices listened to. */
   readonly ready: Promise<void>;
@@ -54,6 +57,7 @@ export class QueueGroup {
     private readonly logs: PartitionLogs,
     private readonly timelines: TimelineLookup,
     private readonly logger: Logger,
+    pollIntervalMs: number,
   ) {
     for (const p of subscriptionPartitions) {
       this.partitions.set(offsetField(p.eventType, p.partition), { eventType: p.eventType, partition: p.partition, timelines: p.timelines, newest: -1, firsts: [], unlisten: () => undefined });
@@ -65,7 +69,17 @@ export class QueueGroup {
       dispose: (s, key) => this.unindex(key, s.first),
     });
     this.ready = this.start();
+    // The safety net: newest offsets read again (a notice may have been missed) and one waiting stream
+    // woken, whose claim also releases batches past their deadline (a stream or node that died).
+    this.poll = setInterval(() => {
+      void this.refresh().then(
+        () => this.wakeAll(1),
+        (err: unknown) => this.logger.warn({ err: (err as Error).message }, 'could not read the newest offsets of a queue subscription'),
+      );
+    }, pollIntervalMs * IDLE_POLL_FACTOR);
   }
+
+  private readonly poll: NodeJS.Timeout;
 
   /** The offsets fields of the subscription's partitions, in a fixed order (the round robin of claims). */
   get fields(): string[] {
@@ -84,25 +98,47 @@ export class QueueGroup {
     return this.partitions.get(field)?.timelines;
   }
 
-  /** Registers a stream's wake-up (called on every publish notice of the group's partitions). @returns its removal */
-  onWake(wake: () => void): () => void {
-    this.wakers.add(wake);
-    return () => this.wakers.delete(wake);
+  /**
+   * Registers a stream's wake-up for new events. `hungry` says whether the stream waits for events with
+   * room to take them (its last claim found nothing): only such streams are woken. @returns its removal
+   */
+  onWake(wake: () => void, hungry: () => boolean): () => void {
+    const entry = { wake, hungry };
+    this.wakers.add(entry);
+    return () => this.wakers.delete(entry);
   }
 
-  /** Wakes every stream of the group (a notice says batches wait, or a partition has new events). */
-  wakeAll(): void {
-    for (const wake of this.wakers) wake();
+  /**
+   * Wakes the streams waiting for events: after a publish of `events` events, about one stream per
+   * `EVENTS_PER_WAKE` of them (at least one; each takes what it has room for and claims again while
+   * events are left), taken in turn, so dozens of idle streams do not each run a claim per publish;
+   * `Infinity` wakes all of them.
+   */
+  wakeAll(events = Number.POSITIVE_INFINITY): void {
+    const hungry = [...this.wakers].filter((w) => w.hungry());
+    if (hungry.length === 0) return;
+    const count = Math.min(hungry.length, Math.max(1, Math.ceil(events / EVENTS_PER_WAKE)));
+    for (let i = 0; i < count; i++) (hungry[(this.turn + i) % hungry.length] as { wake: () => void }).wake();
+    this.turn = (this.turn + count) % Math.max(1, hungry.length);
   }
+
+  /** Where the next partial wake-up starts (round robin over the hungry streams). */
+  private turn = 0;
 
   private async start(): Promise<void> {
     await this.refresh();
     for (const p of this.partitions.values()) {
       const { wakeups, channel } = await this.logs.notices(p.eventType, p.timelines, p.partition);
       p.unlisten = wakeups.listen(channel, (next) => {
-        if (Number.isFinite(next)) p.newest = Math.max(p.newest, next - 1);
-        else void this.refresh().then(() => this.wakeAll(), () => undefined);
-        this.wakeAll();
+        if (!Number.isFinite(next)) {
+          // Notices may have been missed: read the newest offsets, then wake every waiting stream.
+          void this.refresh().then(() => this.wakeAll(), () => undefined);
+          return;
+        }
+        const added = next - 1 - p.newest;
+        if (added <= 0) return;
+        p.newest = next - 1;
+        this.wakeAll(added);
       });
     }
   }
@@ -223,6 +259,7 @@ export class QueueGroup {
 
   /** Stops listening and drops the cache (the group's last stream ended). */
   close(): void {
+    clearInterval(this.poll);
     for (const p of this.partitions.values()) p.unlisten();
     this.wakers.clear();
     this.cache.clear();

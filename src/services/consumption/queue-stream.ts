@@ -16,6 +16,8 @@ import { LeaseKeeper } from './session-lease.js';
 import { END_REASONS, type DeadLetterSink, type ResolvedSubscription, type SessionStore } from './session-types.js';
 import { StreamPartition } from './stream-partition.js';
 
+/** How long after a batch's deadline (on the local clock) a stream claims again, ms. */
+const DEADLINE_MARGIN_MS = 20;
 /** Batches one claim asks for at most (each up to `batch_limit` events, together up to `max_uncommitted_events`). */
 const BATCHES_PER_CLAIM = 8;
 
@@ -28,8 +30,6 @@ export interface QueueStreamDeps {
   readonly clock: Clock;
   /** `subscriptions.leaseTtlMs`. */
   readonly leaseMs: number;
-  /** `consumption.pollIntervalMs`: how often an idle stream reads the partitions' newest offsets and claims again without a notice. */
-  readonly pollIntervalMs: number;
   readonly consumption: ConsumptionMeter;
   readonly meter: StreamMeter;
   readonly deadLetters: DeadLetterSink | undefined;
@@ -59,8 +59,8 @@ export interface QueueStreamOptions {
  * same partitions at once. Each round it claims batches in Redis (`QueueStateStore.claim`: waiting batches
  * first, then new offsets; fenced by its session, bounded by `max_uncommitted_events` over the events it
  * holds), reads their events through its {@link QueueGroup} and sends them; it sleeps until a publish notice,
- * a queue notice (a batch was handed back or timed out), an acknowledgement of its own, a keep-alive or a
- * poll. It ends like a stream-mode stream (limits, timeouts, its session lost, a reset) and with
+ * a queue notice (a batch was handed back or timed out), an acknowledgement of its own, a keep-alive or its
+ * group's poll. It ends like a stream-mode stream (limits, timeouts, its session lost, a reset) and with
  * `commit_timeout_reached` when a batch it holds passed its deadline; batches it holds when it ends stay
  * acknowledgeable until their deadlines, then go to other streams.
  */
@@ -76,6 +76,10 @@ export class QueueStreamRunner implements FramePolicy {
   private wakeUp: (() => void) | undefined;
   private woken = false;
   private sentInStream = 0;
+  /** Its last claim found nothing while it had room: new events should wake it. */
+  private hungry = false;
+  /** When to claim again without a wake-up (a held batch's deadline), clock ms. */
+  private claimAgainAt = Number.POSITIVE_INFINITY;
   private rotate = 0;
   /** Settles when the stream ended and its session left Redis. */
   readonly released: Promise<void>;
@@ -156,7 +160,10 @@ export class QueueStreamRunner implements FramePolicy {
     let finished: () => void = () => undefined;
     this.runEnded = new Promise<void>((resolve) => (finished = resolve));
     const { deps, group, params } = this.options;
-    const unwake = group.onWake(() => this.wake());
+    const unwake = group.onWake(
+      () => this.wake(),
+      () => this.hungry,
+    );
     const writer = new BatchWriter({ sink, policy: this, partitions: this.partitions, format: this.options.format, meter: deps.meter });
     deps.meter.opened();
     this.lease.start();
@@ -171,7 +178,6 @@ export class QueueStreamRunner implements FramePolicy {
       const deadline = clock.now() + params.streamTimeoutSeconds * 1000;
       let keepAliveAt = clock.now() + flushMs;
       let keepAlives = 0;
-      let pollAt = clock.now() + deps.pollIntervalMs;
       for (;;) {
         const end = this.endReason(sink, deadline);
         if (end !== undefined) {
@@ -202,13 +208,8 @@ export class QueueStreamRunner implements FramePolicy {
             continue;
           }
         }
-        if (now >= pollAt) {
-          pollAt = now + deps.pollIntervalMs;
-          await group.refresh().catch((err: unknown) => deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId }, 'could not read the newest offsets of a queue subscription'));
-          continue;
-        }
-        if (this.woken) continue;
-        await this.sleep(Math.max(1, Math.min(keepAliveAt, pollAt, deadline) - now), sink);
+        if (this.woken || now >= this.claimAgainAt) continue;
+        await this.sleep(Math.max(1, Math.min(keepAliveAt, deadline, this.claimAgainAt) - now), sink);
       }
     } catch (err) {
       deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId, stream: this.streamId }, 'queue stream failed');
@@ -264,6 +265,13 @@ export class QueueStreamRunner implements FramePolicy {
       this.end(END_REASONS.commitTimeout);
       return -1;
     }
+    // Nothing handed out: claim again when the earliest deadline passes (its batch may then be this
+    // stream's to take, or this stream's own that timed out), a little after, so Redis's clock passed it too.
+    this.claimAgainAt = outcome.batches.length === 0 && outcome.msUntilDeadline !== undefined ? deps.clock.now() + outcome.msUntilDeadline + DEADLINE_MARGIN_MS : Number.POSITIVE_INFINITY;
+    const room = Math.min(params.maxUncommittedEvents, limit);
+    this.hungry = outcome.batches.length === 0 && outcome.held < room;
+    // Full before the events ran out, maybe: another waiting stream of the node takes over.
+    if (outcome.batches.length > 0 && outcome.held >= room) group.wakeAll(1);
     let framed = 0;
     for (const batch of outcome.batches) {
       if (batch.dead) {

@@ -30,6 +30,8 @@ export interface QueueStreamsOptions {
   readonly noticesLive: (id: string) => boolean;
   /** Told what each stream sent when it ends. */
   readonly streamedListener: () => StreamedListener | undefined;
+  /** `consumption.pollIntervalMs`: the groups poll `IDLE_POLL_FACTOR` times slower (publishes and queue notices wake streams at once). */
+  readonly pollIntervalMs: number;
 }
 
 /** What a queue-mode stream needs that `SubscriptionStreams.open` checked already. */
@@ -117,7 +119,7 @@ export class QueueStreams {
     const id = subscription.record.id;
     let entry = this.groups.get(id);
     if (!entry) {
-      entry = { group: new QueueGroup(subscription.partitions, this.options.logs, this.options.timelines, this.options.deps.logger), streams: 0 };
+      entry = { group: new QueueGroup(subscription.partitions, this.options.logs, this.options.timelines, this.options.deps.logger, this.options.pollIntervalMs), streams: 0 };
       entry.group.ready.catch(() => undefined);
       this.groups.set(id, entry);
     }

@@ -122,7 +122,8 @@ export class SubscriptionStreams implements SessionOwner {
       clock: options.clock ?? REAL_CLOCK,
     };
     this.queueStreams = new QueueStreams({
-      deps: { queue: options.queue, state, logger, clock: this.deps.clock, leaseMs: config.subscriptions.leaseTtlMs, pollIntervalMs: config.consumption.pollIntervalMs, consumption: metrics, meter, deadLetters: options.deadLetters },
+      deps: { queue: options.queue, state, logger, clock: this.deps.clock, leaseMs: config.subscriptions.leaseTtlMs, consumption: metrics, meter, deadLetters: options.deadLetters },
+      pollIntervalMs: config.consumption.pollIntervalMs,
       queue: options.queue,
       state,
       logs,

@@ -28,8 +28,9 @@
   ARGV[9..] pairs: field `<event type>:<partition>`, newest offset the caller knows of
 
   Returns {SESSION_GONE} (include `failures`) when the stream's session is gone or expired, else
-  {timed out (1 when a batch of this stream passed its deadline), events the stream holds, then per batch:
-  field, from, to, deliveries, 1 when its event is due for the dead-letter policy else 0}.
+  {timed out (1 when a batch of this stream passed its deadline), events the stream holds, ms until the
+  earliest deadline of any held batch (-1: none), then per batch: field, from, to, deliveries, 1 when its
+  event is due for the dead-letter policy else 0}.
 ]]
 --#include failures
 --#include now-ms
@@ -62,13 +63,18 @@ for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 
 end
 
 local held = tonumber(redis.call('HGET', KEYS[1], 'h:' .. me) or '0')
+-- A stream whose batch timed out ends: it takes nothing more.
+if timedOut == 1 then
+  if released > 0 then redis.call('SPUBLISH', KEYS[7], 'queue') end
+  return {1, held, -1}
+end
 local room = tonumber(ARGV[3]) - held
 local batchLimit = tonumber(ARGV[4])
 local maxBatches = tonumber(ARGV[5])
 local deliveryLimit = tonumber(ARGV[6])
 local isolate = ARGV[7] == '1'
 local deadline = now + tonumber(ARGV[2])
-local out = {timedOut, 0}
+local out = {timedOut, 0, -1}
 local handed = 0
 
 local function hold(field, from, to, deliveries, dead)
@@ -141,5 +147,8 @@ end
 -- A stream holding nothing has no field (so the fields of ended streams go once their batches do).
 if held > 0 then redis.call('HSET', KEYS[1], 'h:' .. me, held) else redis.call('HDEL', KEYS[1], 'h:' .. me) end
 out[2] = held
+-- How long until the earliest deadline of a held batch: a stream that found nothing claims again then.
+local earliest = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2]
+if earliest then out[3] = math.max(0, tonumber(earliest) - now) end
 if released > 0 and redis.call('ZCARD', KEYS[3]) > 0 then redis.call('SPUBLISH', KEYS[7], 'queue') end
 return out
