@@ -15,7 +15,7 @@ const CACHE_TTL_MS = 30_000;
 /** New events per stream woken by a publish notice (see `QueueGroup.wakeAll`). */
 const EVENTS_PER_WAKE = 100;
 /** Stream entries one read asks for at most. */
-const READ_ENTRIES = 16;
+const READ_ENTRIES = 4;
 const NEWLINE = 0x0a;
 
 /** A read entry (or the part of one from the offset a read started at), with where each event starts. */
@@ -177,6 +177,12 @@ export class QueueGroup {
     let at = from;
     while (at <= to) {
       let segment = this.cached(field, p, at);
+      // Another stream of the group may be reading these entries now: wait for it, not read them again.
+      const pending = segment === undefined ? this.loads.get(field) : undefined;
+      if (pending !== undefined) {
+        await pending.catch(() => undefined);
+        segment = this.cached(field, p, at);
+      }
       if (!segment) {
         await this.load(field, p, at - 1);
         segment = this.cached(field, p, at) ?? this.firstAfter(field, p, at);
@@ -225,9 +231,19 @@ export class QueueGroup {
   }
 
   private async load(field: string, p: GroupPartition, after: number): Promise<void> {
-    const slice = await this.logs.read(p.eventType, p.timelines, p.partition, after, READ_ENTRIES);
-    for (const s of slice.segments) this.add(field, p, s);
+    const loading = this.logs.read(p.eventType, p.timelines, p.partition, after, READ_ENTRIES).then((slice) => {
+      for (const s of slice.segments) this.add(field, p, s);
+    });
+    this.loads.set(field, loading);
+    try {
+      await loading;
+    } finally {
+      if (this.loads.get(field) === loading) this.loads.delete(field);
+    }
   }
+
+  /** The read of each partition in progress, by offsets field. */
+  private readonly loads = new Map<string, Promise<void>>();
 
   private add(field: string, p: GroupPartition, s: EventSegment): void {
     if (s.count <= 0) return;

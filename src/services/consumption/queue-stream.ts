@@ -126,9 +126,8 @@ export class QueueStreamRunner implements FramePolicy {
     if (kind === 'reset') return this.end(END_REASONS.reset);
     if (kind === 'authz') return this.end(END_REASONS.authorizationChanged);
     if (kind === 'topology') void this.options.subscriptionExists().then((exists) => (exists ? undefined : this.end(END_REASONS.subscriptionDeleted)));
-    // Acknowledgements of other streams free nothing of this one's room; its own do.
-    if (kind.startsWith('ack ') && kind !== `ack ${this.streamId}`) return;
-    if (kind === 'commit') return;
+    // Its own acknowledgements reach it through `wake` (`QueueStreams` routes them); other streams' free nothing of its room.
+    if (kind === 'commit' || kind.startsWith('ack ')) return;
     this.wake();
   }
 

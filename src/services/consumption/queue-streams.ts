@@ -13,7 +13,7 @@ import { QueueGroup } from './queue-group.js';
 import { QueueStreamRunner, type QueueStreamDeps } from './queue-stream.js';
 import type { StreamedListener } from './event-stream.js';
 import type { ResolvedSubscription } from './session-types.js';
-import type { SubscriptionNotices } from './subscription-notices.js';
+import type { SubscriptionNotice, SubscriptionNotices } from './subscription-notices.js';
 
 /** What {@link QueueStreams} works with (one per node, made by `SubscriptionStreams`). */
 export interface QueueStreamsOptions {
@@ -34,6 +34,13 @@ export interface QueueStreamsOptions {
   readonly pollIntervalMs: number;
 }
 
+/** The streams of one subscription on a node: their group, each by stream id, and their one notice listener (settles once subscribed). */
+interface GroupEntry {
+  readonly group: QueueGroup;
+  readonly members: Map<string, QueueStreamRunner>;
+  readonly listening: Promise<() => void>;
+}
+
 /** What a queue-mode stream needs that `SubscriptionStreams.open` checked already. */
 export interface QueueOpen {
   readonly subscription: ResolvedSubscription;
@@ -52,7 +59,7 @@ export interface QueueOpen {
  */
 export class QueueStreams {
   private readonly runners = new Map<string, QueueStreamRunner>();
-  private readonly groups = new Map<string, { readonly group: QueueGroup; streams: number }>();
+  private readonly groups = new Map<string, GroupEntry>();
 
   constructor(private readonly options: QueueStreamsOptions) {}
 
@@ -69,9 +76,10 @@ export class QueueStreams {
     if (o.perEventAuthorization) throw brokerError('UNPROCESSABLE', { reason: 'Queue-mode streams cannot hide events of their batches: a consumer that may read only some events of an event type cannot stream a queue-mode subscription of it' });
     if ((await this.options.state.read(id)).resetRunning) throw brokerError('CURSOR_RESET_RUNNING');
     const streamId = randomUUID();
+    const entry = this.groupOf(subscription, o.notices);
     const runner = new QueueStreamRunner({
       deps: this.options.deps,
-      group: this.groupOf(subscription),
+      group: entry.group,
       subscription,
       streamId,
       params,
@@ -82,9 +90,9 @@ export class QueueStreams {
       subscriptionExists: () => this.options.subscriptionExists(id),
       streamedListener: this.options.streamedListener(),
     });
-    let unlisten: () => void = () => undefined;
+    entry.members.set(streamId, runner);
     try {
-      unlisten = await o.notices.listen(id, (notice) => runner.notice(notice));
+      await entry.listening;
       const info: SessionInfo = { requested: [], state: 'streaming', node: this.options.nodeId };
       await this.options.queue.join(id, streamId, JSON.stringify(info), this.options.deps.leaseMs);
       // A reset that started meanwhile would not wait for this stream: leave and refuse.
@@ -93,8 +101,7 @@ export class QueueStreams {
         throw brokerError('CURSOR_RESET_RUNNING');
       }
     } catch (err) {
-      unlisten();
-      this.dropGroup(id);
+      this.dropGroup(id, streamId);
       throw err;
     }
     this.runners.set(streamId, runner);
@@ -106,33 +113,45 @@ export class QueueStreams {
         try {
           await runner.run(sink);
         } finally {
-          unlisten();
           this.runners.delete(streamId);
-          this.dropGroup(id);
+          this.dropGroup(id, streamId);
         }
       },
     };
   }
 
-  /** The group of the subscription's streams on this node, made with its first stream. */
-  private groupOf(subscription: ResolvedSubscription): QueueGroup {
+  /**
+   * The group of the subscription's streams on this node, made with its first stream, which also starts
+   * listening to the subscription's notices for all of them: `ack <stream id>` goes to that stream alone
+   * (a node hears every acknowledgement of the subscription), the others to every stream.
+   */
+  private groupOf(subscription: ResolvedSubscription, notices: SubscriptionNotices): GroupEntry {
     const id = subscription.record.id;
     let entry = this.groups.get(id);
     if (!entry) {
-      entry = { group: new QueueGroup(subscription.partitions, this.options.logs, this.options.timelines, this.options.deps.logger, this.options.pollIntervalMs), streams: 0 };
-      entry.group.ready.catch(() => undefined);
-      this.groups.set(id, entry);
+      const members = new Map<string, QueueStreamRunner>();
+      const dispatch = (notice: SubscriptionNotice): void => {
+        if (notice.startsWith('ack ')) members.get(notice.slice(4))?.wake();
+        else for (const member of members.values()) member.notice(notice);
+      };
+      const created: GroupEntry = { group: new QueueGroup(subscription.partitions, this.options.logs, this.options.timelines, this.options.deps.logger, this.options.pollIntervalMs), members, listening: notices.listen(id, dispatch) };
+      created.group.ready.catch(() => undefined);
+      created.listening.catch(() => undefined);
+      this.groups.set(id, created);
+      entry = created;
     }
-    entry.streams++;
-    return entry.group;
+    return entry;
   }
 
-  /** One stream of the subscription less on this node; the last one closes the group. */
-  private dropGroup(id: string): void {
+  /** Stream `streamId` of the subscription left this node; the last one closes the group and stops listening. */
+  private dropGroup(id: string, streamId: string): void {
     const entry = this.groups.get(id);
-    if (!entry || --entry.streams > 0) return;
+    if (!entry) return;
+    entry.members.delete(streamId);
+    if (entry.members.size > 0) return;
     this.groups.delete(id);
     entry.group.close();
+    void entry.listening.then((unlisten) => unlisten(), () => undefined);
   }
 
   /** The queue-mode streams open on this node. */
