@@ -292,6 +292,32 @@ describe('the console and events that expired unread', () => {
   });
 });
 
+describe('the console and queue-mode subscriptions', () => {
+  it('says a subscription is in queue mode and shows its events in flight per partition', { timeout: 60_000 }, async () => {
+    const name = `console.queue-${randomUUID().slice(0, 8)}`;
+    const body = { name, owning_application: 'console-test', category: 'undefined', partition_strategy: 'random', schema: { type: 'json_schema', schema: '{}' } };
+    expect((await call(broker.url, 'POST', '/event-types', body)).status).toBe(201);
+    expect((await call(broker.url, 'POST', `/event-types/${name}/events`, [{ n: 1 }, { n: 2 }, { n: 3 }])).status).toBe(200);
+    const created = await call(broker.url, 'POST', '/subscriptions', { owning_application: 'console-test', event_types: [name], read_from: 'begin', annotations: { 'broker.io/consumption-mode': 'queue' } });
+    expect(created.status, created.text).toBe(201);
+    const id = (created.json as { id: string }).id;
+    const stream = await StreamClient.open(`${broker.url}/subscriptions/${id}/events?batch_limit=10&batch_flush_timeout=1`);
+    const streamId = stream.headers.get('x-broker-streamid') ?? '';
+    const batches = await stream.events(3);
+
+    const { page, errors } = await openPage();
+    await page.goto(`${broker.url}/ui#/subscriptions/${id}`);
+    await waitForText(page, '[data-test=mode]', 'queue');
+    await page.waitForFunction(() => Array.from((globalThis as unknown as InPage).document.querySelectorAll('[data-test=in-flight]')).map((e) => Number(e.textContent)).reduce((a, b) => a + b, 0) === 3, { timeout: WAIT_MS, polling: 100 });
+    const commit = await call(broker.url, 'POST', `/subscriptions/${id}/cursors`, { items: batches.filter((b) => (b.events?.length ?? 0) > 0).map((b) => b.cursor) }, { 'X-Broker-StreamId': streamId });
+    expect(commit.status, commit.text).toBe(204);
+    await page.waitForFunction(() => Array.from((globalThis as unknown as InPage).document.querySelectorAll('[data-test=in-flight]')).every((e) => e.textContent === '0'), { timeout: WAIT_MS, polling: 100 });
+    stream.close();
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+});
+
 describe('the console in auth mode jwt', () => {
   let issuer: TokenIssuer;
   let jwtBroker: TestBroker;

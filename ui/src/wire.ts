@@ -94,6 +94,10 @@ export interface PartitionStats {
   /** Dead-letter queue: the last offset of the search window. */
   readonly dead_letter_search_until?: string;
   readonly expired_events?: number;
+  /** Queue mode: events handed to streams and not acknowledged. */
+  readonly in_flight_events?: number;
+  /** Queue mode: of those, events waiting to be handed out again. */
+  readonly redelivery_events?: number;
 }
 
 /** `GET /subscriptions/{id}/stats`. */

@@ -55,6 +55,7 @@ export function SubscriptionPage({ id }: { id: string }): View {
   const committed = new Map((live.value?.cursors ?? []).map((c) => [`${c.event_type}\u0000${c.partition}`, c.offset]));
   const rows = (live.value?.stats.items ?? []).flatMap((i) => i.partitions.map((p) => ({ eventType: i.event_type, ...p })));
   const mayReset = may.value?.reset === true && !features.has('disable_db_write_operations');
+  const queueMode = sub.annotations?.['broker.io/consumption-mode'] === 'queue';
   return html`<div>
     <h1>Subscription <code>${sub.id}</code></h1>
     <div class="columns">
@@ -64,6 +65,7 @@ export function SubscriptionPage({ id }: { id: string }): View {
           <dt>Event types</dt><dd>${sub.event_types.map((n) => html`<a class="tag" href=${href(`/event-types/${seg(n)}`)}>${n}</a>`)}</dd>
           <dt>Consumer group</dt><dd>${sub.consumer_group}</dd>
           <dt>Read from</dt><dd>${sub.read_from}</dd>
+          <dt>Consumption mode</dt><dd data-test="mode">${queueMode ? 'queue: any number of streams share the partitions, each batch acknowledged on its own' : 'stream: one stream per partition'}</dd>
           <dt>Filter</dt><dd>${sub.filter === undefined ? html`<span class="muted">none: every event</span>` : html`<pre class="json" data-test="filter">${JSON.stringify(sub.filter, null, 2)}</pre>`}</dd>
           <dt>Created</dt><dd>${sub.created_at}</dd>
         </dl>
@@ -74,7 +76,7 @@ export function SubscriptionPage({ id }: { id: string }): View {
     <${Section} title="Partitions" actions=${html`<span class="muted">refreshed every ${POLL_MS / 1000} s</span>`}>
       <${ErrorBox} error=${live.error} />
       <table class="grid" data-test="lag-table">
-        <thead><tr><th>Event type</th><th>Partition</th><th>State</th><th>Committed offset</th><th>Unconsumed events</th><th>Time lag</th><th title="Events retention removed before this subscription read them">Expired unread</th><th>Stream</th><th>Assignment</th></tr></thead>
+        <thead><tr><th>Event type</th><th>Partition</th><th>State</th><th>Committed offset</th><th>Unconsumed events</th><th>Time lag</th><th title="Events retention removed before this subscription read them">Expired unread</th>${queueMode ? html`<th title="Handed to streams, not acknowledged">In flight</th><th title="Of those, waiting to be handed out again">Redelivery</th>` : html`<th>Stream</th><th>Assignment</th>`}</tr></thead>
         <tbody>${rows.map(
           (r) => html`<tr>
             <td>${r.eventType}</td><td>${r.partition}</td><td>${r.state}</td>
@@ -82,7 +84,7 @@ export function SubscriptionPage({ id }: { id: string }): View {
             <td class="num" data-test="unconsumed">${r.unconsumed_events ?? '–'}</td>
             <td class="num">${duration(r.consumer_lag_seconds)}</td>
             <td class="num" data-test="expired">${r.expired_events ?? 0}</td>
-            <td><code>${r.stream_id || '–'}</code></td><td>${r.assignment_type}</td>
+            ${queueMode ? html`<td class="num" data-test="in-flight">${r.in_flight_events ?? 0}</td><td class="num">${r.redelivery_events ?? 0}</td>` : html`<td><code>${r.stream_id || '–'}</code></td><td>${r.assignment_type}</td>`}
           </tr>`,
         )}</tbody>
         <tfoot><tr><th colspan="4">Total</th><th class="num" data-test="total-unconsumed">${totalUnconsumed(rows)}</th><th></th><th class="num" data-test="total-expired">${rows.reduce((s, r) => s + (r.expired_events ?? 0), 0)}</th><th colspan="2"></th></tr></tfoot>
