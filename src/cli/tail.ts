@@ -70,6 +70,8 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
   let path: string;
   // With a filter, a batch's events are not consecutive: offsets are shown as at most the batch's cursor.
   let filtered = filter !== undefined;
+  // Queue mode (docs/consuming.md "Queue mode"): a commit acknowledges only its own batch, so every printed batch is committed.
+  let queueMode = false;
   const headers: Record<string, string> = {};
   const subscription = options.subscription;
   if (subscription !== undefined) {
@@ -77,7 +79,7 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
     // without commits, as many as will be printed.
     const maxUncommitted = options.commit ? batchLimit * 10 : (limit ?? 1_000_000);
     path = streamPath({ subscription }, { ...parameters, max_uncommitted_events: maxUncommitted, commit_timeout: commitTimeout });
-    filtered = await hasFilter(client, subscription);
+    ({ filtered, queueMode } = await subscriptionTraits(client, subscription));
   } else {
     const name = eventType ?? '';
     if (options.from === 'begin') headers['x-broker-cursors'] = JSON.stringify(await beginCursors(client, encodeURIComponent(name)));
@@ -89,10 +91,11 @@ async function tail(ctx: CommandContext, eventType: string | undefined, options:
   if (subscription !== undefined && options.commit) {
     const streamId = stream.streamId;
     if (streamId === undefined) throw new CliError(`the subscription stream has no ${STREAM_ID_HEADER} header`, EXIT.serverError);
-    // At most one commit in flight; the next one carries the latest cursor of every partition printed meanwhile.
+    // At most one commit in flight; the next one carries the latest cursor of every partition printed
+    // meanwhile (in queue mode, every cursor printed meanwhile).
     committer = new CursorCommitter(
       (items) => client.request('POST', commitPath(subscription), { body: JSON.stringify({ items }), headers: { [STREAM_ID_HEADER]: streamId }, use: 'commits' }),
-      { onFailure: (failure) => output.err(`commit failed: ${failure.status === 0 ? failure.text : answerError(failure.status, failure.text).message}`) },
+      { coalesce: !queueMode, onFailure: (failure) => output.err(`commit failed: ${failure.status === 0 ? failure.text : answerError(failure.status, failure.text).message}`) },
     );
   }
 
@@ -158,9 +161,10 @@ function filterOption(text: string | undefined, subscription: boolean): string |
 }
 
 /** Whether the subscription has a filter (docs/consuming.md "Filters"). */
-async function hasFilter(client: BrokerClient, subscription: string): Promise<boolean> {
+async function subscriptionTraits(client: BrokerClient, subscription: string): Promise<{ filtered: boolean; queueMode: boolean }> {
   const { body } = await client.json('GET', `/subscriptions/${encodeURIComponent(subscription)}`);
-  return body !== null && typeof body === 'object' && 'filter' in body;
+  const record = body !== null && typeof body === 'object' ? (body as { filter?: unknown; annotations?: Record<string, unknown> }) : {};
+  return { filtered: record.filter !== undefined, queueMode: record.annotations?.['broker.io/consumption-mode'] === 'queue' };
 }
 
 /**

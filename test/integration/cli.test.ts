@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, repoRoot } from '../../scripts/local-processes.js';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { runChild, type ChildRun } from '../support/child-process.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
@@ -102,6 +102,23 @@ describe('broker CLI', () => {
     const gone = await cli(['event-types', 'get', name]);
     expect(gone.code).toBe(3);
     expect(gone.stderr).toBe(`broker: Not Found: EventType "${name}" does not exist.\n`);
+  });
+
+  it('two tails share a queue-mode subscription: every event printed once by one of them, and the lag reaches 0', async () => {
+    const name = `cli.queue.${randomUUID().slice(0, 8)}`;
+    await createEventType(name);
+    const events = Array.from({ length: 2000 }, (_, i) => orderEvent(`q-${i}`));
+    const published = await call(broker.url, 'POST', `/event-types/${name}/events`, events);
+    expect(published.status, published.text).toBe(200);
+    const created = await call(broker.url, 'POST', '/subscriptions', { owning_application: 'cli-test', event_types: [name], read_from: 'begin', annotations: { 'broker.io/consumption-mode': 'queue' } });
+    const id = (created.json as { id: string }).id;
+    const tails = await Promise.all([1, 2].map(() => cli(['tail', '--subscription', id, '--limit', '1000', '--batch-limit', '50', '--json'])));
+    for (const t of tails) expect(t.code, t.stderr).toBe(0);
+    const [first, second] = tails.map((t) => ndjsonLines(t.stdout).map(eidOf));
+    expect(first).toHaveLength(1000);
+    expect(second).toHaveLength(1000);
+    expect([...(first ?? []), ...(second ?? [])].sort()).toEqual(events.map(eidOf).sort());
+    expect(await lagOf(id)).toBe(0);
   });
 
   it('publishes a file of 10,000 events, tails them back from the event type and through a subscription, and the lag reaches 0', async () => {
