@@ -313,6 +313,15 @@ describe('the console and queue-mode subscriptions', () => {
     expect(commit.status, commit.text).toBe(204);
     await page.waitForFunction(() => Array.from((globalThis as unknown as InPage).document.querySelectorAll('[data-test=in-flight]')).every((e) => e.textContent === '0'), { timeout: WAIT_MS, polling: 100 });
     stream.close();
+
+    // The live tail of the subscription, beside the API's stream: it acknowledges every batch it shows.
+    expect((await call(broker.url, 'POST', `/event-types/${name}/events`, Array.from({ length: 250 }, (_, i) => ({ n: 100 + i })))).status).toBe(200);
+    const tail = await openPage();
+    await tail.page.goto(`${broker.url}/ui#/tail?subscription=${id}`);
+    await waitForText(tail.page, '[data-test=tail-count]', '250 of 250 events');
+    await expect.poll(async () => ((await call(broker.url, 'GET', `/subscriptions/${id}/stats`)).json as { items: { partitions: { unconsumed_events?: number }[] }[] }).items[0]?.partitions.reduce((sum, p) => sum + (p.unconsumed_events ?? 0), 0), { timeout: WAIT_MS }).toBe(0);
+    expect(tail.errors).toEqual([]);
+    await tail.page.close();
     expect(errors).toEqual([]);
     await page.close();
   });

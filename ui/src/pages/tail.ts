@@ -171,9 +171,9 @@ async function tailEventType(name: string, from: 'newest' | 'begin', filter: str
 }
 
 /**
- * Streams a subscription and commits each batch that carried events (one commit in flight, the latest
- * cursor per partition), as the CLI's tail does; without commits the broker would end the stream after
- * its commit timeout.
+ * Streams a subscription and commits each batch that carried events (one commit in flight, carrying
+ * every cursor that arrived meanwhile), as the CLI's tail does; without commits the broker would end the
+ * stream after its commit timeout.
  */
 async function tailSubscription(id: string, show: (b: StreamBatch, eventType: string) => void, setStatus: (s: string) => void, signal: AbortSignal): Promise<void> {
   let streamId = '';
@@ -201,7 +201,9 @@ async function tailSubscription(id: string, show: (b: StreamBatch, eventType: st
       if (batch.info !== undefined) last = batch.info;
       show(batch, batch.cursor.event_type ?? '');
       if ((batch.events ?? []).length > 0) {
-        pending.set(`${batch.cursor.event_type ?? ''}\u0000${batch.cursor.partition}`, batch.cursor);
+        // Every batch's cursor, not only the latest per partition: a queue-mode subscription's commit
+        // acknowledges its own batch only (in stream mode the later cursors of a partition simply advance).
+        pending.set(`${batch.cursor.event_type ?? ''}\u0000${batch.cursor.partition}\u0000${batch.cursor.offset}`, batch.cursor);
         void commit().catch((err: unknown) => setStatus(`commit failed: ${errorText(err)}`));
       }
     },
