@@ -46,7 +46,7 @@ export interface QueueStreamOptions {
   readonly format: StreamFormat;
   /** The subscription's dead-letter policy, when its annotations set one. */
   readonly deadLetterPolicy: DeadLetterPolicy | undefined;
-  /** Whether the subscription's notices reach this node now (heartbeats re-read nothing in queue mode, but log it). */
+  /** Whether the subscription's notices reach this node now (the lease keeper's safety-net reads; queue-mode streams need none but their claims). */
   readonly noticesLive: () => boolean;
   /** Whether the subscription still exists (tells a deleted subscription from a lost session); true when it cannot tell. */
   readonly subscriptionExists: () => Promise<boolean>;
@@ -59,8 +59,8 @@ export interface QueueStreamOptions {
  * same partitions at once. Each round it claims batches in Redis (`QueueStateStore.claim`: waiting batches
  * first, then new offsets; fenced by its session, bounded by `max_uncommitted_events` over the events it
  * holds), reads their events through its {@link QueueGroup} and sends them; it sleeps until a publish notice,
- * a queue notice (a batch was handed back or timed out), an acknowledgement of its own, a keep-alive or its
- * group's poll. It ends like a stream-mode stream (limits, timeouts, its session lost, a reset) and with
+ * a queue notice (a batch was handed back or timed out), an acknowledgement of its own, the earliest
+ * deadline of a held batch (the claim says when), a keep-alive, or its group's safety-net poll. It ends like a stream-mode stream (limits, timeouts, its session lost, a reset) and with
  * `commit_timeout_reached` when a batch it holds passed its deadline; batches it holds when it ends stay
  * acknowledgeable until their deadlines, then go to other streams.
  */
