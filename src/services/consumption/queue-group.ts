@@ -54,7 +54,7 @@ export class QueueGroup {
 
   constructor(
     subscriptionPartitions: readonly SubscriptionPartition[],
-    private readonly logs: PartitionLogs,
+    private readonly logs: Pick<PartitionLogs, 'ranges' | 'notices' | 'read'>,
     private readonly timelines: TimelineLookup,
     private readonly logger: Logger,
     pollIntervalMs: number,
