@@ -226,6 +226,28 @@ describe('queue-mode subscriptions', () => {
     stream.close();
   });
 
+  it('with DEAD_LETTER_QUEUE, an event delivered as often as the policy allows is stored in the dead-letter queue and acknowledged', async () => {
+    const name = `queue.dlq.${crypto.randomUUID().slice(0, 8)}`;
+    await createEventType(name);
+    await publish(name, 2);
+    const id = await createSubscription(name, { ...QUEUE, 'broker.io/subscription-max-event-send-count': '1', 'broker.io/unprocessable-event-policy': 'DEAD_LETTER_QUEUE' });
+    const stream = await open(id, 'batch_limit=2');
+    const first = await nextData(stream);
+    expect((await call(node.url, 'POST', `/subscriptions/${id}/cursors/hand-back`, { items: [first.cursor] }, { 'X-Broker-StreamId': streamIdOf(stream) })).status).toBe(204);
+    // Both events were delivered once, the most the policy allows: stored as dead letters, then acknowledged.
+    await expect.poll(() => committedOffset(id), { timeout: 10_000 }).toBe(first.cursor.offset);
+    const dlq = await createSubscription('broker.dead.letter.queue', {});
+    const reader = await open(dlq, 'batch_limit=100&batch_flush_timeout=1');
+    const dead: string[] = [];
+    while (dead.length < 2) {
+      const batch = await nextData(reader);
+      for (const e of batch.events ?? []) if (e.subscription_id === id) dead.push(String((e.event as { order_number: string }).order_number));
+    }
+    expect(dead.sort()).toEqual([`${name}-0`, `${name}-1`]);
+    reader.close();
+    stream.close();
+  });
+
   it('a node SIGKILLed with batches in flight: they go to a stream on another node after their deadline, nothing lost', async () => {
     const name = `queue.kill.${crypto.randomUUID().slice(0, 8)}`;
     await createEventType(name);
