@@ -8,6 +8,7 @@
  *   `id: <resume id>\ndata: <the same batch JSON, on one line>\n\n`; a keep-alive (a batch with neither
  *   events nor info) is the comment `: keep-alive\n\n`; the first frame starts with `retry: <ms>`.
  */
+import type { StreamingAnswer } from './stream-sink.js';
 
 /** The two framings of a stream. */
 export type StreamFormat = 'json-stream' | 'event-stream';
@@ -49,4 +50,18 @@ export function negotiateStreamFormat(accept: string | undefined): StreamFormat 
     else if (type === 'application/x-json-stream') jsonStream = Math.max(jsonStream, weight);
   }
   return sse > 0 && sse >= jsonStream ? 'event-stream' : 'json-stream';
+}
+
+/**
+ * The answer that opens a subscription stream (docs/consuming.md "Subscription streams"): 200, the content
+ * type of `format`, the stream's id in `X-Broker-StreamId` (with `Cache-Control: no-cache` for server-sent
+ * events), then `stream` writes the batches.
+ */
+export function subscriptionStreamAnswer(streamId: string, format: StreamFormat, stream: StreamingAnswer['stream']): StreamingAnswer {
+  return {
+    status: 200,
+    contentType: STREAM_CONTENT_TYPES[format],
+    headers: format === 'event-stream' ? { 'X-Broker-StreamId': streamId, 'Cache-Control': 'no-cache' } : { 'X-Broker-StreamId': streamId },
+    stream,
+  };
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Subject } from '../../auth/subject.js';
 import { deadLetterPolicyOf } from '../../domain/dead-letter.js';
 import type { StreamParameters } from '../../domain/stream-parameters.js';
-import { STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
+import { subscriptionStreamAnswer, type StreamFormat } from '../../domain/stream-format.js';
 import type { StreamingAnswer } from '../../domain/stream-sink.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
@@ -105,19 +105,14 @@ export class QueueStreams {
       throw err;
     }
     this.runners.set(streamId, runner);
-    return {
-      status: 200,
-      contentType: STREAM_CONTENT_TYPES[format],
-      headers: format === 'event-stream' ? { 'X-Broker-StreamId': streamId, 'Cache-Control': 'no-cache' } : { 'X-Broker-StreamId': streamId },
-      stream: async (sink) => {
-        try {
-          await runner.run(sink);
-        } finally {
-          this.runners.delete(streamId);
-          this.dropGroup(id, streamId);
-        }
-      },
-    };
+    return subscriptionStreamAnswer(streamId, format, async (sink) => {
+      try {
+        await runner.run(sink);
+      } finally {
+        this.runners.delete(streamId);
+        this.dropGroup(id, streamId);
+      }
+    });
   }
 
   /**

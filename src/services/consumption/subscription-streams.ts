@@ -19,7 +19,7 @@ import type { SessionInfo, SubscriptionState, SubscriptionStateStore } from '../
 import { EventStreamLoop, type StreamedListener, type TimelineSource } from './event-stream.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability/meters.js';
 import type { SubscriptionNotices } from './subscription-notices.js';
-import { STREAM_CONTENT_TYPES, type StreamFormat } from '../../domain/stream-format.js';
+import { subscriptionStreamAnswer, type StreamFormat } from '../../domain/stream-format.js';
 import { REAL_CLOCK, type Clock } from './clock.js';
 import { SessionRunner } from './session-runner.js';
 import { QueueStreams } from './queue-streams.js';
@@ -300,18 +300,13 @@ export class SubscriptionStreams implements SessionOwner {
       unlisten();
       this.runners.delete(streamId);
     };
-    return {
-      status: 200,
-      contentType: STREAM_CONTENT_TYPES[format],
-      headers: format === 'event-stream' ? { 'X-Broker-StreamId': streamId, 'Cache-Control': 'no-cache' } : { 'X-Broker-StreamId': streamId },
-      stream: async (sink) => {
-        try {
-          await runner.run(sink);
-        } finally {
-          void runner.released.finally(forget);
-        }
-      },
-    };
+    return subscriptionStreamAnswer(streamId, format, async (sink) => {
+      try {
+        await runner.run(sink);
+      } finally {
+        void runner.released.finally(forget);
+      }
+    });
   }
 
   /** Lazy `read_from`: see {@link initializeOffsets}. */
