@@ -3,7 +3,7 @@ import puppeteer, { type Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROUTES } from '../../src/http/api/route-table.js';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
-import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
+import { TokenIssuer } from '../support/token-issuer.js';
 
 // The served API description (docs/http-api.md "API description"): /openapi.json and /docs on a node in auth mode jwt, fetched
 // without a token (both are public), and the reference page rendered by Debian's chromium (installed
@@ -17,13 +17,7 @@ let issuer: TokenIssuer;
 
 beforeAll(async () => {
   issuer = await TokenIssuer.start();
-  broker = await startTestBroker({
-    BROKER_AUTH_MODE: 'jwt',
-    BROKER_AUTH_JWT_JWKS_URL: issuer.jwksUrl,
-    BROKER_AUTH_JWT_ISSUER: TEST_ISSUER,
-    BROKER_AUTH_JWT_AUDIENCE: 'broker',
-    BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"user","value":"admin"}]',
-  });
+  broker = await startTestBroker(issuer.brokerEnv());
 });
 afterAll(async () => {
   await broker?.stop();

@@ -3,7 +3,7 @@ import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { StreamClient } from '../support/stream-client.js';
-import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
+import { TokenIssuer } from '../support/token-issuer.js';
 
 // The console at /ui (docs/console.md) in a real browser: Debian's chromium (installed by .ci/run when
 // absent) driven by puppeteer-core against real broker nodes. Every wait is for a selector or a text,
@@ -334,13 +334,7 @@ describe('the console in auth mode jwt', () => {
 
   beforeAll(async () => {
     issuer = await TokenIssuer.start();
-    jwtBroker = await startTestBroker({
-      BROKER_AUTH_MODE: 'jwt',
-      BROKER_AUTH_JWT_JWKS_URL: issuer.jwksUrl,
-      BROKER_AUTH_JWT_ISSUER: TEST_ISSUER,
-      BROKER_AUTH_JWT_AUDIENCE: 'broker',
-      BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"user","value":"admin"}]',
-    });
+    jwtBroker = await startTestBroker(issuer.brokerEnv());
     // An event type only `admin` may write to and administer; `alice` may read it.
     const admin = await issuer.sign({ sub: 'admin', audience: 'broker' });
     const created = await call(

@@ -4,7 +4,7 @@ import { repoRoot } from '../../scripts/local-processes.js';
 import { runChild, type ChildRun } from '../support/child-process.js';
 import { call, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
-import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
+import { TokenIssuer } from '../support/token-issuer.js';
 
 /**
  * Publishing quotas (docs/publishing.md "Quotas"): set by administrators per publishing subject or per
@@ -26,13 +26,7 @@ const OWNED = 'quotas.owned';
 
 beforeAll(async () => {
   issuer = await TokenIssuer.start();
-  const env = {
-    BROKER_AUTH_MODE: 'jwt',
-    BROKER_AUTH_JWT_JWKS_URL: issuer.jwksUrl,
-    BROKER_AUTH_JWT_ISSUER: TEST_ISSUER,
-    BROKER_AUTH_JWT_AUDIENCE: 'broker',
-    BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"user","value":"admin"}]',
-  };
+  const env = issuer.brokerEnv();
   node = await startTestBroker(env);
   other = await startTestBroker({ ...env, BROKER_REDIS_KEY_PREFIX: node.prefix });
   for (const [who, sub] of [['admin', 'admin'], ['a', 'app-a'], ['b', 'app-b']] as const) {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
-import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
+import { TokenIssuer } from '../support/token-issuer.js';
 
 /**
  * Administrator settings (docs/operations.md "Administrator settings"; docs/security.md "Blacklist and
@@ -18,13 +18,7 @@ const tokens: Record<'admin' | 'a' | 'b', Record<string, string>> = { admin: {},
 
 beforeAll(async () => {
   issuer = await TokenIssuer.start();
-  const env = {
-    BROKER_AUTH_MODE: 'jwt',
-    BROKER_AUTH_JWT_JWKS_URL: issuer.jwksUrl,
-    BROKER_AUTH_JWT_ISSUER: TEST_ISSUER,
-    BROKER_AUTH_JWT_AUDIENCE: 'broker',
-    BROKER_AUTH_INITIAL_ADMINS: '[{"data_type":"user","value":"admin"}]',
-  };
+  const env = issuer.brokerEnv();
   node = await startTestBroker(env);
   other = await startTestBroker({ ...env, BROKER_REDIS_KEY_PREFIX: node.prefix });
   for (const [who, sub] of [['admin', 'admin'], ['a', 'app-a'], ['b', 'app-b']] as const) {

@@ -83,6 +83,14 @@ export class TokenIssuer {
   }
 
   /** The JWKS document (both public keys). */
+  /**
+   * The environment of a broker node that authenticates with this issuer's JWTs (audience `broker`), with
+   * `initialAdmins` (the `auth.initialAdmins` JSON; default the user `admin`).
+   */
+  brokerEnv(initialAdmins = '[{"data_type":"user","value":"admin"}]'): Record<string, string> {
+    return { BROKER_AUTH_MODE: 'jwt', BROKER_AUTH_JWT_JWKS_URL: this.jwksUrl, BROKER_AUTH_JWT_ISSUER: TEST_ISSUER, BROKER_AUTH_JWT_AUDIENCE: 'broker', BROKER_AUTH_INITIAL_ADMINS: initialAdmins };
+  }
+
   get jwksUrl(): string {
     return `${this.url}/.well-known/jwks.json`;
   }
