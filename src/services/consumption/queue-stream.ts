@@ -116,7 +116,7 @@ export class QueueStreamRunner implements FramePolicy {
     return this.options.subscription.record.id;
   }
 
-  /** The stream's opening and keep-alive batches carry the cursor of its first partition at the newest offset it knows. */
+  /** A batch's cursor: its partition at `p.sent` (the batch's last offset; for opening and keep-alive batches, the last one this stream sent of it). */
   cursor(p: StreamPartition): string {
     return `{"partition":${JSON.stringify(p.partition)},"offset":"${p.timelines.format(p.partition, p.sent)}","event_type":${JSON.stringify(p.eventType)},"cursor_token":"${randomUUID()}"}`;
   }
@@ -168,8 +168,9 @@ export class QueueStreamRunner implements FramePolicy {
     this.lease.start();
     try {
       await group.ready;
+      // Opening, keep-alive and closing batches carry the cursor of the first partition's last batch this
+      // stream sent (before any, the start): committing it changes nothing.
       const first = [...this.partitions.values()][0];
-      if (first) first.sent = group.newest().get(first.key) ?? -1;
       writer.opening();
       if (!(await writer.flush())) return;
       const clock = deps.clock;
@@ -197,7 +198,6 @@ export class QueueStreamRunner implements FramePolicy {
           continue;
         }
         if (now >= keepAliveAt && first) {
-          first.sent = group.newest().get(first.key) ?? first.sent;
           writer.keepAlive(first);
           if (!(await writer.flush())) return;
           keepAlives++;

@@ -18,9 +18,10 @@
   ARGV[2] `ack` or `release`
   ARGV[3..] pairs: field `<event type>:<partition>`, the batch's last offset
 
-  Returns {r1, r2, ...} with ri = 1 settled, 0 already acknowledged (at or below the committed offset,
-  held by no stream), or {BATCH_NOT_HELD, i} (include `failures`; i = 1-based index of the first cursor
-  that names no batch the stream holds).
+  Returns {r1, r2, ...} with ri = 1 settled, 0 already acknowledged (an offset handed out whose batch is
+  open no more), or {BATCH_NOT_HELD, i} (include `failures`; i = 1-based index of the first cursor that
+  names an open batch another stream holds or that waits to be handed out again, or an offset never handed
+  out; every cursor of a hand-back must name a batch the stream holds).
 ]]
 --#include failures
 local me = ARGV[1]
@@ -39,7 +40,8 @@ for i = 1, n do
   if record and stream == me then
     records[i] = {field, tonumber(from), to, deliveries}
     results[i] = 1
-  elseif not record and to <= tonumber(redis.call('HGET', KEYS[5], field) or '-1') and not release then
+  elseif not record and not release and to <= tonumber(redis.call('HGET', KEYS[1], 'd:' .. field) or redis.call('HGET', KEYS[5], field) or '-1') then
+    -- Handed out and acknowledged already (no batch of it is open): nothing to do, as for an old commit.
     results[i] = 0
   else
     return {BATCH_NOT_HELD, i}
