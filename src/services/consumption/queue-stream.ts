@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { Subject } from '../../auth/subject.js';
 import type { DeadLetterPolicy } from '../../domain/dead-letter.js';
 import type { StreamParameters } from '../../domain/stream-parameters.js';
@@ -14,7 +13,7 @@ import { KEEP_ALIVE_LIMIT_REACHED, NODE_SHUTTING_DOWN, STREAM_TIMEOUT_REACHED, t
 import type { QueueGroup } from './queue-group.js';
 import { LeaseKeeper } from './session-lease.js';
 import { END_REASONS, type DeadLetterSink, type ResolvedSubscription, type SessionStore } from './session-types.js';
-import { StreamPartition } from './stream-partition.js';
+import { StreamPartition, subscriptionCursorText } from './stream-partition.js';
 
 /** How long after a batch's deadline (on the local clock) a stream claims again, ms. */
 const DEADLINE_MARGIN_MS = 20;
@@ -118,7 +117,7 @@ export class QueueStreamRunner implements FramePolicy {
 
   /** A batch's cursor: its partition at `p.sent` (the batch's last offset; for opening and keep-alive batches, the last one this stream sent of it). */
   cursor(p: StreamPartition): string {
-    return `{"partition":${JSON.stringify(p.partition)},"offset":"${p.timelines.format(p.partition, p.sent)}","event_type":${JSON.stringify(p.eventType)},"cursor_token":"${randomUUID()}"}`;
+    return subscriptionCursorText(p.eventType, p.partition, p.timelines, p.sent);
   }
 
   /** A notice of the subscription (see `SubscriptionNotices`): `reset` and `authz` end the stream; the others may let it claim more. */

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { Subject } from '../../auth/subject.js';
 import { deadLetterPolicyOf } from '../../domain/dead-letter.js';
 import type { PartitionAssignment } from '../../domain/rebalance.js';
@@ -11,7 +10,7 @@ import { offsetField, type SessionInfo } from '../../storage/subscription-state-
 import { readersKey } from '../access-control.js';
 import type { Clock } from './clock.js';
 import { NODE_SHUTTING_DOWN, type StreamPartition, type StreamPolicy } from './event-stream.js';
-import { heldPartitions } from './stream-partition.js';
+import { heldPartitions, subscriptionCursorText } from './stream-partition.js';
 import { SessionCommits } from './session-commits.js';
 import type { EventFilter } from './partition-reader.js';
 import { SessionDeadLetters } from './session-dead-letters.js';
@@ -266,14 +265,14 @@ export class SessionRunner implements StreamPolicy {
     const a = this.assignments.find((x) => x.nextSession === this.streamId) ?? this.assignments[0];
     if (!a) return undefined;
     const field = offsetField(a.eventType, a.partition);
-    return `{"partition":${JSON.stringify(a.partition)},"offset":"${this.timelinesOf(a.eventType).format(a.partition, this.commits.committed.get(field) ?? this.lastOffsets.get(field) ?? -1)}","event_type":${JSON.stringify(a.eventType)},"cursor_token":"${randomUUID()}"}`;
+    return subscriptionCursorText(a.eventType, a.partition, this.timelinesOf(a.eventType), this.commits.committed.get(field) ?? this.lastOffsets.get(field) ?? -1);
   }
 
   /** Subscription batches say why a stream starts and ends (docs/consuming.md "Subscription streams"). */
   readonly debugInfo = true;
 
   cursor(p: StreamPartition): string {
-    return `{"partition":${JSON.stringify(p.partition)},"offset":"${p.timelines.format(p.partition, p.sent)}","event_type":${JSON.stringify(p.eventType)},"cursor_token":"${randomUUID()}"}`;
+    return subscriptionCursorText(p.eventType, p.partition, p.timelines, p.sent);
   }
 
   // ---- state ----

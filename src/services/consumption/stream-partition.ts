@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { TimelineMap } from '../../domain/timeline.js';
 import type { EventSegment } from '../../storage/partition-store.js';
 import { offsetField } from '../../storage/subscription-state-store.js';
@@ -73,4 +74,12 @@ export class StreamPartition {
 /** The partitions a stream reads (active ones), as sorted `<event type>:<partition>` strings (for logs). */
 export function heldPartitions(partitions: Iterable<StreamPartition>): string[] {
   return [...partitions].filter((p) => p.active).map((p) => `${p.eventType}:${p.partition}`).sort();
+}
+
+/**
+ * A subscription batch's cursor as JSON text (docs/consuming.md "Commits"): `partition`, `offset` (the
+ * wire form of internal offset `offset` on `timelines`), `event_type` and a fresh `cursor_token`.
+ */
+export function subscriptionCursorText(eventType: string, partition: string, timelines: TimelineMap, offset: number): string {
+  return `{"partition":${JSON.stringify(partition)},"offset":"${timelines.format(partition, offset)}","event_type":${JSON.stringify(eventType)},"cursor_token":"${randomUUID()}"}`;
 }
