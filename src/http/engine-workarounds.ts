@@ -4,6 +4,7 @@
  * why the broker cannot use that. The request pipeline, the body reader and the stream writer call
  * these instead of the engine directly.
  */
+import { STATUS_CODES } from 'node:http';
 import HyperExpress from 'hyper-express';
 import { PortInUseError } from './port-check.js';
 
@@ -84,4 +85,45 @@ export function receiveDeclaredBody(req: HyperExpress.Request): Promise<Buffer> 
   const collector = req as unknown as BodyCollector;
   if (typeof collector._body_parser_get_received_data !== 'function') return req.buffer();
   return collector._body_parser_get_received_data.call(req).then((raw) => Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
+}
+
+/** hyper-express 6.18's private parts an answer written past its `send` must keep in step: the request's body parser and the server's count of open requests. */
+interface RequestInternals {
+  _body_parser_stop?: () => void;
+}
+interface ResponseInternals {
+  route?: { app?: { _resolve_pending_request?: () => void } };
+}
+
+/**
+ * Sends an answer decided on a request's headers alone at once, before its body arrived; the rest of the
+ * body is then read and dropped as it comes, and the connection stays open for the client's next request.
+ * hyper-express's `send` holds every answer until the whole body was received: under a storm of large
+ * publishes a refusal waited behind the bodies of every connection in front of it (seconds at 256
+ * connections; docs/decisions/0025-publish-admission-by-bytes-in-flight.md). Answering early is what HTTP/1.1
+ * allows a server (the client still sends the body it started, and uWS skips it before parsing the next
+ * request); closing the connection instead (uWS `end(body, true)`) was measured: clients still sending got
+ * a reset instead of the answer. When the body is in already, the engine's own `send` answers.
+ * @param headers the answer's headers (without `Content-Length`: uWS writes it)
+ */
+export function answerBeforeBody(req: HyperExpress.Request, res: HyperExpress.Response, status: number, headers: Readonly<Record<string, string>>, body: string): void {
+  if (res.completed) return;
+  if (req.received) {
+    res.status(status);
+    for (const [key, value] of Object.entries(headers)) res.header(key, value);
+    res.send(body);
+    return;
+  }
+  // What hyper-express's own `close` does before ending a response early: mark it answered, drop the chunks
+  // still to come, and resume a body read it paused (uWS's response object is unusable once ended).
+  res.completed = true;
+  (req as unknown as RequestInternals)._body_parser_stop?.call(req);
+  req.resume();
+  (res as unknown as ResponseInternals).route?.app?._resolve_pending_request?.();
+  const raw = res.raw;
+  raw.cork(() => {
+    raw.writeStatus(`${status} ${STATUS_CODES[status] ?? ''}`);
+    for (const [key, value] of Object.entries(headers)) raw.writeHeader(key, value);
+    raw.end(body);
+  });
 }

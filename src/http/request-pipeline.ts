@@ -24,7 +24,7 @@ import type { Admitted, PublishAdmission } from './publish-admission.js';
 import { bodyMediaTypeProblem } from './body-media-type.js';
 import { parseJson, readBody, refuseDeclaredOversize, type BodyLimit } from './body-reader.js';
 import { sendStream } from './stream-writer.js';
-import { endWithoutBody } from './engine-workarounds.js';
+import { answerBeforeBody, endWithoutBody } from './engine-workarounds.js';
 import type { Handler, HttpAnswer, Method, RequestContext } from './handler.js';
 import { checkRequestInputs, type RouteInputs } from './request-inputs.js';
 
@@ -179,7 +179,7 @@ export class RequestPipeline {
       } else await sendAnswer(req, res, flowId, answer, cors);
     } catch (err) {
       refusedAtBound = err instanceof BrokerError && err.code === 'PUBLISH_OVERLOADED';
-      status = this.sendProblem(res, flowId, err, cors);
+      status = refusedAtBound ? this.refuseBeforeBody(req, res, flowId, err, cors) : this.sendProblem(res, flowId, err, cors);
     } finally {
       release?.();
       if (heldUntil === undefined) admission?.release();
@@ -297,6 +297,16 @@ export class RequestPipeline {
   private corsHeaders(origin: string | undefined): Readonly<Record<string, string>> | undefined {
     if (origin === undefined || !this.corsOrigins.has(origin)) return undefined;
     return { 'Access-Control-Allow-Origin': origin, 'Access-Control-Expose-Headers': CORS_EXPOSE_HEADERS, Vary: 'Origin' };
+  }
+
+  /**
+   * Sends a refusal decided on the headers at once, without waiting for the body (the rest of it is skipped,
+   * the connection kept: src/http/engine-workarounds.ts `answerBeforeBody`). @returns the status sent
+   */
+  private refuseBeforeBody(req: HyperExpress.Request, res: HyperExpress.Response, flowId: string, err: unknown, cors?: Readonly<Record<string, string>>): number {
+    const answer = toProblem(err);
+    answerBeforeBody(req, res, answer.status, { 'X-Flow-Id': flowId, 'Content-Type': PROBLEM_JSON, ...cors, ...answer.headers }, JSON.stringify(answer.problem));
+    return answer.status;
   }
 
   /** Sends the problem for an error (with the request's CORS headers, if any). @returns the status sent */

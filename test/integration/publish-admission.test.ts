@@ -96,6 +96,37 @@ async function holdPublish(body: Buffer, heldBack: number): Promise<HeldPublish>
   };
 }
 
+/** The answers read from `socket` one at a time (each a head and a body of its `Content-Length`). */
+function answersOn(socket: net.Socket): { next(): Promise<{ status: number; text: string }> } {
+  let buffered = Buffer.alloc(0);
+  let wake: (() => void) | undefined;
+  socket.on('data', (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    wake?.();
+  });
+  socket.on('close', () => wake?.());
+  socket.on('error', () => undefined);
+  return {
+    async next() {
+      for (;;) {
+        const headEnd = buffered.indexOf('\r\n\r\n');
+        if (headEnd >= 0) {
+          const head = buffered.subarray(0, headEnd).toString();
+          const length = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0);
+          const end = headEnd + 4 + length;
+          if (buffered.byteLength >= end) {
+            const text = buffered.subarray(0, end).toString();
+            buffered = buffered.subarray(end);
+            return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]), text };
+          }
+        }
+        if (socket.destroyed) throw new Error(`connection closed before a whole answer: ${buffered.toString()}`);
+        await new Promise<void>((resolve) => (wake = resolve));
+      }
+    },
+  };
+}
+
 /** A chunked publish of `body` (no Content-Length), answered on its own connection. */
 async function chunkedPublish(body: Buffer): Promise<{ status: number; text: string }> {
   const socket = net.connect(node.port, '127.0.0.1');
@@ -151,6 +182,36 @@ describe('publish admission', () => {
       expect(again.status, again.text).toBe(200);
       expect(await stored()).toBe(before + held.eids.length + refused.eids.length);
     } finally {
+      holder.socket.destroy();
+    }
+  });
+
+  it('the refusal is answered before any of the body is sent; the body sent after it is skipped and the connection serves the next request', async () => {
+    const before = await stored();
+    const held = batchOf('held-early', 60_000);
+    const holder = await holdPublish(held.body, 100);
+    const socket = net.connect(node.port, '127.0.0.1');
+    const received = answersOn(socket);
+    try {
+      await once(socket, 'connect');
+      await untilBytesInFlight(held.body.byteLength);
+      const refused = batchOf('early', 200_000);
+      socket.write(`POST /event-types/${NAME}/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${refused.body.byteLength}\r\n\r\n`);
+      // Not one byte of the body is on the wire yet: the answer comes from the headers alone.
+      const refusal = await received.next();
+      expect(refusal.status, refusal.text).toBe(503);
+      expect(refusal.text).toMatch(/retry-after: 1/i);
+      expect(refusal.text).toContain('http.publishMaxBytesInFlight');
+      expect(refusal.text).not.toMatch(/connection: close/i);
+      // The client sends the body it started, then another request on the same connection.
+      socket.write(refused.body);
+      socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+      const next = await received.next();
+      expect(next.status, next.text).toBe(200);
+      expect((await holder.finish()).status).toBe(200);
+      expect(await stored()).toBe(before + held.eids.length);
+    } finally {
+      socket.destroy();
       holder.socket.destroy();
     }
   });
