@@ -14,9 +14,12 @@ import { processBatch } from './publish-batch.js';
 import { matchEvents } from './filter-events.js';
 import { ROUND_WAIT_MS, type CompileResult, type FilterMatches, type FilterNeeded, type ForgetResult, type GuardResult, type PublishResult, type RoundTask, type SchemaNeeded, type StandaloneResult, type WarmResult, type WorkerTask } from './publish-protocol.js';
 import { DEFAULT_WORKER_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from './validator-cache.js';
+import { setThreadNiceness } from './thread-priority.js';
 
-/** `caches.workerValidatorEntries` and `caches.workerValidatorBytes`, handed over by the pool as worker data. */
-const validatorBounds = (workerData as { validatorBounds?: ValidatorCacheBounds } | undefined)?.validatorBounds ?? DEFAULT_WORKER_VALIDATOR_BOUNDS;
+/** What the pool hands over as worker data: `caches.workerValidatorEntries` and `caches.workerValidatorBytes`, and `publish.workerThreadNice`. */
+const handedOver = workerData as { validatorBounds?: ValidatorCacheBounds; nice?: number } | undefined;
+const validatorBounds = handedOver?.validatorBounds ?? DEFAULT_WORKER_VALIDATOR_BOUNDS;
+setThreadNiceness(handedOver?.nice ?? 0);
 const validators = new ValidatorCache(validatorBounds);
 
 export default function run(task: WorkerTask): PublishResult | SchemaNeeded | GuardResult | CompileResult | ForgetResult | WarmResult | StandaloneResult | ReturnType<typeof Piscina.move> {

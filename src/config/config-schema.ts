@@ -79,6 +79,13 @@ const publishSchema = Type.Object(
     /** 0 = one per available core. */
     workerThreads: Type.Integer({ minimum: 0, maximum: 64, description: 'validation worker threads (0 = one per core)' }),
     workerTaskTimeoutMs: positiveInt('a batch whose validation takes longer is failed (the worker is replaced)'),
+    /** Linux niceness of the worker threads: the main thread runs first when the cores are busy (default 5). */
+    workerThreadNice: Type.Integer({
+      minimum: 0,
+      maximum: 19,
+      description:
+        'scheduling niceness of the validation worker threads (Linux; elsewhere ignored): when the cores are busy, the main thread (health checks, streams, small batches, the control plane) runs before the validation of large batches. 0 = the same priority as the main thread (docs/decisions/0027-worker-threads-yield-to-the-main-thread.md)',
+    }),
     /** Batches with bodies up to this size are processed on the main thread (0 = always in workers). */
     inlineMaxBytes: Type.Integer({ minimum: 0, maximum: 65536, description: 'batches with bodies up to this size skip the worker hop and are validated on the main thread (0 = always in workers)' }),
     /** Replicas that must confirm a batch (`WAIT`) before it is acknowledged (0 = none). */

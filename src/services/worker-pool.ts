@@ -49,7 +49,7 @@ export class WorkerPool {
       maxThreads: threads,
       idleTimeout: 60_000,
       concurrentTasksPerWorker: 1,
-      workerData: { validatorBounds },
+      workerData: { validatorBounds, nice: config.workerThreadNice },
     });
   }
 
