@@ -103,17 +103,11 @@ interface ResponseInternals {
  * connections; docs/decisions/0025-publish-admission-by-bytes-in-flight.md). Answering early is what HTTP/1.1
  * allows a server (the client still sends the body it started, and uWS skips it before parsing the next
  * request); closing the connection instead (uWS `end(body, true)`) was measured: clients still sending got
- * a reset instead of the answer. When the body is in already, the engine's own `send` answers.
+ * a reset instead of the answer. For a request whose body is in already, answer with the engine's `send`.
  * @param headers the answer's headers (without `Content-Length`: uWS writes it)
  */
 export function answerBeforeBody(req: HyperExpress.Request, res: HyperExpress.Response, status: number, headers: Readonly<Record<string, string>>, body: string): void {
   if (res.completed) return;
-  if (req.received) {
-    res.status(status);
-    for (const [key, value] of Object.entries(headers)) res.header(key, value);
-    res.send(body);
-    return;
-  }
   // What hyper-express's own `close` does before ending a response early: mark it answered, drop the chunks
   // still to come, and resume a body read it paused (uWS's response object is unusable once ended).
   res.completed = true;

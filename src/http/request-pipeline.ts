@@ -304,6 +304,7 @@ export class RequestPipeline {
    * the connection kept: src/http/engine-workarounds.ts `answerBeforeBody`). @returns the status sent
    */
   private refuseBeforeBody(req: HyperExpress.Request, res: HyperExpress.Response, flowId: string, err: unknown, cors?: Readonly<Record<string, string>>): number {
+    if (req.received) return this.sendProblem(res, flowId, err, cors);
     const answer = toProblem(err);
     answerBeforeBody(req, res, answer.status, { 'X-Flow-Id': flowId, 'Content-Type': PROBLEM_JSON, ...cors, ...answer.headers }, JSON.stringify(answer.problem));
     return answer.status;
