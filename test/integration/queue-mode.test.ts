@@ -52,6 +52,19 @@ async function open(id: string, query: string, base: string = node.url): Promise
   return stream;
 }
 
+/**
+ * Two events in a new event type, read by a new queue-mode subscription with the dead-letter annotations
+ * (`maxSends` deliveries per event, then `policy`) on a stream of `batch_limit` 2.
+ * @returns the event type's name, the subscription id and the open stream
+ */
+async function twoEventsWithPolicy(tag: string, maxSends: number, policy: string): Promise<{ name: string; id: string; stream: StreamClient }> {
+  const name = `queue.${tag}.${crypto.randomUUID().slice(0, 8)}`;
+  await createEventType(name);
+  await publish(name, 2);
+  const id = await createSubscription(name, { ...QUEUE, 'broker.io/subscription-max-event-send-count': String(maxSends), 'broker.io/unprocessable-event-policy': policy });
+  return { name, id, stream: await open(id, 'batch_limit=2') };
+}
+
 /** The next batch with events, skipping keep-alives. */
 async function nextData(stream: StreamClient, timeoutMs = 10_000): Promise<StreamBatch> {
   const until = performance.now() + timeoutMs;
@@ -205,11 +218,7 @@ describe('queue-mode subscriptions', () => {
   });
 
   it('a handed-back batch is delivered again at once; deliveries count towards the dead-letter policy', async () => {
-    const name = `queue.back.${crypto.randomUUID().slice(0, 8)}`;
-    await createEventType(name);
-    await publish(name, 2);
-    const id = await createSubscription(name, { ...QUEUE, 'broker.io/subscription-max-event-send-count': '2', 'broker.io/unprocessable-event-policy': 'SKIP_EVENT' });
-    const stream = await open(id, 'batch_limit=2');
+    const { name, id, stream } = await twoEventsWithPolicy('back', 2, 'SKIP_EVENT');
     const headers = { 'X-Broker-StreamId': streamIdOf(stream) };
     const first = await nextData(stream);
     expect(numbers(first)).toEqual([`${name}-0`, `${name}-1`]);
@@ -229,11 +238,7 @@ describe('queue-mode subscriptions', () => {
   });
 
   it('with DEAD_LETTER_QUEUE, an event delivered as often as the policy allows is stored in the dead-letter queue and acknowledged', async () => {
-    const name = `queue.dlq.${crypto.randomUUID().slice(0, 8)}`;
-    await createEventType(name);
-    await publish(name, 2);
-    const id = await createSubscription(name, { ...QUEUE, 'broker.io/subscription-max-event-send-count': '1', 'broker.io/unprocessable-event-policy': 'DEAD_LETTER_QUEUE' });
-    const stream = await open(id, 'batch_limit=2');
+    const { name, id, stream } = await twoEventsWithPolicy('dlq', 1, 'DEAD_LETTER_QUEUE');
     const first = await nextData(stream);
     expect((await call(node.url, 'POST', `/subscriptions/${id}/cursors/hand-back`, { items: [first.cursor] }, { 'X-Broker-StreamId': streamIdOf(stream) })).status).toBe(204);
     // Both events were delivered once, the most the policy allows: stored as dead letters, then acknowledged.

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { call, startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, clusterRun, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 /**
@@ -47,7 +47,8 @@ async function startWith(threads: number, nice: number): Promise<number> {
   return pid;
 }
 
-describe.runIf(process.platform === 'linux')('worker thread priority', () => {
+// Threads of the node process, not Redis: once, in the `integration` project.
+describe.runIf(process.platform === 'linux' && !clusterRun())('worker thread priority', () => {
   it('every validation worker thread runs at the configured niceness, the main thread and the others at 0', async () => {
     const pid = await startWith(3, 7);
     // Each thread sets its niceness as it starts; the node does not wait for its threads to start.
