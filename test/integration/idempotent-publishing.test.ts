@@ -181,13 +181,15 @@ describe('idempotent publishing', () => {
     const storedAt = Date.now();
     await publish(first, name, batch);
     await expectStoredOnce(name, batch);
-    // Retried until the 1 s window is over: then the eids are stored a second time.
+    // Retried until the 1 s window is over: then the eids are stored a second time. Each partition
+    // starts its generations when its own script runs, so one retry can fall just past one partition's
+    // boundary and just before another's: on the way, an eid is stored once or twice, never more.
     const deadline = Date.now() + 10_000;
     for (;;) {
       await publish(first, name, batch);
       const counts = [...(await storedEids(name)).values()];
       if (counts.every((n) => n === 2)) break;
-      expect(counts.every((n) => n === 1), JSON.stringify(counts)).toBe(true);
+      expect(counts.every((n) => n === 1 || n === 2), JSON.stringify(counts)).toBe(true);
       if (Date.now() > deadline) throw new Error('the eids were never stored again');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
