@@ -10,10 +10,13 @@
  * acknowledged event is stored. A stream is measured too: from a process of its own, 1,000 events/s
  * (10 every 10 ms) are published to another event type and read back on a low-level stream (`batch_limit`
  * 1: a partial batch would wait for `batch_flush_timeout`); the p99 of
- * publish-to-delivery at each point is held to twice its value measured on the quiet node first.
+ * publish-to-delivery at each point is held to twice its value measured on the quiet node first, and
+ * split into the publish's round trip and the time from its answer to the delivery. A probe preloaded
+ * into the node (broker-probe.ts) reports its main thread's event-loop delay and GC pauses per point.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { BrokerProbe, type ProbeMark } from './broker-probe.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng, undefinedEventType } from './events.js';
 import { createEventType, loadRequest, pidOf, recordCpu, round, runLoad, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
 
@@ -37,9 +40,15 @@ const MAX_RSS_MB = 512;
 const DELIVERY_EVENT_TYPE = 'bench.overload.delivery';
 const MAX_DELIVERY_P99_FACTOR = 2;
 
-/** What the stream probe measured: p99 of publish-to-delivery (ms) over the events delivered, and its counts. */
+/**
+ * What the stream probe measured: p99 of publish-to-delivery (ms) over the events delivered, and where it
+ * goes — p99 of the publish round trip (request sent to answer read, ms, over the publishes) and of the
+ * time from the publish's answer to the event's delivery (ms, over the events delivered) — and its counts.
+ */
 interface Delivery {
   readonly p99: number;
+  readonly publishP99: number;
+  readonly afterAnswerP99: number;
   readonly published: number;
   readonly delivered: number;
   readonly refused: number;
@@ -98,8 +107,9 @@ function probeDelivery(url: string, seconds: number): Promise<Delivery> {
     const base = ${JSON.stringify(url)};
     const name = ${JSON.stringify(DELIVERY_EVENT_TYPE)};
     const until = Date.now() + ${seconds * 1000};
-    const latencies = [];
-    let published = 0, refused = 0, n = 0;
+    const latencies = [], roundTrips = [], afterAnswer = [];
+    const answeredAt = new Map();
+    let published = 0, refused = 0, n = 0, batch = 0;
     const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
     (async () => {
       const controller = new AbortController();
@@ -113,17 +123,25 @@ function probeDelivery(url: string, seconds: number): Promise<Delivery> {
             for (let i = rest.indexOf('\\n'); i >= 0; i = rest.indexOf('\\n')) {
               const line = rest.slice(0, i);
               rest = rest.slice(i + 1);
-              if (line !== '') for (const e of JSON.parse(line).events ?? []) latencies.push(performance.now() - e.sent_at);
+              if (line !== '') for (const e of JSON.parse(line).events ?? []) {
+                const now = performance.now();
+                latencies.push(now - e.sent_at);
+                // An event can arrive before its publish's answer is read: 0 then.
+                afterAnswer.push(Math.max(0, now - (answeredAt.get(e.batch) ?? now)));
+              }
             }
           }
         } catch {}
       })();
       while (Date.now() < until) {
         const started = performance.now();
-        const events = Array.from({ length: 10 }, () => ({ n: n++, sent_at: performance.now() }));
+        batch++;
+        const events = Array.from({ length: 10 }, () => ({ n: n++, batch, sent_at: performance.now() }));
         try {
           const r = await fetch(base + '/event-types/' + name + '/events', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(events) });
           await r.arrayBuffer();
+          answeredAt.set(batch, performance.now());
+          roundTrips.push(performance.now() - started);
           if (r.status === 200) published += 10; else refused += 10;
         } catch { refused += 10; }
         const wait = 10 - (performance.now() - started);
@@ -133,8 +151,8 @@ function probeDelivery(url: string, seconds: number): Promise<Delivery> {
       while (latencies.length < published && Date.now() < deadline) await sleep(20);
       controller.abort();
       await reading;
-      latencies.sort((a, b) => a - b);
-      process.stdout.write(JSON.stringify({ p99: latencies[Math.max(0, Math.ceil(latencies.length * 0.99) - 1)] ?? NaN, published, delivered: latencies.length, refused }));
+      const p99 = (values) => values.sort((a, b) => a - b)[Math.max(0, Math.ceil(values.length * 0.99) - 1)] ?? NaN;
+      process.stdout.write(JSON.stringify({ p99: p99(latencies), publishP99: p99(roundTrips), afterAnswerP99: p99(afterAnswer), published, delivered: latencies.length, refused }));
     })();`;
   return runProbe<Delivery>(code);
 }
@@ -151,12 +169,13 @@ export const overload: Scenario = {
   name: 'overload',
   title: 'one node under a publishing storm: 1000-event batches at 8, 64, 256 and 1,024 connections (admission bound, refusals, /health, RSS)',
   async run(recorder: Recorder) {
-    const stack = await startStack();
+    const probe = new BrokerProbe();
+    const stack = await startStack(probe.env());
     try {
       const url = stack.broker.url;
       const pid = pidOf(stack.broker.process);
       await createEventType(url, businessEventType(EVENT_TYPE, ORDER_SCHEMA, PARTITIONS), {});
-      await createEventType(url, undefinedEventType(DELIVERY_EVENT_TYPE, { type: 'object', properties: { n: { type: 'integer' }, sent_at: { type: 'number' } }, required: ['n', 'sent_at'] }, 1), {});
+      await createEventType(url, undefinedEventType(DELIVERY_EVENT_TYPE, { type: 'object', properties: { n: { type: 'integer' }, batch: { type: 'integer' }, sent_at: { type: 'number' } }, required: ['n', 'sent_at'] }, 1), {});
       const quiet = await probeDelivery(url, DURATION_SECONDS);
       recorder.log(`stream probe on the quiet node: publish-to-delivery p99 ${round(quiet.p99, 1)} ms (${quiet.delivered} of ${quiet.published} delivered)`);
       recorder.add('publish-to-delivery p99 of a 1,000 events/s stream, quiet', round(quiet.p99, 1), 'ms');
@@ -172,9 +191,11 @@ export const overload: Scenario = {
       for (const connections of CONNECTIONS) {
         let peak = rssMb(pid);
         const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 100);
+        await probe.mark();
         meter.start();
         const [result, health, delivery] = await Promise.all([runLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS }), probeHealth(url, DURATION_SECONDS), probeDelivery(url, DURATION_SECONDS)]);
         const cpu = meter.stop();
+        const node = await probe.mark();
         clearInterval(sampler);
         peak = Math.max(peak, rssMb(pid));
         acknowledged += result.events;
@@ -196,6 +217,10 @@ export const overload: Scenario = {
         recorder.log(`${connections} connections: stream probe p99 ${round(delivery.p99, 1)} ms, ${delivery.delivered} of ${delivery.published} published events delivered, ${delivery.refused} refused`);
         recorder.add(`publish-to-delivery p99 of a 1,000 events/s stream ${at}`, round(delivery.p99, 1), 'ms', { op: '<=', value: round(quiet.p99 * MAX_DELIVERY_P99_FACTOR, 1) });
         recorder.add(`stream probe events published ${at}`, delivery.published, 'events');
+        recorder.log(`${connections} connections: stream probe p99 of the publish round trip ${round(delivery.publishP99, 1)} ms, of answer-to-delivery ${round(delivery.afterAnswerP99, 1)} ms`);
+        recorder.add(`stream probe publish round trip p99 ${at}`, round(delivery.publishP99, 1), 'ms');
+        recorder.add(`stream probe answer-to-delivery p99 ${at}`, round(delivery.afterAnswerP99, 1), 'ms');
+        recordMainThread(recorder, at, node);
         recordCpu(recorder, `${at}: `, cpu);
         if (connections === 1024 && baseline > 0) recorder.add('accepted events/s at 1,024 connections ÷ at 8', round(result.eventsPerSecond / baseline, 2), 'x', { op: '>=', value: MIN_RATIO_AT_1024 });
       }
@@ -206,6 +231,21 @@ export const overload: Scenario = {
       recorder.add('acknowledged events not stored', Math.max(0, acknowledged - stored), 'events', { op: '<=', value: 0 });
     } finally {
       await stack.stop(recorder);
+      probe.remove();
     }
   },
 };
+
+/** The node's main thread over one point (from the probe preloaded into it): event-loop delay and GC pauses, which every answer and delivery of the node waits behind. */
+function recordMainThread(recorder: Recorder, at: string, mark: ProbeMark): void {
+  const majors = mark.gc.filter((pause) => pause.kind === 'mark-compact');
+  const longest = mark.gc.reduce((max, pause) => Math.max(max, pause.ms), 0);
+  const total = mark.gc.reduce((sum, pause) => sum + pause.ms, 0);
+  recorder.log(
+    `${at}: main thread event-loop delay p99 ${round(mark.loop.p99, 1)} ms, max ${round(mark.loop.max, 1)} ms; ` +
+      `${mark.gc.length} GC pauses (${majors.length} mark-compact), ${round(total, 0)} ms in all, longest ${round(longest, 1)} ms`,
+  );
+  recorder.add(`node main thread event-loop delay p99 ${at}`, round(mark.loop.p99, 1), 'ms');
+  recorder.add(`node main thread mark-compact collections ${at}`, majors.length, 'collections');
+  recorder.add(`node main thread longest GC pause ${at}`, round(longest, 1), 'ms');
+}
