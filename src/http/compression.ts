@@ -189,10 +189,13 @@ class ZstdStreamCompressor implements StreamCompressor {
 }
 
 /**
- * gzip through a `zlib.Gzip` stream (documented API only): each write is followed by
- * `flush(Z_SYNC_FLUSH)`, whose callback comes once zlib (on libuv's thread pool) has produced the
- * block; the block's bytes, gathered from `data` events, go to `onBlock` then. `destroy` (client left)
- * and `end` close the zlib handle, which frees its native memory at once.
+ * gzip through a `zlib.Gzip` stream (documented API only) whose every write is flushed (`flush:
+ * Z_SYNC_FLUSH`): the lines of one write go to zlib as one buffer, so each write is one job on libuv's
+ * thread pool, and its callback comes once zlib has produced the block; the block's bytes, gathered from
+ * `data` events, go to `onBlock` then. (A write per line followed by `flush()` cost one thread-pool round
+ * trip per line plus one: under a publishing storm, when every round trip waits for a busy core, a
+ * stream's p99 grew to a second; docs/decisions/0007-zstd-and-gzip-for-streams.md.) `destroy` (client
+ * left) and `end` close the zlib handle, which frees its native memory at once.
  */
 class GzipStreamCompressor implements StreamCompressor {
   readonly coding = 'gzip';
@@ -204,21 +207,18 @@ class GzipStreamCompressor implements StreamCompressor {
 
   constructor(private readonly onBlock: (block: Buffer) => void) {
     // zlib's default output chunk (16 KiB): a stream's blocks are gathered from every chunk anyway.
-    this.gzip = zlib.createGzip({ level: GZIP_STREAM_LEVEL, windowBits: GZIP_STREAM_WINDOW_BITS, memLevel: GZIP_STREAM_MEM_LEVEL });
+    this.gzip = zlib.createGzip({ level: GZIP_STREAM_LEVEL, windowBits: GZIP_STREAM_WINDOW_BITS, memLevel: GZIP_STREAM_MEM_LEVEL, flush: zlib.constants.Z_SYNC_FLUSH });
     this.gzip.on('data', (chunk: Buffer) => this.gathered.push(chunk));
     // Errors surface through write/flush callbacks and end(); a listener keeps them from crashing the node.
     this.gzip.on('error', () => undefined);
   }
 
   write(chunks: readonly Buffer[]): void {
-    if (this.destroyed) return;
-    let bytes = 0;
-    for (const chunk of chunks) {
-      bytes += chunk.length;
-      this.gzip.write(chunk);
-    }
+    const block = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+    const bytes = block.length;
+    if (this.destroyed || bytes === 0) return;
     this.pendingBytes += bytes;
-    this.gzip.flush(zlib.constants.Z_SYNC_FLUSH, () => {
+    this.gzip.write(block, () => {
       this.pendingBytes -= bytes;
       this.emit();
       if (this.pendingBytes === 0) this.wake();
