@@ -55,7 +55,7 @@ for i = 1, count do
   end
   position = stop + 2
 end
-idempotent_remember(KEYS[1], current, previous, window, max_eids, eids, keep, now)
+idempotent_remember(KEYS[1], current, previous, window, max_eids, eids, keep, kept, now)
 index_time(KEYS[3], first)
 redis.call('SPUBLISH', KEYS[4], next_offset)
 return first

@@ -52,7 +52,7 @@ end
 local next_offset = redis.call('HINCRBY', KEYS[1], 'next', kept)
 local first = next_offset - kept
 redis.call('XADD', KEYS[2], next_offset .. '-0', 'n', kept, 'd', data)
-idempotent_remember(KEYS[1], current, previous, window, max_eids, eids, keep, now)
+idempotent_remember(KEYS[1], current, previous, window, max_eids, eids, keep, kept, now)
 index_time(KEYS[3], first)
 redis.call('SPUBLISH', KEYS[4], next_offset)
 return first

@@ -18,7 +18,7 @@
   idempotent_keep(current, previous, eids, count): looks every key up in both generations (SMISMEMBER;
     the previous one only when it exists) and returns a table of `count` booleans, true for an event to
     store (its key is in neither, nor an earlier event's of this batch), and how many are true.
-  idempotent_remember(meta, current, previous, window_seconds, max_eids, eids, keep, now): adds the kept
+  idempotent_remember(meta, current, previous, window_seconds, max_eids, eids, keep, kept, now): adds the kept
     keys to the current generation, starts a new one when it reached `max_eids`, and lets both expire two
     windows after the last write, so an event type whose idempotency was turned off leaves nothing behind.
 ]]
@@ -57,10 +57,8 @@ local function idempotent_keep(current, previous, eids, count)
   local chunk = 4000
   for start = 1, count, chunk do
     local stop = math.min(start + chunk - 1, count)
-    local args = {}
-    for i = start, stop do args[#args + 1] = eids[i] end
-    local in_current = redis.call('SMISMEMBER', current, unpack(args))
-    local in_previous = has_previous and redis.call('SMISMEMBER', previous, unpack(args)) or {}
+    local in_current = redis.call('SMISMEMBER', current, unpack(eids, start, stop))
+    local in_previous = has_previous and redis.call('SMISMEMBER', previous, unpack(eids, start, stop)) or {}
     for i = start, stop do
       local eid = eids[i]
       local j = i - start + 1
@@ -73,18 +71,24 @@ local function idempotent_keep(current, previous, eids, count)
   return keep, kept
 end
 
-local function idempotent_remember(meta, current, previous, window_seconds, max_eids, eids, keep, now)
-  local args = {}
-  for i, fresh in ipairs(keep) do
-    if fresh then
-      args[#args + 1] = eids[i]
-      if #args >= 4000 then
-        redis.call('SADD', current, unpack(args))
-        args = {}
+local function idempotent_remember(meta, current, previous, window_seconds, max_eids, eids, keep, kept, now)
+  local count = #eids
+  if kept == count then
+    -- Every event was new (the usual case): the keys go in as they are, without a copy.
+    for start = 1, count, 4000 do redis.call('SADD', current, unpack(eids, start, math.min(start + 3999, count))) end
+  else
+    local args = {}
+    for i, fresh in ipairs(keep) do
+      if fresh then
+        args[#args + 1] = eids[i]
+        if #args >= 4000 then
+          redis.call('SADD', current, unpack(args))
+          args = {}
+        end
       end
     end
+    if #args > 0 then redis.call('SADD', current, unpack(args)) end
   end
-  if #args > 0 then redis.call('SADD', current, unpack(args)) end
   local ttl = window_seconds * 2000
   if redis.call('SCARD', current) >= max_eids then
     local generation = redis.call('HGET', meta, 'eid_gen') == 'b' and 'a' or 'b'
