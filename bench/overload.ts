@@ -177,7 +177,10 @@ export const overload: Scenario = {
       await createEventType(url, businessEventType(EVENT_TYPE, ORDER_SCHEMA, PARTITIONS), {});
       await createEventType(url, undefinedEventType(DELIVERY_EVENT_TYPE, { type: 'object', properties: { n: { type: 'integer' }, batch: { type: 'integer' }, sent_at: { type: 'number' } }, required: ['n', 'sent_at'] }, 1), {});
       const quiet = await probeDelivery(url, DURATION_SECONDS);
-      recorder.log(`stream probe on the quiet node: publish-to-delivery p99 ${round(quiet.p99, 1)} ms (${quiet.delivered} of ${quiet.published} delivered)`);
+      recorder.log(
+        `stream probe on the quiet node: publish-to-delivery p99 ${round(quiet.p99, 1)} ms (publish round trip ${round(quiet.publishP99, 1)} ms, ` +
+          `answer-to-delivery ${round(quiet.afterAnswerP99, 1)} ms; ${quiet.delivered} of ${quiet.published} delivered)`,
+      );
       recorder.add('publish-to-delivery p99 of a 1,000 events/s stream, quiet', round(quiet.p99, 1), 'ms');
       const random = prng(25);
       const requests: LoadRequest[] = Array.from({ length: 4 }, () => loadRequest(PATH, Array.from({ length: BATCH }, () => orderEvent(random))));

@@ -214,9 +214,10 @@ class GzipStreamCompressor implements StreamCompressor {
   }
 
   write(chunks: readonly Buffer[]): void {
+    if (this.destroyed) return;
     const block = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
     const bytes = block.length;
-    if (this.destroyed || bytes === 0) return;
+    if (bytes === 0) return;
     this.pendingBytes += bytes;
     this.gzip.write(block, () => {
       this.pendingBytes -= bytes;
