@@ -6,12 +6,13 @@
  * Benchmarks are scripts with recorded results (each figure with the date, commit and machine that
  * produced it), never timed tests: a test that fails on a slower or busier machine proves nothing.
  */
-import autocannon from 'autocannon';
 import { CpuMeter, type CpuUse } from './cpu-meter.js';
 import { startBroker, startRedis, type BrokerProcess, type RedisProcess } from '../scripts/local-processes.js';
 import type { Redis } from 'ioredis';
 
 export { CpuMeter, type CpuUse } from './cpu-meter.js';
+export { MB, loadRequest, reportFailures, runLoad, type LoadOptions, type LoadRequest, type LoadResult } from './load-generator.js';
+import type { LoadRequest } from './load-generator.js';
 
 /** A target a figure is compared with: `value op target`. */
 export interface Target {
@@ -74,9 +75,6 @@ export interface Scenario {
   readonly title: string;
   run(recorder: Recorder): Promise<void>;
 }
-
-/** 10^6 bytes: MB/s figures are decimal megabytes. */
-export const MB = 1_000_000;
 
 // ---------------------------------------------------------------------------------------------
 // Processes
@@ -203,165 +201,6 @@ export async function publishAll(recorder: Recorder, url: string, bodies: readon
     }
   });
   if (failures > 0) throw new Error(`${failures} of ${count} batches were not published: the scenario needs every event`);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Load generation
-// ---------------------------------------------------------------------------------------------
-
-/** One request body of a load run, with what it carries. */
-export interface LoadRequest {
-  readonly path: string;
-  readonly body: Buffer;
-  /** Events in the body. */
-  readonly events: number;
-  /** Sum of the events' JSON text sizes (the body minus brackets and commas). */
-  readonly eventBytes: number;
-}
-
-/** Builds a {@link LoadRequest} from events (serialized as one JSON array). */
-export function loadRequest(path: string, events: readonly object[]): LoadRequest {
-  const texts = events.map((e) => JSON.stringify(e));
-  const body = Buffer.from(`[${texts.join(',')}]`);
-  return { path, body, events: texts.length, eventBytes: texts.reduce((sum, t) => sum + Buffer.byteLength(t), 0) };
-}
-
-export interface LoadOptions {
-  readonly url: string;
-  readonly requests: readonly LoadRequest[];
-  readonly connections: number;
-  readonly durationSeconds: number;
-  readonly pipelining?: number;
-  /** Extra request headers (e.g. `Authorization`). */
-  readonly headers?: Readonly<Record<string, string>>;
-  /**
-   * Gives each request a body of its own, made from the request's body (same size): e.g. fresh eids, so
-   * a broker that stores each eid once stores every request. Runs in the load generator, per request.
-   */
-  readonly rewrite?: (body: Buffer) => Buffer;
-}
-
-/** What one load run measured (2xx answers only, unless said otherwise). */
-export interface LoadResult {
-  readonly durationSeconds: number;
-  readonly okRequests: number;
-  readonly events: number;
-  readonly bodyBytes: number;
-  readonly eventBytes: number;
-  /** Answers that were not 2xx. */
-  readonly non2xx: number;
-  /** Connection errors and timeouts. */
-  readonly errors: number;
-  /** Count per status code. */
-  readonly statuses: Readonly<Record<string, number>>;
-  /** Status and start of the body of the first non-2xx answer. */
-  readonly firstFailure: string | undefined;
-  /** Exact latency percentiles (ms) of the 2xx answers; autocannon's own histogram has 1 ms resolution. */
-  readonly latencyMs: { readonly p50: number; readonly p97_5: number; readonly p99: number; readonly mean: number; readonly max: number };
-  /** The 503 answers (refusals of an overloaded node): how many, and their latency percentiles (ms). */
-  readonly refusals: { readonly count: number; readonly p50: number; readonly p99: number };
-  readonly requestsPerSecond: number;
-  readonly eventsPerSecond: number;
-  /** Request body MB/s. */
-  readonly bodyMBps: number;
-  /** Event JSON MB/s. */
-  readonly eventMBps: number;
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[index] ?? Number.NaN;
-}
-
-/**
- * Runs autocannon against `url` with the requests rotated per connection (each connection cycles
- * through the list). Counts events and bytes of every 2xx answer through the per-request
- * `onResponse` hook, and keeps every response time for exact percentiles.
- */
-export function runLoad(options: LoadOptions): Promise<LoadResult> {
-  let okRequests = 0;
-  let events = 0;
-  let bodyBytes = 0;
-  let eventBytes = 0;
-  let firstFailure: string | undefined;
-  const latencies: number[] = [];
-  const refusalLatencies: number[] = [];
-  const requests: autocannon.Request[] = options.requests.map((request) => ({
-    method: 'POST',
-    path: request.path,
-    headers: { 'content-type': 'application/json', ...options.headers },
-    body: request.body,
-    ...(options.rewrite === undefined ? {} : { setupRequest: (req: autocannon.Request) => ({ ...req, body: (options.rewrite as (body: Buffer) => Buffer)(request.body) }) }),
-    onResponse: (status: number, body: string) => {
-      if (status >= 200 && status < 300) {
-        okRequests++;
-        events += request.events;
-        bodyBytes += request.body.byteLength;
-        eventBytes += request.eventBytes;
-      } else {
-        firstFailure ??= `${status} ${String(body).slice(0, 1000)}`;
-      }
-    },
-  }));
-  return new Promise((resolve, reject) => {
-    const instance = autocannon(
-      {
-        url: options.url,
-        connections: options.connections,
-        duration: options.durationSeconds,
-        pipelining: options.pipelining ?? 1,
-        requests,
-        timeout: 60,
-      },
-      (err, result) => {
-        if (err) {
-          reject(err instanceof Error ? err : new Error(String(err)));
-          return;
-        }
-        const sorted = Float64Array.from(latencies).sort();
-        const refused = Float64Array.from(refusalLatencies).sort();
-        const seconds = result.duration;
-        const statuses: Record<string, number> = {};
-        for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = stat.count ?? 0;
-        resolve({
-          durationSeconds: seconds,
-          okRequests,
-          events,
-          bodyBytes,
-          eventBytes,
-          non2xx: result.non2xx,
-          errors: result.errors,
-          statuses,
-          firstFailure,
-          latencyMs: {
-            p50: percentile(sorted, 50),
-            p97_5: percentile(sorted, 97.5),
-            p99: percentile(sorted, 99),
-            mean: sorted.length === 0 ? Number.NaN : latencies.reduce((a, b) => a + b, 0) / sorted.length,
-            max: sorted.length === 0 ? Number.NaN : (sorted[sorted.length - 1] ?? Number.NaN),
-          },
-          refusals: { count: refused.length, p50: percentile(refused, 50), p99: percentile(refused, 99) },
-          requestsPerSecond: okRequests / seconds,
-          eventsPerSecond: events / seconds,
-          bodyMBps: bodyBytes / MB / seconds,
-          eventMBps: eventBytes / MB / seconds,
-        });
-      },
-    );
-    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
-      if (statusCode >= 200 && statusCode < 300) latencies.push(responseTime);
-      else if (statusCode === 503) refusalLatencies.push(responseTime);
-    });
-  });
-}
-
-/** Reports non-2xx answers and connection errors of a load run loudly. @returns whether there were any */
-export function reportFailures(recorder: Recorder, label: string, result: LoadResult): boolean {
-  if (result.non2xx === 0 && result.errors === 0) return false;
-  recorder.alarm(`${label}: ${result.non2xx} non-2xx answers, ${result.errors} connection errors/timeouts; statuses ${JSON.stringify(result.statuses)}`);
-  if (result.firstFailure !== undefined) recorder.alarm(`${label}: first failure: ${result.firstFailure}`);
-  return true;
 }
 
 /** Records a CPU breakdown as figures `<prefix>CPU <label>` in % of one core. */

@@ -16,9 +16,11 @@
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { BrokerProbe, type ProbeMark } from './broker-probe.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng, undefinedEventType } from './events.js';
-import { createEventType, loadRequest, pidOf, recordCpu, round, runLoad, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
+import { CpuMeter, createEventType, loadRequest, pidOf, recordCpu, round, runLoad, stackMeter, startStack, type LoadRequest, type LoadResult, type Recorder, type Scenario } from './harness.js';
+import { startScriptServer } from './script-server.js';
 
 const EVENT_TYPE = 'bench.overload';
 const PARTITIONS = 4;
@@ -157,6 +159,21 @@ function probeDelivery(url: string, seconds: number): Promise<Delivery> {
   return runProbe<Delivery>(code);
 }
 
+/**
+ * One point's load: autocannon for {@link DURATION_SECONDS} at `connections`, with the p99 of this
+ * process's event-loop delay meanwhile (ms) — autocannon's own, which its latencies include.
+ */
+async function generate(url: string, requests: readonly LoadRequest[], connections: number): Promise<{ result: LoadResult; loopP99: number }> {
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  try {
+    const result = await runLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS });
+    return { result, loopP99: delay.percentile(99) / 1e6 };
+  } finally {
+    delay.disable();
+  }
+}
+
 /** Events stored over the event type's partitions (newest position + 1 each; positions are dense from 0 on the first timeline). */
 async function storedEvents(url: string): Promise<number> {
   const res = await fetch(`${url}${PATH.replace('/events', '/partitions')}`);
@@ -170,6 +187,8 @@ export const overload: Scenario = {
   title: 'one node under a publishing storm: 1000-event batches at 8, 64, 256 and 1,024 connections (admission bound, refusals, /health, RSS)',
   async run(recorder: Recorder) {
     const probe = new BrokerProbe();
+    let baseline: number | undefined;
+    let requests: LoadRequest[] = [];
     const stack = await startStack(probe.env());
     try {
       const url = stack.broker.url;
@@ -183,20 +202,19 @@ export const overload: Scenario = {
       );
       recorder.add('publish-to-delivery p99 of a 1,000 events/s stream, quiet', round(quiet.p99, 1), 'ms');
       const random = prng(25);
-      const requests: LoadRequest[] = Array.from({ length: 4 }, () => loadRequest(PATH, Array.from({ length: BATCH }, () => orderEvent(random))));
+      requests = Array.from({ length: 4 }, () => loadRequest(PATH, Array.from({ length: BATCH }, () => orderEvent(random))));
       const eventBytes = Math.round((requests[0]?.eventBytes ?? 0) / BATCH);
       recorder.log(`batches of ${BATCH} events of ~${eventBytes} bytes (${round((requests[0]?.body.byteLength ?? 0) / 1000, 0)} KB bodies), ${DURATION_SECONDS} s per point`);
       await runLoad({ url, requests, connections: CONNECTIONS[0], durationSeconds: WARMUP_SECONDS });
       const storedBefore = await storedEvents(url);
       let acknowledged = 0;
-      let baseline: number | undefined;
       const meter = stackMeter(stack);
       for (const connections of CONNECTIONS) {
         let peak = rssMb(pid);
         const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 100);
         await probe.mark();
         meter.start();
-        const [result, health, delivery] = await Promise.all([runLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS }), probeHealth(url, DURATION_SECONDS), probeDelivery(url, DURATION_SECONDS)]);
+        const [{ result, loopP99 }, health, delivery] = await Promise.all([generate(url, requests, connections), probeHealth(url, DURATION_SECONDS), probeDelivery(url, DURATION_SECONDS)]);
         const cpu = meter.stop();
         const node = await probe.mark();
         clearInterval(sampler);
@@ -225,6 +243,7 @@ export const overload: Scenario = {
         recorder.add(`stream probe answer-to-delivery p99 ${at}`, round(delivery.afterAnswerP99, 1), 'ms');
         recordMainThread(recorder, at, node);
         recordCpu(recorder, `${at}: `, cpu);
+        recorder.add(`load generator event-loop delay p99 ${at}`, round(loopP99, 1), 'ms');
         if (connections === 1024 && baseline > 0) recorder.add('accepted events/s at 1,024 connections ÷ at 8', round(result.eventsPerSecond / baseline, 2), 'x', { op: '>=', value: MIN_RATIO_AT_1024 });
       }
       // autocannon ends a point with requests in flight: they may be stored without being acknowledged,
@@ -236,8 +255,42 @@ export const overload: Scenario = {
       await stack.stop(recorder);
       probe.remove();
     }
+    if (baseline !== undefined) await measureReference(recorder, requests, baseline);
   },
 };
+
+/**
+ * The same load against the reference server (bench/null-node.ts: the engine and the admission bound,
+ * nothing behind them), once the node is stopped: what the load generator alone allows on these cores.
+ * A target the reference server misses too is out of any node's reach with the generator beside it.
+ * @param nodeAt8 the node's accepted events/s at 8 connections, which the 1,024-connection target is a share of
+ */
+async function measureReference(recorder: Recorder, requests: readonly LoadRequest[], nodeAt8: number): Promise<void> {
+  const server = await startScriptServer('null-node.js');
+  try {
+    const meter = new CpuMeter([{ label: 'reference server', pid: pidOf(server.child), split: true }]);
+    for (const connections of CONNECTIONS) {
+      meter.start();
+      const [{ result, loopP99 }, health] = await Promise.all([generate(server.url, requests, connections), probeHealth(server.url, DURATION_SECONDS)]);
+      const cpu = meter.stop();
+      const at = `at ${connections} connections`;
+      recorder.log(
+        `reference server, ${connections} connections: ${round(result.eventsPerSecond, 0)} events/s accepted, p99 ${round(result.latencyMs.p99, 1)} ms; ` +
+          `${result.refusals.count} refusals, p99 ${round(result.refusals.p99, 1)} ms; errors ${result.errors}; /health p99 ${round(health.p99, 1)} ms`,
+      );
+      recorder.add(`reference server: accepted events/s ${at}`, round(result.eventsPerSecond, 0), 'events/s');
+      recorder.add(`reference server: p99 of accepted publishes ${at}`, round(result.latencyMs.p99, 1), 'ms');
+      recorder.add(`reference server: refusals ${at}`, result.refusals.count, 'requests');
+      if (result.refusals.count > 0) recorder.add(`reference server: p99 of refusals ${at}`, round(result.refusals.p99, 1), 'ms');
+      recorder.add(`reference server: /health p99 ${at}`, round(health.p99, 1), 'ms');
+      recordCpu(recorder, `reference server ${at}: `, cpu);
+      recorder.add(`reference server: load generator event-loop delay p99 ${at}`, round(loopP99, 1), 'ms');
+      if (connections === 1024) recorder.add(`reference server: accepted events/s at 1,024 connections ÷ the node's at 8`, round(result.eventsPerSecond / nodeAt8, 2), 'x');
+    }
+  } finally {
+    await server.stop();
+  }
+}
 
 /** The node's main thread over one point (from the probe preloaded into it): event-loop delay and GC pauses, which every answer and delivery of the node waits behind. */
 function recordMainThread(recorder: Recorder, at: string, mark: ProbeMark): void {

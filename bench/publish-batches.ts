@@ -8,11 +8,10 @@
  * (c) Redis alone, one `XADD` per 1000-event batch holding the joined event texts (the packed entry
  *     the broker writes, docs/decisions/0001-one-stream-entry-per-partition-per-batch.md, against (b)).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { freePort, startRedis } from '../scripts/local-processes.js';
+import { startRedis } from '../scripts/local-processes.js';
+import { startScriptServer } from './script-server.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
 import { requestRetrying } from './stream-client.js';
 import {
@@ -95,40 +94,6 @@ async function measure(recorder: Recorder, label: string, url: string, requests:
     `${label}: ${Math.round(result.eventsPerSecond)} events/s, ${result.bodyMBps.toFixed(1)} MB/s, p50 ${result.latencyMs.p50.toFixed(2)} ms, p99 ${result.latencyMs.p99.toFixed(2)} ms, non-2xx ${result.non2xx}`,
   );
   return { result, cpu };
-}
-
-/** Starts bench/baseline-parse-server.js and waits for its `listening` line. */
-async function startBaselineServer(): Promise<{ url: string; child: ChildProcess; stop: () => Promise<void> }> {
-  const port = await freePort();
-  const script = fileURLToPath(new URL('./baseline-parse-server.js', import.meta.url));
-  const child = spawn(process.execPath, [script, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error('baseline server did not start within 10 s')), 10_000);
-    child.stdout.on('data', (chunk: Buffer) => {
-      seen += chunk.toString();
-      if (seen.includes('listening')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`baseline server exited with code ${String(code)}`));
-    });
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    child,
-    stop: () =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) resolve();
-        else {
-          child.once('exit', () => resolve());
-          child.kill('SIGTERM');
-        }
-      }),
-  };
 }
 
 /** Baselines (b) and (c) on a fresh Redis: the same event texts, one XADD each vs one XADD per batch. */
@@ -234,7 +199,7 @@ async function run(recorder: Recorder): Promise<void> {
   }
 
   // Baseline (a): parse-only hyper-express server, same bodies and settings.
-  const server = await startBaselineServer();
+  const server = await startScriptServer('baseline-parse-server.js');
   try {
     const meter = new CpuMeter([{ label: 'parse-only server', pid: pidOf(server.child), split: true }]);
     for (const [i, point] of POINTS.entries()) {
