@@ -57,11 +57,15 @@ interface Delivery {
   readonly refused: number;
 }
 
-/** The node's resident set, in MB (decimal), from `/proc/<pid>/status`. */
+/** The node's resident set, in MB (decimal), from `/proc/<pid>/status`; 0 once the process is gone (the stack's stop reports how it ended). */
 function rssMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('VmRSS:'));
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return 0;
+  }
+  const line = status.split('\n').find((l) => l.startsWith('VmRSS:'));
   return Number(/(\d+)/.exec(line ?? '')?.[1] ?? 0) / 1000;
 }
 
