@@ -41,6 +41,8 @@ app.post('/event-types/:name/events', async (req, res) => {
     answerBeforeBody(req, res, 503, { 'Content-Type': 'application/problem+json', 'Retry-After': '1' }, REFUSAL);
     return;
   }
+  // A client that leaves mid-body leaves the read pending for good: its bytes go back when it leaves.
+  res.once('close', () => admitted.release());
   try {
     await req.buffer();
     res.status(200).json({});

@@ -13,6 +13,10 @@
  * publish-to-delivery at each point is held to twice its value measured on the quiet node first, and
  * split into the publish's round trip and the time from its answer to the delivery. A probe preloaded
  * into the node (broker-probe.ts) reports its main thread's event-loop delay and GC pauses per point.
+ * Then the points again on the same node with autocannon in a process at niceness 19 (the node with first
+ * call on the cores), and, once the node is stopped, the same load against the reference server
+ * (bench/null-node.ts): what the load generator alone allows on these cores (docs/load-testing.md "What
+ * the load generator leaves").
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -289,6 +293,8 @@ async function measureWithIdleGenerator(recorder: Recorder, url: string, request
     at8 ??= result.eventsPerSecond;
     const at = `at ${connections} connections`;
     const prefix = `load generator at niceness ${IDLE_GENERATOR_NICE}:`;
+    const other = result.non2xx - result.refusals.count;
+    if (other > 0 || result.errors > 0) recorder.alarm(`${prefix} ${connections} connections: ${other} non-2xx answers other than 503, ${result.errors} errors; first: ${result.firstFailure ?? ''}`);
     recorder.log(
       `${prefix} ${connections} connections: ${round(result.eventsPerSecond, 0)} events/s accepted, p99 ${round(result.latencyMs.p99, 1)} ms; ` +
         `${result.refusals.count} refusals, p99 ${round(result.refusals.p99, 1)} ms; errors ${result.errors}; /health p99 ${round(health.p99, 1)} ms; ` +
