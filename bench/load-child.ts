@@ -6,15 +6,14 @@
  *
  *   node dist/bench/load-child.js <options.json>
  *
- * `options.json`: {@link ChildLoadOptions}. Prints one line of JSON, {@link ChildLoadResult}.
+ * `options.json`: {@link ChildLoadOptions}. Prints one line of JSON, a {@link MeasuredLoad}.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { runLoad, type LoadRequest, type LoadResult } from './load-generator.js';
+import { runMeasuredLoad, type LoadRequest, type MeasuredLoad } from './load-generator.js';
 
 /** What the child runs: {@link runLoad}'s options, each body in a file. */
 interface ChildLoadOptions {
@@ -24,20 +23,13 @@ interface ChildLoadOptions {
   readonly requests: readonly { path: string; file: string; events: number; eventBytes: number }[];
 }
 
-/** What the child measured: the load's result, the p99 of its own event-loop delay (ms) and its CPU meanwhile (% of a core). */
-export interface ChildLoadResult {
-  readonly result: LoadResult;
-  readonly loopP99: number;
-  readonly cpuPercent: number;
-}
-
 /**
  * Runs {@link runLoad} with `requests` at `connections` for `durationSeconds` in a child process at
  * niceness `nice` (Linux; 0–19, lower priority as it grows).
  * @returns what the child measured
  * @throws Error when the child fails or prints no result
  */
-export async function runLoadElsewhere(url: string, requests: readonly LoadRequest[], connections: number, durationSeconds: number, nice: number): Promise<ChildLoadResult> {
+export async function runLoadElsewhere(url: string, requests: readonly LoadRequest[], connections: number, durationSeconds: number, nice: number): Promise<MeasuredLoad> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-load-'));
   try {
     const options: ChildLoadOptions = {
@@ -60,7 +52,7 @@ export async function runLoadElsewhere(url: string, requests: readonly LoadReque
       child.once('exit', resolve);
     });
     if (code !== 0) throw new Error(`the load child exited with code ${String(code)}`);
-    return JSON.parse(out) as ChildLoadResult;
+    return JSON.parse(out) as MeasuredLoad;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -69,13 +61,6 @@ export async function runLoadElsewhere(url: string, requests: readonly LoadReque
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const options = JSON.parse(readFileSync(process.argv[2] ?? '', 'utf8')) as ChildLoadOptions;
   const requests: LoadRequest[] = options.requests.map((r) => ({ path: r.path, body: readFileSync(r.file), events: r.events, eventBytes: r.eventBytes }));
-  const delay = monitorEventLoopDelay({ resolution: 10 });
-  delay.enable();
-  const started = performance.now();
-  const cpu = process.cpuUsage();
-  const result = await runLoad({ url: options.url, requests, connections: options.connections, durationSeconds: options.durationSeconds });
-  const used = process.cpuUsage(cpu);
-  delay.disable();
-  const answer: ChildLoadResult = { result, loopP99: delay.percentile(99) / 1e6, cpuPercent: ((used.user + used.system) / 1000 / (performance.now() - started)) * 100 };
+  const answer = await runMeasuredLoad({ url: options.url, requests, connections: options.connections, durationSeconds: options.durationSeconds });
   process.stdout.write(`${JSON.stringify(answer)}\n`);
 }

@@ -2,6 +2,7 @@
  * The benchmarks' load generator: autocannon driven with the scenarios' request bodies, counting events
  * and bytes per answered request and keeping exact latencies (bench/harness.ts re-exports it).
  */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import type { Recorder } from './harness.js';
 
@@ -183,6 +184,30 @@ export function runLoad(options: LoadOptions): Promise<LoadResult> {
       else if (statusCode === 503) refusalLatencies.push(responseTime);
     });
   });
+}
+
+/** A load's result with what the load generator's own process did meanwhile. */
+export interface MeasuredLoad {
+  readonly result: LoadResult;
+  /** p99 of this process's event-loop delay during the load (ms): autocannon's latencies include it. */
+  readonly loopP99: number;
+  /** This process's CPU during the load, in % of one core. */
+  readonly cpuPercent: number;
+}
+
+/** {@link runLoad}, measuring this process's event-loop delay and CPU meanwhile. */
+export async function runMeasuredLoad(options: LoadOptions): Promise<MeasuredLoad> {
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  const started = performance.now();
+  const cpu = process.cpuUsage();
+  try {
+    const result = await runLoad(options);
+    const used = process.cpuUsage(cpu);
+    return { result, loopP99: delay.percentile(99) / 1e6, cpuPercent: ((used.user + used.system) / 1000 / (performance.now() - started)) * 100 };
+  } finally {
+    delay.disable();
+  }
 }
 
 /** Reports non-2xx answers and connection errors of a load run loudly. @returns whether there were any */

@@ -20,11 +20,11 @@
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { BrokerProbe, type ProbeMark } from './broker-probe.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng, undefinedEventType } from './events.js';
-import { CpuMeter, createEventType, loadRequest, pidOf, recordCpu, round, runLoad, stackMeter, startStack, type LoadRequest, type LoadResult, type Recorder, type Scenario } from './harness.js';
+import { CpuMeter, createEventType, loadRequest, pidOf, recordCpu, round, runLoad, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
 import { runLoadElsewhere } from './load-child.js';
+import { runMeasuredLoad } from './load-generator.js';
 import { startScriptServer } from './script-server.js';
 
 const EVENT_TYPE = 'bench.overload';
@@ -168,21 +168,6 @@ function probeDelivery(url: string, seconds: number): Promise<Delivery> {
   return runProbe<Delivery>(code);
 }
 
-/**
- * One point's load: autocannon for {@link DURATION_SECONDS} at `connections`, with the p99 of this
- * process's event-loop delay meanwhile (ms) — autocannon's own, which its latencies include.
- */
-async function generate(url: string, requests: readonly LoadRequest[], connections: number): Promise<{ result: LoadResult; loopP99: number }> {
-  const delay = monitorEventLoopDelay({ resolution: 10 });
-  delay.enable();
-  try {
-    const result = await runLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS });
-    return { result, loopP99: delay.percentile(99) / 1e6 };
-  } finally {
-    delay.disable();
-  }
-}
-
 /** Events stored over the event type's partitions (newest position + 1 each; positions are dense from 0 on the first timeline). */
 async function storedEvents(url: string): Promise<number> {
   const res = await fetch(`${url}${PATH.replace('/events', '/partitions')}`);
@@ -223,7 +208,7 @@ export const overload: Scenario = {
         const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 100);
         await probe.mark();
         meter.start();
-        const [{ result, loopP99 }, health, delivery] = await Promise.all([generate(url, requests, connections), probeHealth(url, DURATION_SECONDS), probeDelivery(url, DURATION_SECONDS)]);
+        const [{ result, loopP99 }, health, delivery] = await Promise.all([runMeasuredLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS }), probeHealth(url, DURATION_SECONDS), probeDelivery(url, DURATION_SECONDS)]);
         const cpu = meter.stop();
         const node = await probe.mark();
         clearInterval(sampler);
@@ -324,7 +309,7 @@ async function measureReference(recorder: Recorder, requests: readonly LoadReque
     const meter = new CpuMeter([{ label: 'reference server', pid: pidOf(server.child), split: true }]);
     for (const connections of CONNECTIONS) {
       meter.start();
-      const [{ result, loopP99 }, health] = await Promise.all([generate(server.url, requests, connections), probeHealth(server.url, DURATION_SECONDS)]);
+      const [{ result, loopP99 }, health] = await Promise.all([runMeasuredLoad({ url: server.url, requests, connections, durationSeconds: DURATION_SECONDS }), probeHealth(server.url, DURATION_SECONDS)]);
       const cpu = meter.stop();
       const at = `at ${connections} connections`;
       recorder.log(

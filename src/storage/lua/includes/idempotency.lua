@@ -22,6 +22,9 @@
     keys to the current generation, starts a new one when it reached `max_eids`, and lets both expire two
     windows after the last write, so an event type whose idempotency was turned off leaves nothing behind.
 ]]
+-- Keys per SMISMEMBER or SADD call: `unpack` puts them all on Lua's stack at once.
+local IDEMPOTENT_CHUNK = 4000
+
 local function idempotent_unpack(packed, count)
   if #packed ~= 16 * count then return nil end
   local eids = {}
@@ -54,9 +57,8 @@ local function idempotent_keep(current, previous, eids, count)
   local kept = 0
   local seen = {}
   local has_previous = redis.call('EXISTS', previous) == 1
-  local chunk = 4000
-  for start = 1, count, chunk do
-    local stop = math.min(start + chunk - 1, count)
+  for start = 1, count, IDEMPOTENT_CHUNK do
+    local stop = math.min(start + IDEMPOTENT_CHUNK - 1, count)
     local in_current = redis.call('SMISMEMBER', current, unpack(eids, start, stop))
     local in_previous = has_previous and redis.call('SMISMEMBER', previous, unpack(eids, start, stop)) or {}
     for i = start, stop do
@@ -75,13 +77,13 @@ local function idempotent_remember(meta, current, previous, window_seconds, max_
   local count = #eids
   if kept == count then
     -- Every event was new (the usual case): the keys go in as they are, without a copy.
-    for start = 1, count, 4000 do redis.call('SADD', current, unpack(eids, start, math.min(start + 3999, count))) end
+    for start = 1, count, IDEMPOTENT_CHUNK do redis.call('SADD', current, unpack(eids, start, math.min(start + IDEMPOTENT_CHUNK - 1, count))) end
   else
     local args = {}
     for i, fresh in ipairs(keep) do
       if fresh then
         args[#args + 1] = eids[i]
-        if #args >= 4000 then
+        if #args >= IDEMPOTENT_CHUNK then
           redis.call('SADD', current, unpack(args))
           args = {}
         end
