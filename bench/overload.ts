@@ -80,11 +80,13 @@ function runProbe<T>(code: string): Promise<T> {
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
-    child.on('exit', () => {
+    // 'close', not 'exit': a process may exit before its stdout has been read to the end (seen under the
+    // storm: the probe's JSON not yet read when 'exit' came).
+    child.on('close', (code, signal) => {
       try {
         resolve(JSON.parse(out) as T);
       } catch (err) {
-        reject(err instanceof Error ? err : new Error(String(err)));
+        reject(new Error(`probe ended (code ${String(code)}, signal ${String(signal)}) without its JSON: ${err instanceof Error ? err.message : String(err)}; printed ${JSON.stringify(out.slice(0, 200))}`));
       }
     });
   });

@@ -228,7 +228,9 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   lowLevelStreams.onStreamEnd(streamed);
   subscriptionStreams.onStreamEnd(streamed);
 
-  const http = new HttpServer(config.http, authenticator, logger, metrics);
+  // Publish admission's second bound (docs/decisions/0028-publish-admission-by-queue-delay.md): the delay of the worker threads' queue.
+  const publishQueueDelay = config.http.publishMaxQueueDelayMs > 0 ? { maxMs: config.http.publishMaxQueueDelayMs, exemptBytes: config.publish.inlineMaxBytes, read: () => pool.queueDelayMs } : undefined;
+  const http = new HttpServer({ ...config.http, ...(publishQueueDelay ? { publishQueueDelay } : {}) }, authenticator, logger, metrics);
   metrics.observePublishAdmission(() => ({ bytes: http.publishAdmission.bytesInFlight, requests: http.publishAdmission.inFlight }));
   http.onAnswered((entry) => kpi.accessed(entry));
   // /health, public; /metrics (Prometheus text format), authenticated like every route but /health (open in auth mode `off`).

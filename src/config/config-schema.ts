@@ -63,6 +63,13 @@ const httpSchema = Type.Object(
       'bytes of publish bodies (as declared by `Content-Length`, or as received and inflated) this node reads, validates and writes at once; a publish that would pass it is refused at once with 503 (`PUBLISH_OVERLOADED`, `Retry-After: 1`) before its body is read, nothing of it written. One publish is always admitted when none is in flight, whatever its size. 16 MiB is about 30 batches of 1,000 events of 520 bytes: 4 times what 8 connections publishing such batches hold, and about 0.2 s of the work of a node that validates and writes 90 MB/s (docs/decisions/0025-publish-admission-by-bytes-in-flight.md)',
       1024,
     ),
+    /** The second bound of publish admission (docs/decisions/0028-publish-admission-by-queue-delay.md). */
+    publishMaxQueueDelayMs: Type.Integer({
+      minimum: 0,
+      maximum: 60000,
+      description:
+        'ms the oldest batch waiting for a validation worker thread may have waited; beyond it a publish is refused at once with 503 (`PUBLISH_QUEUE_DELAYED`, `Retry-After: 1`) before its body is read, nothing of it written. Bodies of at most `publish.inlineMaxBytes` (validated on the main thread) are not held to it, nor is a publish when none is in flight. 0 = no such bound (docs/decisions/0028-publish-admission-by-queue-delay.md)',
+    }),
     /** Browser origins (`scheme://host[:port]`) that get CORS headers and preflight answers; empty = no CORS at all (docs/security.md "Cross-site requests"). */
     corsAllowedOrigins: Type.Array(Type.String({ pattern: '^https?://[^/\\s]+$' }), {
       uniqueItems: true,

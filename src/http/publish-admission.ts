@@ -1,12 +1,28 @@
 import { brokerError } from '../errors/catalog.js';
 
 /**
+ * The second bound of publish admission: the worker threads' queue delay (docs/decisions/0028-publish-admission-by-queue-delay.md).
+ */
+export interface QueueDelayBound {
+  /** Most ms the oldest task waiting for a worker thread may have waited for a publish to be admitted (config `http.publishMaxQueueDelayMs`, ≥ 1). */
+  readonly maxMs: number;
+  /** Bodies declaring at most this many bytes are not held to it (config `publish.inlineMaxBytes`: such batches are validated on the main thread). */
+  readonly exemptBytes: number;
+  /** The queue delay now, ms (`WorkerPool.queueDelayMs`). */
+  readonly read: () => number;
+}
+
+/**
  * Bounded admission of publishing, per node (docs/publishing.md "Refusals and deadlines";
  * docs/decisions/0025-publish-admission-by-bytes-in-flight.md): the bytes of the publish bodies this
  * node holds — from admission, before the body is read, until the answer — stay within
  * `http.publishMaxBytesInFlight`. A publish that would pass it is refused at once with 503
  * (`PUBLISH_OVERLOADED`, `Retry-After: 1`): no queue, no timer, so a refusal costs a counter check and
  * the problem's few hundred bytes, and the work already admitted keeps the CPU and memory it needs.
+ * With a {@link QueueDelayBound}, a publish is also refused (`PUBLISH_QUEUE_DELAYED`) while the oldest
+ * task waiting for a worker thread has waited longer than `http.publishMaxQueueDelayMs`
+ * (docs/decisions/0028-publish-admission-by-queue-delay.md): the bytes bound caps memory, the delay bound
+ * the time an admitted batch waits, whatever its events cost to validate and whatever else uses the cores.
  * One publish is always admitted when none is in flight, so a body larger than the bound (up to
  * `http.maxBodyBytes`) still gets through on an idle node.
  */
@@ -14,8 +30,14 @@ export class PublishAdmission {
   private held = 0;
   private holders = 0;
 
-  /** @param limitBytes the bound in bytes (config `http.publishMaxBytesInFlight`, ≥ 1) */
-  constructor(readonly limitBytes: number) {}
+  /**
+   * @param limitBytes the bound in bytes (config `http.publishMaxBytesInFlight`, ≥ 1)
+   * @param queueDelay the bound on the worker threads' queue delay; none when absent
+   */
+  constructor(
+    readonly limitBytes: number,
+    private readonly queueDelay?: QueueDelayBound,
+  ) {}
 
   /** Bytes held by admitted publishes now. */
   get bytesInFlight(): number {
@@ -32,11 +54,17 @@ export class PublishAdmission {
    * counted once it is in: {@link Admitted.grow}).
    * @returns the admission; release it exactly once when the publish is answered or its client left
    * @throws BrokerError PUBLISH_OVERLOADED (503, `Retry-After: 1`) when the bytes in flight with these
-   *   would pass the bound and another publish is in flight
+   *   would pass the bound and another publish is in flight; PUBLISH_QUEUE_DELAYED (503, `Retry-After: 1`)
+   *   when another publish is in flight, the body is not declared small enough to be exempt (a chunked
+   *   one never is), and the queue delay passed its bound
    */
   admit(declaredBytes: number): Admitted {
     const bytes = Math.max(0, declaredBytes);
     this.refuseBeyond(bytes, bytes);
+    if (this.queueDelay !== undefined && this.holders > 0 && (bytes === 0 || bytes > this.queueDelay.exemptBytes)) {
+      const waitedMs = this.queueDelay.read();
+      if (waitedMs > this.queueDelay.maxMs) throw brokerError('PUBLISH_QUEUE_DELAYED', { waitedMs: Math.round(waitedMs), limit: this.queueDelay.maxMs });
+    }
     this.held += bytes;
     this.holders++;
     let mine = bytes;

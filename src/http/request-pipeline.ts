@@ -1,8 +1,8 @@
 /**
  * The one pipeline every request runs through (docs/architecture.md §3.1): flow id
  * (echoed or generated, docs/http-api.md "Headers") → 503 while draining → 413 declared oversize →
- * 415 body media type → authentication → publish admission (503 beyond `http.publishMaxBytesInFlight`,
- * before the body is read) → control-plane limiter slot → path, query and headers checked
+ * 415 body media type → authentication → publish admission (503 beyond `http.publishMaxBytesInFlight`
+ * or `http.publishMaxQueueDelayMs`, before the body is read) → control-plane limiter slot → path, query and headers checked
  * against the route's schemas (src/http/request-inputs.ts) → handler → answer (gzip for large
  * bodies), stream (src/http/stream-writer.ts) or RFC 7807 problem → metrics, access-log entry and log
  * line. 2xx are logged at debug, 4xx at info, 5xx at error with the trace id in the problem's detail.
@@ -178,7 +178,7 @@ export class RequestPipeline {
         await sendStream(res, answer, { flowId, log, acceptEncoding: req.headers['accept-encoding'], cors, stopping: this.stopping.signal });
       } else await sendAnswer(req, res, flowId, answer, cors);
     } catch (err) {
-      refusedAtBound = err instanceof BrokerError && err.code === 'PUBLISH_OVERLOADED';
+      refusedAtBound = err instanceof BrokerError && (err.code === 'PUBLISH_OVERLOADED' || err.code === 'PUBLISH_QUEUE_DELAYED');
       status = refusedAtBound ? this.refuseBeforeBody(req, res, flowId, err, cors) : this.sendProblem(res, flowId, err, cors);
     } finally {
       release?.();
@@ -218,14 +218,15 @@ export class RequestPipeline {
    * A client that leaves before its body is in gives the bytes back at once: hyper-express never settles
    * that body's read, so the request would otherwise hold them for good. One that leaves later holds them
    * until its batch is answered, since its work goes on.
-   * @throws BrokerError PUBLISH_OVERLOADED (503, `Retry-After: 1`; counted by reason `bytes_in_flight`)
+   * @throws BrokerError PUBLISH_OVERLOADED (503, `Retry-After: 1`; counted by reason `bytes_in_flight`),
+   *   PUBLISH_QUEUE_DELAYED (503, `Retry-After: 1`; counted by reason `queue_delay`)
    */
   private admit(req: HyperExpress.Request, res: HyperExpress.Response): Admitted {
     let admission: Admitted;
     try {
       admission = this.publishAdmission.admit(Number(req.headers['content-length'] ?? 0) || 0);
     } catch (err) {
-      this.refusals?.publishRefused('bytes_in_flight');
+      this.refusals?.publishRefused(err instanceof BrokerError && err.code === 'PUBLISH_QUEUE_DELAYED' ? 'queue_delay' : 'bytes_in_flight');
       throw err;
     }
     // hyper-express emits 'close' on an aborted response only once its Writable exists; adding the

@@ -10,7 +10,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import type { HttpMeter } from '../observability/meters.js';
 import type { AccessLogEntry } from '../services/kpi.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
-import { PublishAdmission } from './publish-admission.js';
+import { PublishAdmission, type QueueDelayBound } from './publish-admission.js';
 import { routeBodyLimits, type BodyLimit, type BodyLimitOptions } from './body-reader.js';
 import { createEngine, listenExclusive } from './engine-workarounds.js';
 import { RequestPipeline, type RouteSettings } from './request-pipeline.js';
@@ -28,6 +28,8 @@ export interface HttpServerOptions extends BodyLimitOptions {
   readonly controlQueueLength: number;
   /** Bytes of publish bodies admitted at once; one more is refused with 503 PUBLISH_OVERLOADED (src/http/publish-admission.ts). */
   readonly publishMaxBytesInFlight: number;
+  /** The bound on the worker threads' queue delay beyond which a publish is refused with 503 PUBLISH_QUEUE_DELAYED; none when absent. */
+  readonly publishQueueDelay?: QueueDelayBound;
   /** Origins (`scheme://host[:port]`) answered with CORS headers; empty = none ever. */
   readonly corsAllowedOrigins: readonly string[];
 }
@@ -59,7 +61,7 @@ export class HttpServer {
     private readonly metrics?: HttpMeter,
   ) {
     this.controlLimiter = new ConcurrencyLimiter(options.controlConcurrency, options.controlQueueLength);
-    this.publishAdmission = new PublishAdmission(options.publishMaxBytesInFlight);
+    this.publishAdmission = new PublishAdmission(options.publishMaxBytesInFlight, options.publishQueueDelay);
     this.pipeline = new RequestPipeline({ authenticator, logger, controlLimiter: this.controlLimiter, publishAdmission: this.publishAdmission, refusals: metrics, corsAllowedOrigins: options.corsAllowedOrigins });
     this.limits = routeBodyLimits(options);
     if (options.corsAllowedOrigins.length > 0) this.app.options('/*', (req, res) => this.pipeline.preflight(req, res));

@@ -11,10 +11,11 @@ export type RequestRecorder = (status: number, seconds: number) => void;
 /**
  * Why a publish was refused before any of its events was looked at (label `reason` of
  * `broker_publish_refused_total`; docs/publishing.md "Refusals and deadlines"): `bytes_in_flight` — the
- * node's admission bound `http.publishMaxBytesInFlight`; `deadline` — its deadline (`X-Timeout` or
+ * node's admission bound `http.publishMaxBytesInFlight`; `queue_delay` — its bound on the worker threads'
+ * queue delay `http.publishMaxQueueDelayMs`; `deadline` — its deadline (`X-Timeout` or
  * `publish.defaultTimeoutMs`) passed before it was validated.
  */
-export type PublishRefusalReason = 'bytes_in_flight' | 'deadline';
+export type PublishRefusalReason = 'bytes_in_flight' | 'queue_delay' | 'deadline';
 
 /** Counts publishes refused before their work: `broker_publish_refused_total{reason}`. */
 export interface PublishRefusalMeter {
@@ -109,6 +110,8 @@ export interface WorkerPoolLoad {
   readonly threads: number;
   /** Tasks waiting for a free thread. */
   readonly queueSize: number;
+  /** How long the oldest of them has waited, ms (0 when none waits). */
+  readonly queueDelayMs: number;
   /** Piscina's utilisation (0..1): run time of the tasks so far ÷ (pool lifetime × threads). */
   readonly utilization: number;
   /** Tasks completed since the pool started. */

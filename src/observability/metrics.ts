@@ -106,6 +106,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
 
   private readonly poolThreads: Gauge;
   private readonly poolQueueDepth: Gauge;
+  private readonly poolQueueDelay: Gauge;
   private readonly poolUtilization: Gauge;
   private readonly poolCompleted: Counter;
   private workerPool: (() => WorkerPoolLoad) | undefined;
@@ -151,13 +152,14 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     this.expiredEvents = new SubscriptionCounter('broker_subscription_expired_events_total', 'Events that retention removed before a subscription read them, counted when the subscription\'s committed offset passed them on this node, by subscription and event type', registers);
     this.rebalances = new Counter({ name: 'broker_subscription_rebalances_total', help: 'Changes of a subscription partition assignment written by this node (sessions joining, leaving, expiring)', registers });
 
-    const refused = new Counter({ name: 'broker_publish_refused_total', help: 'Publishes refused with 503 before their events were looked at, nothing written, by reason: bytes_in_flight (http.publishMaxBytesInFlight), deadline (X-Timeout or publish.defaultTimeoutMs passed before validation)', labelNames: ['reason'], registers });
-    this.publishRefusals = { bytes_in_flight: refused.labels('bytes_in_flight'), deadline: refused.labels('deadline') };
+    const refused = new Counter({ name: 'broker_publish_refused_total', help: 'Publishes refused with 503 before their events were looked at, nothing written, by reason: bytes_in_flight (http.publishMaxBytesInFlight), queue_delay (http.publishMaxQueueDelayMs), deadline (X-Timeout or publish.defaultTimeoutMs passed before validation)', labelNames: ['reason'], registers });
+    this.publishRefusals = { bytes_in_flight: refused.labels('bytes_in_flight'), queue_delay: refused.labels('queue_delay'), deadline: refused.labels('deadline') };
     const admission = (): { readonly bytes: number; readonly requests: number } => this.publishAdmission?.() ?? { bytes: 0, requests: 0 };
     new Gauge({ name: 'broker_publish_bytes_in_flight', help: 'Bytes of publish bodies admitted and not yet answered (bounded by http.publishMaxBytesInFlight), read at scrape', registers, collect() { this.set(admission().bytes); } });
     new Gauge({ name: 'broker_publish_requests_in_flight', help: 'Publish requests admitted and not yet answered, read at scrape', registers, collect() { this.set(admission().requests); } });
     this.poolThreads = new Gauge({ name: 'broker_worker_pool_threads', help: 'Validation worker threads', registers });
     this.poolQueueDepth = new Gauge({ name: 'broker_worker_pool_queue_depth', help: 'Publish and compile tasks waiting for a worker thread', registers });
+    this.poolQueueDelay = new Gauge({ name: 'broker_worker_pool_queue_delay_seconds', help: 'Seconds the oldest task waiting for a worker thread has waited (0 when none waits; publish admission holds it to http.publishMaxQueueDelayMs)', registers });
     this.poolUtilization = new Gauge({
       name: 'broker_worker_pool_utilization_ratio',
       help: "Piscina's utilisation of the worker pool (0..1): task run time so far divided by pool lifetime times threads",
@@ -343,6 +345,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     const load = this.workerPool();
     this.poolThreads.set(load.threads);
     this.poolQueueDepth.set(load.queueSize);
+    this.poolQueueDelay.set(load.queueDelayMs / 1000);
     this.poolUtilization.set(load.utilization);
     if (load.completed > this.poolCompletedSeen) this.poolCompleted.inc(load.completed - this.poolCompletedSeen);
     this.poolCompletedSeen = load.completed;

@@ -29,6 +29,10 @@ export class WorkerPool {
   /** Settles when the last queued task for every thread is done (see `onEveryThread`). */
   private everyThreadTail: Promise<void> = Promise.resolve();
 
+  /** When each task handed to piscina and not yet settled was handed over (`performance.now()` ms), in that order. */
+  private readonly pending = new Map<number, number>();
+  private nextTaskId = 0;
+
   /** Validators each thread holds, as its last forget round reported (threadId → count). */
   private readonly validatorCounts = new Map<number, number>();
 
@@ -118,7 +122,7 @@ export class WorkerPool {
       // A thread runs one task at a time, so the answer that arrives last holds its current count (rounds
       // of several event types run at once: one round's answers may all arrive before another's).
       const run = async (): Promise<T> => {
-        const answer = await (timeoutMs === undefined ? (this.pool.run(roundTask) as Promise<T>) : this.runWithTimeout<T>(roundTask, timeoutMs, [], `a task for every thread took longer than ${timeoutMs} ms`));
+        const answer = await (timeoutMs === undefined ? this.run<T>(roundTask, {}) : this.runWithTimeout<T>(roundTask, timeoutMs, [], `a task for every thread took longer than ${timeoutMs} ms`));
         this.validatorCounts.set(answer.threadId, answer.validators);
         return answer;
       };
@@ -143,9 +147,35 @@ export class WorkerPool {
     return this.pool.threads.length;
   }
 
-  /** Threads, queue depth, utilisation and completed tasks, as piscina reports them (the `broker_worker_pool_*` metrics). */
+  /** Threads, queue depth and delay, utilisation and completed tasks (the `broker_worker_pool_*` metrics). */
   get load(): WorkerPoolLoad {
-    return { threads: this.pool.threads.length, queueSize: this.pool.queueSize, utilization: this.pool.utilization, completed: this.pool.completed };
+    return { threads: this.pool.threads.length, queueSize: this.pool.queueSize, queueDelayMs: this.queueDelayMs, utilization: this.pool.utilization, completed: this.pool.completed };
+  }
+
+  /**
+   * The queue delay: how long the oldest task still waiting for a thread has waited, in ms (0 when none
+   * waits). Publish admission holds it to `http.publishMaxQueueDelayMs` (docs/publishing.md "Refusals and
+   * deadlines"). Piscina starts tasks in the order they were handed to it, so the tasks waiting are the
+   * last `queueSize` of those not settled; the first of them is found after at most one entry per thread.
+   */
+  get queueDelayMs(): number {
+    const started = this.pending.size - this.pool.queueSize;
+    let index = 0;
+    for (const handedAt of this.pending.values()) {
+      if (index++ >= started) return performance.now() - handedAt;
+    }
+    return 0;
+  }
+
+  /** Hands `task` to piscina, keeping when it did so until it settles (see {@link queueDelayMs}). */
+  private async run<T>(task: object, options: { transferList?: ArrayBuffer[]; signal?: AbortSignal }): Promise<T> {
+    const id = this.nextTaskId++;
+    this.pending.set(id, performance.now());
+    try {
+      return (await this.pool.run(task, options)) as T;
+    } finally {
+      this.pending.delete(id);
+    }
   }
 
   /**
@@ -239,7 +269,7 @@ export class WorkerPool {
 
   private async runWithSignal<T>(task: object, signal: AbortSignal, transferList: ArrayBuffer[], timeoutDetail: string): Promise<T> {
     try {
-      return (await this.pool.run(task, { transferList, signal })) as T;
+      return await this.run<T>(task, { transferList, signal });
     } catch (err) {
       if ((err as Error).name === 'AbortError' || (err as Error).name === 'TimeoutError') throw brokerError('BUSY', { reason: timeoutDetail });
       throw err;

@@ -49,4 +49,26 @@ describe('PublishAdmission', () => {
     chunked.grow(9000);
     expect([admission.bytesInFlight, admission.inFlight]).toEqual([0, 0]);
   });
+
+  it('with a queue-delay bound, refuses a publish while the worker threads\' oldest waiting task has waited longer, naming the bound, but not a small body or a publish alone', () => {
+    let waitedMs = 0;
+    const admission = new PublishAdmission(1_000_000, { maxMs: 200, exemptBytes: 100, read: () => waitedMs });
+    const first = admission.admit(500);
+    waitedMs = 200;
+    admission.admit(500).release();
+    waitedMs = 250.4;
+    const refused = refusalOf(() => admission.admit(500));
+    expect(refused.code).toBe('PUBLISH_QUEUE_DELAYED');
+    expect(refused.status).toBe(503);
+    expect(refused.headers).toEqual({ 'Retry-After': '1' });
+    expect(refused.detail).toBe('Batches on this node have waited 250 ms for a worker thread (http.publishMaxQueueDelayMs 200); nothing of this publish was read or written, retry shortly');
+    // A chunked body (size unknown) is held to it; one declared small enough to be validated on the main thread is not.
+    expect(refusalOf(() => admission.admit(0)).code).toBe('PUBLISH_QUEUE_DELAYED');
+    admission.admit(100).release();
+    expect([admission.bytesInFlight, admission.inFlight]).toEqual([500, 1]);
+    // Alone in flight, a publish is admitted whatever the delay.
+    first.release();
+    admission.admit(500).release();
+    expect([admission.bytesInFlight, admission.inFlight]).toEqual([0, 0]);
+  });
 });
