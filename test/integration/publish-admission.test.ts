@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
+import { call, eventsInPartition, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { parseExposition, valueOf } from '../support/prometheus-text.js';
 
@@ -60,12 +60,7 @@ async function untilBytesInFlight(bytes: number): Promise<void> {
 
 /** Events stored in the event type's one partition (its newest offset + 1). */
 async function stored(): Promise<number> {
-  const partition = await call(node.url, 'GET', `/event-types/${NAME}/partitions/0`);
-  expect(partition.status, partition.text).toBe(200);
-  const offset = (partition.json as { newest_available_offset: string }).newest_available_offset;
-  const position = /^\d{3}-[0-9a-f]{4}-(-?\d+)$/.exec(offset)?.[1];
-  expect(position, offset).toBeDefined();
-  return Number(position) + 1;
+  return eventsInPartition(await call(node.url, 'GET', `/event-types/${NAME}/partitions/0`));
 }
 
 /** A publish written to a raw socket: its head and `sent` of its body, the rest held back until {@link HeldPublish.finish}. */

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../scripts/local-processes.js';
 import { runChild, type ChildRun } from '../support/child-process.js';
-import { call, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
+import { call, eventsInPartition, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { TokenIssuer } from '../support/token-issuer.js';
 
@@ -48,12 +48,7 @@ function cli(who: keyof typeof tokens, args: readonly string[]): Promise<ChildRu
 
 /** Events stored in partition 0 of `name` (the position of its newest offset + 1). */
 async function stored(name: string): Promise<number> {
-  const partition = await as('admin', node.url, 'GET', `/event-types/${name}/partitions/0`);
-  expect(partition.status, partition.text).toBe(200);
-  const offset = (partition.json as { newest_available_offset: string }).newest_available_offset;
-  const position = /^\d{3}-[0-9a-f]{4}-(-?\d+)$/.exec(offset)?.[1];
-  expect(position, offset).toBeDefined();
-  return Number(position) + 1;
+  return eventsInPartition(await as('admin', node.url, 'GET', `/event-types/${name}/partitions/0`));
 }
 
 /** `n` order events whose batch is about `n` × 500 bytes. */

@@ -120,6 +120,19 @@ export async function call(base: string, method: string, path: string, body?: un
   return { status: res.status, headers: res.headers, text, json };
 }
 
+/**
+ * The events a partition of a single-timeline event type holds from its start: the position of its
+ * `newest_available_offset` + 1 (docs/concepts.md "Offsets and cursors"), read from the answer to
+ * `GET /event-types/{name}/partitions/{partition}`; fails the test unless that answer is 200 with such an offset.
+ */
+export function eventsInPartition(partition: Answer): number {
+  expect(partition.status, partition.text).toBe(200);
+  const offset = (partition.json as { newest_available_offset: string }).newest_available_offset;
+  const position = /^\d{3}-[0-9a-f]{4}-(-?\d+)$/.exec(offset)?.[1];
+  expect(position, offset).toBeDefined();
+  return Number(position) + 1;
+}
+
 /** Publishes one {@link orderEvent} per order number to `name` on the node at `base`, expecting 200. @returns their eids */
 export async function publishOrders(base: string, name: string, orderNumbers: readonly string[]): Promise<string[]> {
   const events = orderNumbers.map((o) => orderEvent(o));
