@@ -195,7 +195,7 @@ export interface MeasuredLoad {
   readonly cpuPercent: number;
 }
 
-/** {@link runLoad}, measuring this process's event-loop delay and CPU meanwhile. */
+/** {@link runLoad}, measuring this process's event-loop delay and CPU meanwhile (docs/load-testing.md "What the load generator leaves"). @throws what {@link runLoad} throws */
 export async function runMeasuredLoad(options: LoadOptions): Promise<MeasuredLoad> {
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();

@@ -1,4 +1,5 @@
-import { brokerError } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
+import type { PublishRefusalReason } from '../observability/meters.js';
 
 /**
  * The second bound of publish admission: the worker threads' queue delay (docs/decisions/0028-publish-admission-by-queue-delay.md).
@@ -105,4 +106,15 @@ export interface Admitted {
   grow(actualBytes: number): void;
   /** Gives the bytes back; later calls do nothing. */
   release(): void;
+}
+
+/**
+ * Which admission bound refused a publish, as `broker_publish_refused_total` labels it: `bytes_in_flight`
+ * for PUBLISH_OVERLOADED, `queue_delay` for PUBLISH_QUEUE_DELAYED; undefined for any other error
+ * (docs/publishing.md "Refusals and deadlines").
+ */
+export function admissionRefusal(err: unknown): PublishRefusalReason | undefined {
+  if (!(err instanceof BrokerError)) return undefined;
+  if (err.code === 'PUBLISH_OVERLOADED') return 'bytes_in_flight';
+  return err.code === 'PUBLISH_QUEUE_DELAYED' ? 'queue_delay' : undefined;
 }

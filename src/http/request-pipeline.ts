@@ -14,13 +14,13 @@ import zlib from 'node:zlib';
 import type HyperExpress from 'hyper-express';
 import type { Logger } from '../observability/logger.js';
 import type { PublishRefusalMeter, RequestRecorder } from '../observability/meters.js';
-import { brokerError, BrokerError } from '../errors/catalog.js';
+import { brokerError } from '../errors/catalog.js';
 import { toProblem } from '../errors/problem.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { UNAUTHENTICATED } from '../auth/subject.js';
 import type { AccessLogEntry } from '../services/kpi.js';
 import type { ConcurrencyLimiter } from './concurrency-limiter.js';
-import type { Admitted, PublishAdmission } from './publish-admission.js';
+import { admissionRefusal, type Admitted, type PublishAdmission } from './publish-admission.js';
 import { bodyMediaTypeProblem } from './body-media-type.js';
 import { parseJson, readBody, refuseDeclaredOversize, type BodyLimit } from './body-reader.js';
 import { sendStream } from './stream-writer.js';
@@ -178,7 +178,7 @@ export class RequestPipeline {
         await sendStream(res, answer, { flowId, log, acceptEncoding: req.headers['accept-encoding'], cors, stopping: this.stopping.signal });
       } else await sendAnswer(req, res, flowId, answer, cors);
     } catch (err) {
-      refusedAtBound = err instanceof BrokerError && (err.code === 'PUBLISH_OVERLOADED' || err.code === 'PUBLISH_QUEUE_DELAYED');
+      refusedAtBound = admissionRefusal(err) !== undefined;
       status = refusedAtBound ? this.refuseBeforeBody(req, res, flowId, err, cors) : this.sendProblem(res, flowId, err, cors);
     } finally {
       release?.();
@@ -226,7 +226,7 @@ export class RequestPipeline {
     try {
       admission = this.publishAdmission.admit(Number(req.headers['content-length'] ?? 0) || 0);
     } catch (err) {
-      this.refusals?.publishRefused(err instanceof BrokerError && err.code === 'PUBLISH_QUEUE_DELAYED' ? 'queue_delay' : 'bytes_in_flight');
+      this.refusals?.publishRefused(admissionRefusal(err) ?? 'bytes_in_flight');
       throw err;
     }
     // hyper-express emits 'close' on an aborted response only once its Writable exists; adding the
