@@ -3,7 +3,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatOffset } from '../../src/domain/offsets.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
-import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
+import { afterChangeNotice, call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent, schemaText } from '../support/fixtures.js';
 
 let broker: TestBroker;
@@ -263,7 +263,8 @@ describe('publishing', () => {
 
   it('answers 404 and writes nothing when the event type was deleted while this node still holds its copy', async () => {
     const name = 'pub.stale';
-    await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
+    // Created, and its change notice heard back, before the node caches it below.
+    await afterChangeNotice(broker, name, () => call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions)));
     const partitions = ['0', '1', '2', '3'];
     // Its partitions are opened with it: empty ones have their counters already, and the id of the timeline they belong to.
     const [timeline] = JSON.parse((await redis.hget(broker.keys.eventType(name), 'timelines')) ?? '[]') as { id: string }[];
@@ -283,13 +284,14 @@ describe('publishing', () => {
   });
 
   /**
-   * Creates `name` with four partitions and publishes one event through the node (which then caches it),
+   * Creates `name` with four partitions (its creation notice heard back, so it cannot drop the copy cached
+   * next) and publishes one event through the node (which then caches it),
    * then deletes it and creates it again with `partitionCount` partitions behind the node's back (no
    * change notice): a new first timeline id, its partitions opened as the registry opens them (the same
    * keys, the new id recorded). @returns the new timeline id
    */
   async function recreatedBehindTheNode(name: string, partitionCount: number): Promise<string> {
-    await call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions));
+    await afterChangeNotice(broker, name, () => call(broker.url, 'POST', '/event-types', businessEventType(name, fourPartitions)));
     expect((await call(broker.url, 'POST', `/event-types/${name}/events`, [orderEvent('first')])).status).toBe(200);
     const stored = await redis.hgetall(broker.keys.eventType(name));
     const [first] = JSON.parse(stored.timelines ?? '[]') as Record<string, unknown>[];

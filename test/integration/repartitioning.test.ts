@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPartition } from '../../src/domain/partitioner.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
-import { call, harnessRedis, orderNumbers, publishOrders, startTestBroker, type TestBroker } from '../support/broker.js';
+import { afterChangeNotice, call, harnessRedis, orderNumbers, publishOrders, startTestBroker, type TestBroker } from '../support/broker.js';
 import { DeliveryChecker } from '../support/delivery-checker.js';
 import { businessEventType } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
@@ -222,7 +222,9 @@ describe('growing the partition count', () => {
     await publish(b, name, ['warm-up']);
     const warmUp = await partitions(a, name);
 
-    const grown = await repartition(a, name, { partition_count: 4 });
+    // Awaited until every Redis node delivered its change notice (on a cluster it crosses the cluster bus
+    // after the answer): b publishes below with the new count.
+    const grown = await afterChangeNotice(a, name, () => repartition(a, name, { partition_count: 4 }));
     expect(grown.status, grown.text).toBe(204);
     // The new partitions are opened on the active timeline (an append to a partition never opened is refused).
     const [timeline] = JSON.parse((await redis.hget(a.keys.eventType(name), 'timelines')) ?? '[]') as { id: string }[];

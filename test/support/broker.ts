@@ -145,3 +145,38 @@ export async function publishOrders(base: string, name: string, orderNumbers: re
 export function orderNumbers(tag: string, n: number): string[] {
   return Array.from({ length: n }, (_, i) => `${tag}-${i}`);
 }
+
+/**
+ * Runs `change` (a registry call that announces an event type change, e.g. creating or repartitioning
+ * `name`) and resolves with its result once every Redis node has delivered the change notice naming
+ * `name` to its subscribers. On a single Redis a notice reaches every subscriber before `PUBLISH`
+ * answers, so a node has heard it before the change's answer arrives; on a cluster it reaches the other
+ * nodes over the cluster bus, later, and a broker's subscriber connection may be on any of them. After
+ * this, each broker node of the key prefix has the notice on its socket, and a publish (which yields an
+ * event-loop turn before reading its cache) sees the change.
+ * @throws Error when some node has not delivered the notice within 10 s
+ */
+export async function afterChangeNotice<T>(broker: TestBroker, name: string, change: () => Promise<T>): Promise<T> {
+  const urls = clusterRun() ? inject('clusterNodes').map((node) => `redis://${node}`) : [inject('redisUrl')];
+  const listeners = urls.map((url) => new Redis(url, { maxRetriesPerRequest: 1 }));
+  try {
+    const heard = listeners.map(
+      (listener) =>
+        new Promise<void>((resolve) => {
+          listener.on('message', (channel: string, message: string) => {
+            if (channel === broker.keys.metadataChannel && message === name) resolve();
+          });
+        }),
+    );
+    await Promise.all(listeners.map((listener) => listener.subscribe(broker.keys.metadataChannel)));
+    const result = await change();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the change notice of ${name} was not delivered by every Redis node within 10 s`)), 10_000);
+    });
+    await Promise.race([Promise.all(heard), late]).finally(() => clearTimeout(timer));
+    return result;
+  } finally {
+    for (const listener of listeners) listener.disconnect();
+  }
+}
