@@ -303,6 +303,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       await retention.stop();
       await compactor.stop();
       settings.stop();
+      cache.stop();
       replicated?.close();
       authenticator.close();
       await pool.close();

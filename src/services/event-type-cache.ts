@@ -55,6 +55,20 @@ function idempotencyOf(record: StoredEventType['record']): { idempotencyWindowSe
   return window === undefined || record.category === 'undefined' ? {} : { idempotencyWindowSeconds: window };
 }
 
+/**
+ * How often a node compares the change notices it heard with the count announced (ms): a notice lost
+ * on the way leaves a stale copy for at most two of these.
+ */
+const NOTICE_CHECK_INTERVAL_MS = 1000;
+
+/** The last comparison of notices announced and heard (see {@link EventTypeCache.checkNotices}). */
+interface NoticeCheck {
+  readonly announced: number;
+  readonly heard: number;
+  /** Notices announced by then and not heard yet. */
+  readonly owed: number;
+}
+
 /** Bounds of the event type cache (config `caches`). */
 export interface EventTypeCacheBounds {
   /** Event types kept (least recently used dropped first). */
@@ -84,6 +98,10 @@ export class EventTypeCache {
   private readonly retiredListeners = new Set<(schemaKey: string) => void>();
   /** Validator keys of dropped entries, until the event type is read again or found deleted. */
   private readonly retired = new Map<string, string>();
+  /** Change notices heard since start. */
+  private heard = 0;
+  private lastCheck: NoticeCheck | undefined;
+  private checkTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: EventTypeStore,
@@ -96,16 +114,28 @@ export class EventTypeCache {
     this.entries = new LRUCache({ max: bounds.maxEntries, ttl: bounds.ttlMs });
   }
 
-  /** Subscribes to change notices; resolves once subscribed. */
+  /**
+   * Subscribes to change notices and starts comparing them with the count announced every
+   * second ({@link checkNotices}); resolves once subscribed. @throws Error when Redis fails
+   */
   async start(): Promise<void> {
     this.subscriber.on('message', (channel: string, name: string) => {
       if (channel !== this.keys.metadataChannel) return;
+      this.heard++;
       this.invalidate(name);
       void this.checkDeleted(name);
     });
     onResubscribed(this.subscriber, () => this.invalidateAll());
     this.subscriber.on('close', () => this.invalidateAll());
     await this.subscriber.subscribe(this.keys.metadataChannel);
+    await this.checkNotices();
+    this.checkTimer = setInterval(() => void this.checkNotices(), NOTICE_CHECK_INTERVAL_MS);
+    this.checkTimer.unref();
+  }
+
+  /** Stops comparing notices (shutdown). */
+  stop(): void {
+    clearInterval(this.checkTimer);
   }
 
   /** Entries, generations and retired validator keys held (`broker_cache_entries`). */
@@ -166,14 +196,45 @@ export class EventTypeCache {
     this.retiredListeners.add(listener);
   }
 
-  /** Announces a change of `name` to every node (this one included). */
+  /** Announces a change of `name` to every node (this one included), counting the notice in `metadataChanges`. */
   async announce(name: string): Promise<void> {
     this.invalidate(name);
     try {
-      await this.redis.publish(this.keys.metadataChannel, name);
+      await this.redis.multi().incr(this.keys.metadataChanges).publish(this.keys.metadataChannel, name).exec();
     } catch (err) {
       this.logger.error({ err, eventType: name }, 'could not announce an event type change; other nodes keep their cached copy until they reconnect');
     }
+  }
+
+  /**
+   * Compares the notices announced (`metadataChanges`) with those heard here. A notice reaches a node
+   * after the count rose (on a cluster across the cluster bus), so one still missing at the next
+   * comparison, a second later, was lost — the subscriber connection was replaced without a signal
+   * (ioredis does so on a cluster), or Redis dropped it — and every cached event type is read again.
+   * A count that went back (Redis flushed, or a failover lost writes) drops them too. A failed read is
+   * left to the next comparison.
+   */
+  private async checkNotices(): Promise<void> {
+    let announced: number;
+    try {
+      announced = Number((await this.redis.get(this.keys.metadataChanges)) ?? 0);
+    } catch {
+      return;
+    }
+    const heard = this.heard;
+    const last = this.lastCheck;
+    if (last === undefined || announced < last.announced) {
+      if (last !== undefined) this.invalidateAll();
+      this.lastCheck = { announced, heard, owed: 0 };
+      return;
+    }
+    const heardSince = heard - last.heard;
+    const lost = Math.max(0, last.owed - heardSince);
+    if (lost > 0) {
+      this.logger.warn({ lost }, 'event type change notices were lost on the way to this node; every cached event type is read again');
+      this.invalidateAll();
+    }
+    this.lastCheck = { announced, heard, owed: Math.max(0, last.owed + (announced - last.announced) - heardSince - lost) };
   }
 
   private generationOf(name: string): string {

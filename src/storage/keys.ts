@@ -46,6 +46,11 @@ export interface Keys {
   partitionNotices(name: string, timeline: number, partition: string): string;
   /** Pub/sub channel announcing metadata changes (event type names) to every node. */
   readonly metadataChannel: string;
+  /**
+   * Integer: how many notices were ever announced on `metadataChannel` (incremented with each); a node
+   * whose count of notices heard falls behind it lost some and drops its cached event types.
+   */
+  readonly metadataChanges: string;
 
   /** Sorted set: subscription ids, score = created_at in ms (newest first = ZREVRANGE). */
   readonly subscriptionIds: string;
@@ -141,6 +146,7 @@ export function createKeys(prefix: string): Keys {
     compactionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:compaction-lock`,
     partitionNotices: (name, timeline, p) => `${partition(name, timeline, p)}:notices`,
     metadataChannel: `${prefix}metadata-changes`,
+    metadataChanges: `${registry}:metadata-changes`,
     subscriptionIds: `${registry}:subscriptions`,
     subscription: (id) => `${registry}:subscription:${checked(id, UUID, 'subscription id')}`,
     subscriptionsByKey: `${registry}:subscription-keys`,

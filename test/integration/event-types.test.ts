@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
+import { afterChangeNotice, call, harnessRedis, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
 
 const NOT_US = '[{"data_type":"user","value":"someone-else"}]';
 import { businessEventType, orderEvent, schemaText } from '../support/fixtures.js';
@@ -226,6 +226,27 @@ describe('schema versions and compatibility', () => {
       .toBe(422);
     expect((withoutCurrency?.json as { detail: string }[])[0]?.detail).toContain('currency');
     expect((await call(other.url, 'GET', '/event-types/versions.cache')).json).toMatchObject({ schema: { version: '1.1.0' } });
+  });
+
+  it('makes a node that lost a change notice read its cached event types again within two seconds', async () => {
+    const name = 'versions.lost-notice';
+    // Created, and its creation notice heard back by every node, before `other` caches it.
+    await afterChangeNotice(broker, name, () => call(broker.url, 'POST', '/event-types', businessEventType(name)));
+    expect((await call(other.url, 'POST', `/event-types/${name}/events`, [orderEvent('L1')])).status).toBe(200);
+    // Deleted from the registry (its partitions stay) as a deletion would, but its notice lost on the way:
+    // the count of notices announced rises, no notice arrives. Until `other` notices, it writes to its cached copy.
+    const redis = harnessRedis();
+    try {
+      await redis.srem(broker.keys.eventTypeNames, name);
+      await redis.del(broker.keys.eventType(name), broker.keys.eventTypeSchemas(name));
+      expect((await call(other.url, 'POST', `/event-types/${name}/events`, [orderEvent('L2')])).status).toBe(200);
+      await redis.incr(broker.keys.metadataChanges);
+      const started = Date.now();
+      await expect.poll(async () => (await call(other.url, 'POST', `/event-types/${name}/events`, [orderEvent('L3')])).status, { timeout: 5_000, interval: 50 }).toBe(404);
+      expect(Date.now() - started).toBeLessThan(3_000);
+    } finally {
+      redis.disconnect();
+    }
   });
 
   it('deletes an event type (200) and its events; afterwards it is 404 on every node', async () => {
