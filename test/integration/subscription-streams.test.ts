@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startTestBroker, type TestBroker } from '../support/broker.js';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
 import { DeliveryChecker } from '../support/delivery-checker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
@@ -267,6 +267,9 @@ describe('subscription streams across nodes', () => {
   });
 
   it('stream_limit counts committed events; stream_timeout ends with its reason', async () => {
+    const sessions = harnessRedis();
+    onTestFinished(() => sessions.disconnect());
+    await sessions.ping();
     await eventType('sub.limits', 1);
     const id = await subscription('sub.limits');
     await publish(a, 'sub.limits', 1, 5);
@@ -278,6 +281,9 @@ describe('subscription streams across nodes', () => {
     const rest = await stream.untilEnd(5000);
     expect(rest.at(-1)?.info?.debug).toBe('Stream limit in events reached: 2');
     expect(rest.flatMap((x) => x.events ?? [])).toEqual([]);
+    // Everything was committed, so the session left Redis before the stream's answer ended: the
+    // partition is free for the consumer's next stream, on any node, at once.
+    expect(await sessions.zcard(a.keys.subscriptionSessions(id))).toBe(0);
 
     const timed = await open(b, id, 'batch_flush_timeout=1&stream_timeout=2');
     expect(timed.status, JSON.stringify(timed.problem)).toBe(200);

@@ -149,8 +149,10 @@ export class SessionRunner implements StreamPolicy {
   }
 
   /**
-   * Streams until an end condition. Returns when the HTTP stream may end; the session is released in
-   * the background (`released`), after the commit window when events are uncommitted.
+   * Streams until an end condition. Returns when the HTTP stream may end: a session released at once
+   * (nothing uncommitted, or a reason to release now) has left Redis by then, so a consumer that opens a
+   * stream again as soon as this one ended finds its partitions free (a 409 otherwise); with uncommitted
+   * events the session stays for the commit window and is released in the background (`released`).
    */
   async run(sink: StreamSink): Promise<void> {
     this.moveTo('streaming');
@@ -169,13 +171,15 @@ export class SessionRunner implements StreamPolicy {
       this.lease.stop();
       this.moveTo('leaving');
       this.owner.streamedListener?.({ subject: this.subject, subscription: this.subscriptionId, streamed: loop.streamed });
-      void this.leave(releaseNow).finally(() => {
+      const releasing = this.leave(releaseNow).finally(() => {
         try {
           this.moveTo('released');
         } finally {
           this.markReleased();
         }
       });
+      // Bounded: leave() gives up (the session then expires with its lease) when Redis does not answer.
+      if (releaseNow || this.commits.uncommitted() === 0) await releasing;
     }
   }
 
