@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 import { expect, inject } from 'vitest';
 import { startBroker, type BrokerProcess } from '../../scripts/local-processes.js';
+import { settleBy } from '../../src/storage/deadline.js';
 import { createKeys, type Keys } from '../../src/storage/keys.js';
 import { masterNodes, parseClusterNode, type RedisClient } from '../../src/storage/redis-connection.js';
 import { orderEvent } from './fixtures.js';
@@ -170,11 +171,9 @@ export async function afterChangeNotice<T>(broker: TestBroker, name: string, cha
     );
     await Promise.all(listeners.map((listener) => listener.subscribe(broker.keys.metadataChannel)));
     const result = await change();
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the change notice of ${name} was not delivered by every Redis node within 10 s`)), 10_000);
+    await settleBy(Promise.all(heard), performance.now() + 10_000, () => {
+      throw new Error(`the change notice of ${name} was not delivered by every Redis node within 10 s`);
     });
-    await Promise.race([Promise.all(heard), late]).finally(() => clearTimeout(timer));
     return result;
   } finally {
     for (const listener of listeners) listener.disconnect();

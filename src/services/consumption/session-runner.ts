@@ -149,10 +149,9 @@ export class SessionRunner implements StreamPolicy {
   }
 
   /**
-   * Streams until an end condition. Returns when the HTTP stream may end: a session released at once
-   * (nothing uncommitted, or a reason to release now) has left Redis by then, so a consumer that opens a
-   * stream again as soon as this one ended finds its partitions free (a 409 otherwise); with uncommitted
-   * events the session stays for the commit window and is released in the background (`released`).
+   * Streams until an end condition. Returns when the HTTP stream may end: a session released at once has
+   * left Redis by then, so a consumer reopening at once finds its partitions free (else 409); with
+   * uncommitted events it stays for the commit window, released in the background (`released`).
    */
   async run(sink: StreamSink): Promise<void> {
     this.moveTo('streaming');
@@ -179,7 +178,7 @@ export class SessionRunner implements StreamPolicy {
         }
       });
       // Bounded: leave() gives up (the session then expires with its lease) when Redis does not answer.
-      if (releaseNow || this.commits.uncommitted() === 0) await releasing;
+      if (releaseNow || this.commits.uncommitted() === 0) await releasing; // as leave() decides
     }
   }
 
