@@ -102,6 +102,26 @@ describe('idempotent publishing', () => {
     }
   });
 
+  for (const cleanup of ['delete', 'compact'] as const) {
+    it(`stores only the first event of an eid a batch repeats, beside new and stored eids, in order (cleanup_policy ${cleanup})`, async () => {
+      const name = `idem.repeats-${cleanup}`;
+      await createEventType(name, { partition_strategy: 'user_defined', cleanup_policy: cleanup });
+      const inPartition0 = (batch: readonly Record<string, unknown>[]): Record<string, unknown>[] =>
+        batch.map((e) => ({ ...e, metadata: { ...(e.metadata as object), partition: '0', ...(cleanup === 'compact' ? { partition_compaction_key: eidOf(e) } : {}) } }));
+      const stored = inPartition0(events(3));
+      const fresh = inPartition0(events(3));
+      const once = inPartition0(events(1));
+      expect(await publish(first, name, stored)).toBe(200);
+      const [s0, s1] = stored as [Record<string, unknown>, Record<string, unknown>];
+      const [f0, f1, f2] = fresh as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
+      const [o] = once as [Record<string, unknown>];
+      expect(await publish(first, name, [f0, s0, f0, f1, s1, f1, f2, f0])).toBe(200);
+      expect(await publish(second, name, [o, o, o])).toBe(200);
+      const log = (await redis.xrange(first.keys.partitionLog(name, 1, '0'), '-', '+')).flatMap(([, f]) => (f[f.indexOf('d') + 1] ?? '').split('\n').map((t) => (JSON.parse(t) as { metadata: { eid: string } }).metadata.eid));
+      expect(log).toEqual([...stored, ...fresh, ...once].map(eidOf));
+    });
+  }
+
   it('compares eids as uuids: the same uuid in upper case or with a urn:uuid: prefix is the same eid', async () => {
     const name = 'idem.uuid-texts';
     await createEventType(name);

@@ -37,7 +37,7 @@ local window = tonumber(ARGV[4])
 local max_eids = tonumber(ARGV[5])
 local now = now_ms()
 local current, previous = idempotent_generations(KEYS[1], KEYS[6], KEYS[7], window, now)
-local keep, kept = idempotent_keep(current, previous, eids, count)
+local keep, kept = idempotent_select(current, previous, eids, count)
 if kept == 0 then return tonumber(redis.call('HGET', KEYS[1], 'next') or '0') end
 local data = ARGV[2]
 local next_offset = redis.call('HINCRBY', KEYS[1], 'next', kept)
@@ -47,7 +47,7 @@ local position = 1
 for i = 1, count do
   local newline = string.find(data, '\n', position, true)
   local stop = newline and newline - 1 or #data
-  if keep[i] then
+  if not keep or keep[i] then
     local key = ARGV[6 + i]
     redis.call('XADD', KEYS[2], (offset + 1) .. '-0', 'n', 1, 'd', string.sub(data, position, stop), 'k', key)
     redis.call('HSET', KEYS[5], key, offset)
@@ -55,7 +55,7 @@ for i = 1, count do
   end
   position = stop + 2
 end
-idempotent_remember(KEYS[1], current, previous, window, max_eids, eids, keep, kept, now)
+idempotent_settle(KEYS[1], current, previous, window, max_eids, now)
 index_time(KEYS[3], first)
 redis.call('SPUBLISH', KEYS[4], next_offset)
 return first

@@ -35,10 +35,10 @@ local window = tonumber(ARGV[4])
 local max_eids = tonumber(ARGV[5])
 local now = now_ms()
 local current, previous = idempotent_generations(KEYS[1], KEYS[5], KEYS[6], window, now)
-local keep, kept = idempotent_keep(current, previous, eids, count)
+local keep, kept = idempotent_select(current, previous, eids, count)
 if kept == 0 then return tonumber(redis.call('HGET', KEYS[1], 'next') or '0') end
 local data = ARGV[2]
-if kept < count then
+if keep then
   local texts = {}
   local position = 1
   for i = 1, count do
@@ -52,7 +52,7 @@ end
 local next_offset = redis.call('HINCRBY', KEYS[1], 'next', kept)
 local first = next_offset - kept
 redis.call('XADD', KEYS[2], next_offset .. '-0', 'n', kept, 'd', data)
-idempotent_remember(KEYS[1], current, previous, window, max_eids, eids, keep, kept, now)
+idempotent_settle(KEYS[1], current, previous, window, max_eids, now)
 index_time(KEYS[3], first)
 redis.call('SPUBLISH', KEYS[4], next_offset)
 return first

@@ -15,12 +15,16 @@
   idempotent_unpack(packed, count): the table of the `count` 16-byte keys of `packed`, or nil when its
     length is not 16 * count.
   idempotent_generations(meta, a, b, window_seconds, now): rotates as needed; returns current, previous.
-  idempotent_keep(current, previous, eids, count): looks every key up in both generations (SMISMEMBER;
-    the previous one only when it exists) and returns a table of `count` booleans, true for an event to
-    store (its key is in neither, nor an earlier event's of this batch), and how many are true.
-  idempotent_remember(meta, current, previous, window_seconds, max_eids, eids, keep, kept, now): adds the kept
-    keys to the current generation, starts a new one when it reached `max_eids`, and lets both expire two
-    windows after the last write, so an event type whose idempotency was turned off leaves nothing behind.
+  idempotent_select(current, previous, eids, count): looks every key up in both generations (SMISMEMBER;
+    the previous one only when it exists), adds the new ones to the current generation (SADD) and returns
+    which events to store — nil when all of them (the usual case), else a table of `count` booleans, true
+    for an event whose key is in neither generation nor an earlier event's of this batch — and how many.
+    The keys go in before the events are appended: nothing between can fail (the script checked its
+    arguments and the partition first), and adding first lets SADD's count tell whether the batch repeats
+    an eid, so the usual batch needs no table of the keys it has seen.
+  idempotent_settle(meta, current, previous, window_seconds, max_eids, now): starts a new generation when
+    the current one reached `max_eids`, and lets both expire two windows after the last write, so an event
+    type whose idempotency was turned off leaves nothing behind.
 ]]
 -- Keys per SMISMEMBER or SADD call: `unpack` puts them all on Lua's stack at once.
 local IDEMPOTENT_CHUNK = 4000
@@ -52,45 +56,74 @@ local function idempotent_generations(meta, a, b, window_seconds, now)
   return current, previous
 end
 
-local function idempotent_keep(current, previous, eids, count)
-  local keep = {}
-  local kept = 0
-  local seen = {}
+-- Which events of the batch are new, from the SMISMEMBER replies: nil while every one is, else a table
+-- of booleans (created at the first event found in a generation). Returns that and how many are new.
+local function idempotent_lookup(current, previous, eids, count)
+  local keep = nil
+  local kept = count
   local has_previous = redis.call('EXISTS', previous) == 1
   for start = 1, count, IDEMPOTENT_CHUNK do
     local stop = math.min(start + IDEMPOTENT_CHUNK - 1, count)
     local in_current = redis.call('SMISMEMBER', current, unpack(eids, start, stop))
-    local in_previous = has_previous and redis.call('SMISMEMBER', previous, unpack(eids, start, stop)) or {}
+    local in_previous = has_previous and redis.call('SMISMEMBER', previous, unpack(eids, start, stop)) or nil
     for i = start, stop do
-      local eid = eids[i]
       local j = i - start + 1
-      local fresh = in_current[j] == 0 and in_previous[j] ~= 1 and not seen[eid]
-      seen[eid] = true
-      keep[i] = fresh
-      if fresh then kept = kept + 1 end
+      if in_current[j] == 1 or (in_previous and in_previous[j] == 1) then
+        if not keep then
+          keep = {}
+          for k = 1, i - 1 do keep[k] = true end
+        end
+        keep[i] = false
+        kept = kept - 1
+      elseif keep then
+        keep[i] = true
+      end
     end
   end
   return keep, kept
 end
 
-local function idempotent_remember(meta, current, previous, window_seconds, max_eids, eids, keep, kept, now)
+-- Adds the keys of the events `keep` selects (all when nil) to the current generation; returns how many
+-- were not in it yet (fewer than selected when the batch repeats an eid).
+local function idempotent_add(current, eids, keep)
   local count = #eids
-  if kept == count then
-    -- Every event was new (the usual case): the keys go in as they are, without a copy.
-    for start = 1, count, IDEMPOTENT_CHUNK do redis.call('SADD', current, unpack(eids, start, math.min(start + IDEMPOTENT_CHUNK - 1, count))) end
-  else
-    local args = {}
-    for i, fresh in ipairs(keep) do
-      if fresh then
-        args[#args + 1] = eids[i]
-        if #args >= IDEMPOTENT_CHUNK then
-          redis.call('SADD', current, unpack(args))
-          args = {}
-        end
+  local added = 0
+  if not keep then
+    for start = 1, count, IDEMPOTENT_CHUNK do added = added + redis.call('SADD', current, unpack(eids, start, math.min(start + IDEMPOTENT_CHUNK - 1, count))) end
+    return added
+  end
+  local args = {}
+  for i = 1, count do
+    if keep[i] then
+      args[#args + 1] = eids[i]
+      if #args >= IDEMPOTENT_CHUNK then
+        added = added + redis.call('SADD', current, unpack(args))
+        args = {}
       end
     end
-    if #args > 0 then redis.call('SADD', current, unpack(args)) end
   end
+  if #args > 0 then added = added + redis.call('SADD', current, unpack(args)) end
+  return added
+end
+
+local function idempotent_select(current, previous, eids, count)
+  local keep, kept = idempotent_lookup(current, previous, eids, count)
+  if kept == 0 or idempotent_add(current, eids, keep) == kept then return keep, kept end
+  -- The batch repeats an eid: only its first event is new.
+  local first_only = {}
+  local seen = {}
+  kept = 0
+  for i = 1, count do
+    local eid = eids[i]
+    local fresh = (not keep or keep[i]) and not seen[eid]
+    seen[eid] = true
+    first_only[i] = fresh
+    if fresh then kept = kept + 1 end
+  end
+  return first_only, kept
+end
+
+local function idempotent_settle(meta, current, previous, window_seconds, max_eids, now)
   local ttl = window_seconds * 2000
   if redis.call('SCARD', current) >= max_eids then
     local generation = redis.call('HGET', meta, 'eid_gen') == 'b' and 'a' or 'b'
