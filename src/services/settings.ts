@@ -65,12 +65,13 @@ export class Settings {
   /** Initializes the administrators if needed, loads the snapshot and follows changes. @throws Error when Redis fails */
   async start(subscriber: RedisClient): Promise<void> {
     await this.store.initializeAdmins(this.initialAdmins);
-    this.snapshot = await this.store.read();
     subscriber.on('message', (channel: string) => {
       if (channel === this.keys.settingsChannel) this.refresh();
     });
     onResubscribed(subscriber, () => this.refresh());
+    // Subscribed before the first read: a change between the two is in the snapshot or announced.
     await subscriber.subscribe(this.keys.settingsChannel);
+    this.snapshot = await this.store.read();
     this.timer = setInterval(() => this.refresh(), REFRESH_INTERVAL_MS);
     this.timer.unref();
   }

@@ -114,6 +114,7 @@ export class PartitionReader {
     const room = capBytes - buffered;
     const lastReadAt = due.map((p) => p.lastReadAt);
     const readFrom = due.map((p) => p.read);
+    const noticesBefore = due.map((p) => p.notices);
     const reads = Promise.all(
       due.map((p) => {
         p.lastReadAt = t;
@@ -143,7 +144,8 @@ export class PartitionReader {
       const head = slice.segments[0];
       const tail = slice.segments[slice.segments.length - 1];
       if (head === undefined || tail === undefined) {
-        if (p.knownNext - 1 > p.read) p.knownNext = p.read + 1;
+        // Nothing new as of the read; a notice heard meanwhile may announce events stored after it ran.
+        if (p.notices === noticesBefore[i] && p.knownNext - 1 > p.read) p.knownNext = p.read + 1;
         return;
       }
       if (head.first > p.read + 1 && p.bufferedEvents === 0) {
@@ -237,6 +239,7 @@ export class PartitionReader {
       p.listening = order;
       p.unlisten = wakeups.listen(channel, (next) => {
         p.knownNext = next;
+        p.notices++;
         this.wake();
       });
       p.noticesLive = () => wakeups.live(channel);

@@ -125,8 +125,12 @@ export class QueueGroup {
   /** Where the next partial wake-up starts (round robin over the hungry streams). */
   private turn = 0;
 
+  /**
+   * Listens to every partition's notices, then reads the newest offsets: a publish between the two is
+   * either in what the read finds or announced by a notice the group hears (the other order loses a
+   * notice sent between read and listen, and the streams wait for the safety-net poll).
+   */
   private async start(): Promise<void> {
-    await this.refresh();
     for (const p of this.partitions.values()) {
       const { wakeups, channel } = await this.logs.notices(p.eventType, p.timelines, p.partition);
       p.unlisten = wakeups.listen(channel, (next) => {
@@ -141,6 +145,7 @@ export class QueueGroup {
         this.wakeAll(added);
       });
     }
+    await this.refresh();
   }
 
   /**

@@ -77,6 +77,11 @@ export class QueueStreamRunner implements FramePolicy {
   private sentInStream = 0;
   /** Its last claim found nothing while it had room: new events should wake it. */
   private hungry = false;
+  /**
+   * A claim is in flight: it reads the newest offsets the group knew when it was sent, so events
+   * announced meanwhile must wake the stream to claim again (else it would sleep past them).
+   */
+  private claiming = false;
   /** When to claim again without a wake-up (a held batch's deadline), clock ms. */
   private claimAgainAt = Number.POSITIVE_INFINITY;
   private rotate = 0;
@@ -160,7 +165,7 @@ export class QueueStreamRunner implements FramePolicy {
     const { deps, group, params } = this.options;
     const unwake = group.onWake(
       () => this.wake(),
-      () => this.hungry,
+      () => this.hungry || this.claiming,
     );
     const writer = new BatchWriter({ sink, policy: this, partitions: this.partitions, format: this.options.format, meter: deps.meter });
     deps.meter.opened();
@@ -244,17 +249,20 @@ export class QueueStreamRunner implements FramePolicy {
     const { deps, group, params, deadLetterPolicy } = this.options;
     const limit = params.streamLimit === 0 ? Number.POSITIVE_INFINITY : params.streamLimit - this.sentInStream;
     const fields = group.fields;
-    const outcome = await deps.queue.claim(this.subscriptionId, {
-      streamId: this.streamId,
-      commitTimeoutMs: params.commitTimeoutSeconds * 1000,
-      maxHeld: Math.min(params.maxUncommittedEvents, limit),
-      batchLimit: params.batchLimit,
-      maxBatches: BATCHES_PER_CLAIM,
-      deliveryLimit: deadLetterPolicy?.maxEventSendCount ?? 0,
-      isolate: deadLetterPolicy !== undefined,
-      rotate: this.rotate++ % Math.max(1, fields.length),
-      newest: group.newest(),
-    });
+    this.claiming = true;
+    const outcome = await deps.queue
+      .claim(this.subscriptionId, {
+        streamId: this.streamId,
+        commitTimeoutMs: params.commitTimeoutSeconds * 1000,
+        maxHeld: Math.min(params.maxUncommittedEvents, limit),
+        batchLimit: params.batchLimit,
+        maxBatches: BATCHES_PER_CLAIM,
+        deliveryLimit: deadLetterPolicy?.maxEventSendCount ?? 0,
+        isolate: deadLetterPolicy !== undefined,
+        rotate: this.rotate++ % Math.max(1, fields.length),
+        newest: group.newest(),
+      })
+      .finally(() => (this.claiming = false));
     if (outcome.kind === 'session_gone') {
       await this.sessionGone();
       return -1;

@@ -49,6 +49,12 @@ export class StreamPartition {
   keepAlives = 0;
   /** `next` offset announced by the last notice, or Infinity before the first read (read at once). */
   knownNext = Number.POSITIVE_INFINITY;
+  /**
+   * Notices heard so far (each one sets `knownNext`). A read that comes back empty may lower `knownNext`
+   * only when no notice arrived while it was in flight: its reply can reach the node after the notice of
+   * a publish that Redis ran after the read.
+   */
+  notices = 0;
   lastReadAt = Number.NEGATIVE_INFINITY;
   /** False while the partition leaves the stream (reassigning): nothing is read or sent. */
   active = true;
