@@ -209,14 +209,12 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   };
   const compactor = new Compactor(redis, eventTypeStore, compactionStore, config.compaction, logger, compactionStoreOf);
 
-  // The service's own audit event type exists on every installation (docs/operations.md "The broker's own event types").
+  // The service's own event types exist on every installation (docs/operations.md "The broker's own event types"):
+  // the audit log, the KPIs (events flow only while `kpi_collection` is on) and the dead-letter queue, created together.
   const audit = new AuditLog(publisher, settings, logger);
-  await audit.ensureEventType(registry);
-  // KPI event types likewise; events flow only while `kpi_collection` is on.
   const kpi = new KpiCollector(publisher, settings, logger);
-  await kpi.ensureEventTypes(registry);
+  await Promise.all([audit.ensureEventType(registry), kpi.ensureEventTypes(registry), deadLetters.ensureEventType(registry)]);
   audit.onChange((entry) => kpi.changed(entry));
-  await deadLetters.ensureEventType(registry);
   // A deleted subscription's series go with it.
   audit.onChange((entry) => {
     if (entry.resource === 'subscription' && entry.op === 'D') metrics.forgetSubscription(entry.resourceId);

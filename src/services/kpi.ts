@@ -145,19 +145,21 @@ export class KpiCollector {
   async ensureEventTypes(registry: EventTypeRegistry): Promise<void> {
     const admins = this.settings.admins().admins;
     const authorization = { admins, writers: admins, readers: [{ data_type: '*', value: '*' }] };
-    for (const [name, shape] of Object.entries(SHAPES)) {
-      const required = Object.keys(shape.properties).filter((p) => !(shape.optional ?? []).includes(p));
-      const definition = {
-        name,
-        owning_application: 'broker',
-        category: 'business',
-        enrichment_strategies: ['metadata_enrichment'],
-        partition_strategy: 'random',
-        authorization,
-        schema: { type: 'json_schema', schema: JSON.stringify({ type: 'object', properties: shape.properties, required }) },
-      };
-      await ensureServiceEventType(registry, definition);
-    }
+    await Promise.all(
+      Object.entries(SHAPES).map(([name, shape]) => {
+        const required = Object.keys(shape.properties).filter((p) => !(shape.optional ?? []).includes(p));
+        const definition = {
+          name,
+          owning_application: 'broker',
+          category: 'business',
+          enrichment_strategies: ['metadata_enrichment'],
+          partition_strategy: 'random',
+          authorization,
+          schema: { type: 'json_schema', schema: JSON.stringify({ type: 'object', properties: shape.properties, required }) },
+        };
+        return ensureServiceEventType(registry, definition);
+      }),
+    );
   }
 
   /** Publishes what is waiting every `flushIntervalMs`. */

@@ -2,7 +2,7 @@ import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedisCluster, type RedisClusterProcesses } from '../../scripts/local-processes.js';
 import { parseClusterNode } from '../../src/storage/redis-connection.js';
-import { call, clusterRun, startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, clusterRun, startTestBrokerProcess, type TestBrokerProcess } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
@@ -26,13 +26,13 @@ const MAX_WINDOW_MS = 15_000;
 const HEALTHY_RUN = 30;
 
 let cluster: RedisClusterProcesses;
-let broker: TestBroker;
+let broker: TestBrokerProcess;
 let admin: Cluster;
 
 beforeAll(async () => {
   if (!clusterRun()) throw new Error('cluster-*.test.ts runs in the vitest project `cluster` only');
   cluster = await startRedisCluster({ masters: 3, replicasPerMaster: 1, nodeTimeoutMs: 1000 });
-  broker = await startTestBroker({ BROKER_REDIS_CLUSTER_NODES: JSON.stringify(cluster.nodes), BROKER_CONSUMPTION_POLL_INTERVAL_MS: '60000' });
+  broker = await startTestBrokerProcess({ BROKER_REDIS_CLUSTER_NODES: JSON.stringify(cluster.nodes), BROKER_CONSUMPTION_POLL_INTERVAL_MS: '60000' });
   admin = new Cluster(cluster.nodes.map(parseClusterNode), { redisOptions: { maxRetriesPerRequest: 1 } });
   await admin.ping();
 }, 90_000);

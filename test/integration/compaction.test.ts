@@ -335,9 +335,9 @@ describe('POST /event-types/{name}/deleted-events', () => {
 async function twoNodes(): Promise<[TestBroker, TestBroker]> {
   const env = { ...FAST, BROKER_LOG_LEVEL: 'debug', BROKER_REDIS_KEY_PREFIX: uniquePrefix() };
   const a = await startTestBroker(env);
-  cleanups.push(() => a.stop('SIGKILL'));
+  cleanups.push(() => a.stop());
   const b = await startTestBroker(env);
-  cleanups.push(() => b.stop('SIGKILL'));
+  cleanups.push(() => b.stop());
   return [a, b];
 }
 

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compress as zstdCompress, decompress as zstdDecompress } from 'zstd-napi';
 import zstd from 'zstd-napi/binding.js';
 import { masterNodes, type RedisClient } from '../../src/storage/redis-connection.js';
-import { call, harnessRedis, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
+import { call, harnessRedis, startTestBrokerProcess, type Answer, type TestBrokerProcess } from '../support/broker.js';
 import { CompressedStreamClient } from '../support/compressed-stream.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
@@ -23,12 +23,12 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 const MAX_INFLATED = 1024 * 1024;
 const LONG_FLUSH = 60;
-let broker: TestBroker;
+let broker: TestBrokerProcess;
 let redis: RedisClient;
 const open: CompressedStreamClient[] = [];
 
 beforeAll(async () => {
-  broker = await startTestBroker({ BROKER_CONSUMPTION_POLL_INTERVAL_MS: '60000', BROKER_HTTP_MAX_INFLATED_BODY_BYTES: String(MAX_INFLATED) });
+  broker = await startTestBrokerProcess({ BROKER_CONSUMPTION_POLL_INTERVAL_MS: '60000', BROKER_HTTP_MAX_INFLATED_BODY_BYTES: String(MAX_INFLATED) });
   redis = harnessRedis();
 });
 afterAll(async () => {

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
+import { call, startTestBrokerProcess, type Answer, type TestBrokerProcess } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 
@@ -24,13 +24,13 @@ import { StreamClient } from '../support/stream-client.js';
 const CONTROL = 'cph.control';
 const ORIGIN = 'http://ui.test';
 
-let open: TestBroker;
-let tight: TestBroker;
+let open: TestBrokerProcess;
+let tight: TestBrokerProcess;
 
 beforeAll(async () => {
   [open, tight] = await Promise.all([
-    startTestBroker({ BROKER_CONSUMPTION_POLL_INTERVAL_MS: '200' }),
-    startTestBroker({ BROKER_HTTP_CONTROL_CONCURRENCY: '1', BROKER_HTTP_CONTROL_QUEUE_LENGTH: '1', BROKER_HTTP_CORS_ALLOWED_ORIGINS: JSON.stringify([ORIGIN]) }),
+    startTestBrokerProcess({ BROKER_CONSUMPTION_POLL_INTERVAL_MS: '200' }),
+    startTestBrokerProcess({ BROKER_HTTP_CONTROL_CONCURRENCY: '1', BROKER_HTTP_CONTROL_QUEUE_LENGTH: '1', BROKER_HTTP_CORS_ALLOWED_ORIGINS: JSON.stringify([ORIGIN]) }),
   ]);
   for (const node of [open, tight]) expect((await call(node.url, 'POST', '/event-types', businessEventType(CONTROL))).status).toBe(201);
 });
@@ -42,7 +42,7 @@ afterAll(async () => {
 });
 
 /** The node still works: publishes one event and reads exactly it back through a low-level stream. */
-async function expectHealthy(node: TestBroker): Promise<void> {
+async function expectHealthy(node: TestBrokerProcess): Promise<void> {
   const partition = await call(node.url, 'GET', `/event-types/${CONTROL}/partitions/0`);
   expect(partition.status, partition.text).toBe(200);
   const newest = (partition.json as { newest_available_offset: string }).newest_available_offset;
@@ -69,7 +69,7 @@ function expectProblem(answer: Answer, status: number, detail?: RegExp): void {
 }
 
 /** The node's V8 heap in use, in MiB (its own `broker_nodejs_heap_size_used_bytes`). */
-async function heapMib(node: TestBroker): Promise<number> {
+async function heapMib(node: TestBrokerProcess): Promise<number> {
   const text = (await call(node.url, 'GET', '/metrics')).text;
   return Number(/^broker_nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN) / 1024 / 1024;
 }
@@ -78,7 +78,7 @@ async function heapMib(node: TestBroker): Promise<number> {
  * Watches a node while `work` runs: the slowest `/health` answer, the largest heap seen (every 100 ms),
  * and publish + stream round trips ({@link expectHealthy}) back to back.
  */
-async function watched<T>(node: TestBroker, work: () => Promise<T>): Promise<{ result: T; ms: number; healthMaxMs: number; heapMaxMib: number; roundTrips: number; roundTripFailures: string[] }> {
+async function watched<T>(node: TestBrokerProcess, work: () => Promise<T>): Promise<{ result: T; ms: number; healthMaxMs: number; heapMaxMib: number; roundTrips: number; roundTripFailures: string[] }> {
   let stop = false;
   let healthMaxMs = 0;
   let heapMaxMib = 0;
@@ -290,7 +290,7 @@ describe('no cross-site writes', () => {
   ];
 
   /** Sends `body` (JSON text, or nothing for '') with exactly `headers` (fetch adds text/plain to string bodies; undici does not when the header is deleted). */
-  async function raw(node: TestBroker, method: string, path: string, body: string, headers: Record<string, string>): Promise<Answer> {
+  async function raw(node: TestBrokerProcess, method: string, path: string, body: string, headers: Record<string, string>): Promise<Answer> {
     const init: RequestInit = { method, headers, ...(body !== '' ? { body: new Blob([body]) } : {}) };
     const res = await fetch(node.url + path, init);
     const text = await res.text();

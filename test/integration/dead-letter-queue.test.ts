@@ -106,12 +106,11 @@ async function consumeAround(id: string, poison: string, expected: readonly stri
 async function deadLettersOf(id: string): Promise<Record<string, unknown>[]> {
   const partitions = (await call(node(0).url, 'GET', `/event-types/${DLQ}/partitions`)).json as { partition: string }[];
   const found: Record<string, unknown>[] = [];
-  for (const p of partitions) {
-    const stream = await StreamClient.open(`${node(0).url}/event-types/${DLQ}/events?batch_limit=100&batch_flush_timeout=1&stream_timeout=3`, {
-      headers: { 'X-Broker-Cursors': JSON.stringify([{ partition: p.partition, offset: 'BEGIN' }]) },
-    });
-    for (const batch of await stream.untilEnd(10_000)) for (const e of batch.events ?? []) if (e.subscription_id === id) found.push(e);
-  }
+  // Every partition from its beginning, until each sent a keep-alive (nothing more to read).
+  const stream = await StreamClient.open(`${node(0).url}/event-types/${DLQ}/events?batch_limit=100&batch_flush_timeout=1&stream_keep_alive_limit=1`, {
+    headers: { 'X-Broker-Cursors': JSON.stringify(partitions.map((p) => ({ partition: p.partition, offset: 'BEGIN' }))) },
+  });
+  for (const batch of await stream.untilEnd(10_000)) for (const e of batch.events ?? []) if (e.subscription_id === id) found.push(e);
   return found;
 }
 

@@ -4,7 +4,7 @@ import http from 'node:http';
 import net from 'node:net';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, harnessRedis, scanKeys, startTestBroker, type Answer, type TestBroker } from '../support/broker.js';
+import { call, harnessRedis, scanKeys, startTestBrokerProcess, type Answer, type TestBrokerProcess } from '../support/broker.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
@@ -26,13 +26,13 @@ const CONTROL = 'hard.control';
 /** The event type hostile publishes target: no hostile request changes its offsets. */
 const TARGET = 'hard.target';
 
-let broker: TestBroker;
+let broker: TestBrokerProcess;
 let redis: RedisClient;
 /** Every event {@link expectHealthy} published, in order. */
 const controlEids: string[] = [];
 
 beforeAll(async () => {
-  broker = await startTestBroker({
+  broker = await startTestBrokerProcess({
     BROKER_HTTP_MAX_BODY_BYTES: String(MAX_BODY),
     BROKER_HTTP_MAX_INFLATED_BODY_BYTES: String(MAX_INFLATED),
     BROKER_CONSUMPTION_POLL_INTERVAL_MS: '200',

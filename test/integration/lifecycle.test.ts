@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { repoRoot, startBroker, startRedis, type BrokerProcess, type RedisProcess } from '../../scripts/local-processes.js';
-import { call, startTestBroker } from '../support/broker.js';
+import { call, startTestBroker, startTestBrokerProcess } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -76,7 +76,7 @@ describe('startup', () => {
 
 describe('shutdown', () => {
   it('on SIGTERM finishes an in-flight publish, refuses nothing half-written, and exits 0', async () => {
-    const broker = await startTestBroker();
+    const broker = await startTestBrokerProcess();
     cleanups.push(() => broker.stop('SIGKILL'));
     await call(broker.url, 'POST', '/event-types', businessEventType('shutdown.et'));
     const big = Array.from({ length: 20_000 }, (_, i) => orderEvent(`S${i}`, { pad: 'x'.repeat(200) }));
@@ -88,7 +88,7 @@ describe('shutdown', () => {
     expect(answer.status).toBe(200);
     expect(await exit).toBe(0);
     const after = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: broker.prefix });
-    cleanups.push(() => after.stop('SIGKILL'));
+    cleanups.push(() => after.stop());
     expect((await call(after.url, 'GET', '/event-types/shutdown.et/partitions/0')).json).toMatchObject({ newest_available_offset: '001-0001-000000000000019999' });
   });
 });
@@ -135,7 +135,7 @@ function getOnNewConnection(url: string, path: string): Promise<number> {
 describe('signals other than SIGTERM and SIGINT', () => {
   it('SIGUSR1 (open the inspector) and SIGUSR2 leave the node serving new connections; SIGTERM still drains', async () => {
     // hyper-express's auto_close closed the listening socket on both and left the process running.
-    const broker = await startTestBroker();
+    const broker = await startTestBrokerProcess();
     cleanups.push(() => broker.stop('SIGKILL'));
     broker.process.kill('SIGUSR2');
     await expect.poll(() => broker.output(), { timeout: 10_000 }).toContain('signal ignored');
@@ -215,7 +215,7 @@ async function startRedisOnPort(port: number): Promise<{ stop(): Promise<void> }
 describe('retention', () => {
   it('trims events older than options.retention_time; offsets of kept events do not change', async () => {
     const broker = await startTestBroker({ BROKER_EVENT_TYPES_MIN_RETENTION_TIME_MS: '1000', BROKER_RETENTION_CHECK_INTERVAL_MS: '500' });
-    cleanups.push(() => broker.stop('SIGKILL'));
+    cleanups.push(() => broker.stop());
     await call(broker.url, 'POST', '/event-types', businessEventType('retention.et', { options: { retention_time: 2000 } }));
     expect((await call(broker.url, 'POST', '/event-types/retention.et/events', [orderEvent('old1'), orderEvent('old2')])).status).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, 3_200)); // old1 and old2 must outlive their 2 s retention_time

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisProcess } from '../../scripts/local-processes.js';
 import { formatOffset } from '../../src/domain/offsets.js';
 import { masterNodes, type RedisClient } from '../../src/storage/redis-connection.js';
-import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, harnessRedis, startTestBroker, startTestBrokerProcess, type TestBroker, type TestBrokerProcess } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
@@ -495,14 +495,14 @@ describe('low-level stream: backpressure', () => {
   const PAD = 'x'.repeat(4_000);
   const BATCH_LIMIT = 1000;
   let own: RedisProcess;
-  let node: TestBroker;
+  let node: TestBrokerProcess;
   let ownRedis: Redis;
 
   beforeAll(async () => {
     // A Redis of its own, so the bytes Redis sends are this node's reads (and nothing of other test files).
     own = await startRedis();
     cleanups.push(() => own.stop());
-    node = await startTestBroker({ BROKER_REDIS_URL: own.url, BROKER_CONSUMPTION_MAX_STREAM_BUFFER_BYTES: String(5 * MB), BROKER_CONSUMPTION_POLL_INTERVAL_MS: '10' });
+    node = await startTestBrokerProcess({ BROKER_REDIS_URL: own.url, BROKER_CONSUMPTION_MAX_STREAM_BUFFER_BYTES: String(5 * MB), BROKER_CONSUMPTION_POLL_INTERVAL_MS: '10' });
     cleanups.push(() => node.stop());
     ownRedis = new Redis(own.url);
     cleanups.push(() => Promise.resolve(ownRedis.disconnect()));

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startTestBroker, uniquePrefix, type TestBroker } from '../support/broker.js';
+import { call, startTestBroker, startTestBrokerProcess, uniquePrefix, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 import { parseExposition, valueOf } from '../support/prometheus-text.js';
@@ -260,7 +260,7 @@ describe('queue-mode subscriptions', () => {
     await createEventType(name);
     await publish(name, 6);
     const id = await createSubscription(name);
-    const doomed = await startTestBroker(env);
+    const doomed = await startTestBrokerProcess(env);
     const onDoomed = await open(id, 'batch_limit=3&max_uncommitted_events=6&commit_timeout=2', doomed.url);
     const lost = [...numbers(await nextData(onDoomed)), ...numbers(await nextData(onDoomed))];
     expect(lost).toHaveLength(6);

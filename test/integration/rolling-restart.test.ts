@@ -32,7 +32,7 @@ beforeAll(async () => {
   slots.push(first, ...(await Promise.all([startTestBroker({ ...ENV, BROKER_REDIS_KEY_PREFIX: prefix }), startTestBroker({ ...ENV, BROKER_REDIS_KEY_PREFIX: prefix })])));
 });
 afterAll(async () => {
-  await Promise.all([...slots, ...retired].map((b) => b.stop('SIGKILL')));
+  await Promise.all([...slots, ...retired].map((b) => b.stop()));
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -286,7 +286,7 @@ describe('node shutdown', () => {
       const last = JSON.parse(frames.at(-1)?.data ?? '{}') as StreamBatch;
       expect(last.info).toEqual({ debug: 'Node is shutting down', stream_close_reason: 'node_shutting_down' });
     } finally {
-      await stopping.stop('SIGKILL').catch(() => undefined);
+      await stopping.stop();
     }
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, harnessRedis, startTestBroker, startTestBrokerProcess, type TestBroker } from '../support/broker.js';
 import { DeliveryChecker } from '../support/delivery-checker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
@@ -344,7 +344,7 @@ describe('failures: a killed node and a paused node', () => {
   });
 
   it('SIGKILL of a node holding streams: its partitions are streamed elsewhere within lease TTL + 2 s, uncommitted events redelivered', async () => {
-    const victim = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: a.prefix, BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: String(LEASE_MS) });
+    const victim = await startTestBrokerProcess({ BROKER_REDIS_KEY_PREFIX: a.prefix, BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: String(LEASE_MS) });
     await eventType('sub.kill', 4);
     const id = await subscription('sub.kill');
     const checker = new DeliveryChecker();
@@ -380,7 +380,7 @@ describe('failures: a killed node and a paused node', () => {
   });
 
   it('SIGSTOP past the lease: the paused node neither commits nor streams the moved partitions', async () => {
-    const paused = await startTestBroker({ BROKER_REDIS_KEY_PREFIX: a.prefix, BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: String(LEASE_MS) });
+    const paused = await startTestBrokerProcess({ BROKER_REDIS_KEY_PREFIX: a.prefix, BROKER_SUBSCRIPTIONS_LEASE_TTL_MS: String(LEASE_MS) });
     await eventType('sub.stop', 2);
     const id = await subscription('sub.stop');
     const checker = new DeliveryChecker();

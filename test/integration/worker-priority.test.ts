@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { call, clusterRun, startTestBroker, type TestBroker } from '../support/broker.js';
+import { call, clusterRun, startTestBrokerProcess, type TestBrokerProcess } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 
 /**
@@ -9,7 +9,7 @@ import { businessEventType, orderEvent } from '../support/fixtures.js';
  * from the kernel: the niceness of each thread of the node's process (`/proc/<pid>/task/<tid>/stat`).
  */
 
-let node: TestBroker | undefined;
+let node: TestBrokerProcess | undefined;
 
 afterEach(async () => {
   const code = await node?.stop();
@@ -39,7 +39,7 @@ function nicenessByThread(pid: number): Map<number, number> {
  * @returns the node's pid
  */
 async function startWith(threads: number, nice: number): Promise<number> {
-  node = await startTestBroker({ BROKER_PUBLISH_WORKER_THREADS: String(threads), BROKER_PUBLISH_WORKER_THREAD_NICE: String(nice) });
+  node = await startTestBrokerProcess({ BROKER_PUBLISH_WORKER_THREADS: String(threads), BROKER_PUBLISH_WORKER_THREAD_NICE: String(nice) });
   const created = await call(node.url, 'POST', '/event-types', businessEventType('priority.orders'));
   expect(created.status, created.text).toBe(201);
   const pid = node.process.pid;

@@ -1,18 +1,40 @@
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Cluster, Redis } from 'ioredis';
 import { expect, inject } from 'vitest';
-import { startBroker, type BrokerProcess } from '../../scripts/local-processes.js';
+import { repoRoot, startBroker, type BrokerProcess } from '../../scripts/local-processes.js';
+import type * as AppModule from '../../src/app.js';
+import type * as ConfigModule from '../../src/config/load-config.js';
+import type * as LoggerModule from '../../src/observability/logger.js';
 import { settleBy } from '../../src/storage/deadline.js';
 import { createKeys, type Keys } from '../../src/storage/keys.js';
 import { masterNodes, parseClusterNode, type RedisClient } from '../../src/storage/redis-connection.js';
 import { orderEvent } from './fixtures.js';
 import { assertResponseMatches } from './response-schemas.js';
 
-/** A broker node for a test file, on the harness Redis under its own key prefix. */
-export interface TestBroker extends BrokerProcess {
+/**
+ * A broker node for a test file, on the harness Redis under its own key prefix: a node in the test's
+ * own process ({@link startTestBroker}) or a process of its own ({@link startTestBrokerProcess}).
+ */
+export interface TestBroker {
+  readonly port: number;
+  readonly url: string;
   readonly prefix: string;
   readonly keys: Keys;
+  /** Everything the node logged (and, for a process, wrote to stdout and stderr) so far. */
+  output(): string;
+  /**
+   * Stops the node like the signal does: SIGTERM or SIGINT drain and close it. A node in the test's
+   * process cannot be killed (SIGKILL, SIGSTOP): start one with {@link startTestBrokerProcess} for that.
+   * @returns the exit code (0 after a clean stop; null when a process was killed by the signal)
+   * @throws Error for a signal an in-process node cannot take
+   */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
+
+/** A broker node in a process of its own: for what a test does to the process (signals, kills, exit codes, its pid). */
+export interface TestBrokerProcess extends TestBroker, BrokerProcess {}
 
 /** A fresh key prefix, so test files never see each other's data. */
 export function uniquePrefix(): string {
@@ -25,20 +47,76 @@ export function clusterRun(): boolean {
 }
 
 /**
- * Starts a broker node process against the harness Redis (the harness cluster in the `cluster`
- * project, unless `env` names its own `BROKER_REDIS_URL`).
- * @param env extra `BROKER_*` settings; `BROKER_REDIS_KEY_PREFIX` defaults to a fresh prefix
+ * The settings of a test node: the harness Redis (the harness cluster in the `cluster` project, unless
+ * `env` names its own `BROKER_REDIS_URL`), a fresh key prefix unless `env` names one, one validation
+ * thread, warnings and errors logged; then `env`.
+ */
+function testNodeEnv(env: Record<string, string>): Record<string, string> {
+  const storage: Record<string, string> = clusterRun() && env.BROKER_REDIS_URL === undefined ? { BROKER_REDIS_CLUSTER_NODES: JSON.stringify(inject('clusterNodes')) } : { BROKER_REDIS_URL: inject('redisUrl') };
+  return { ...storage, BROKER_REDIS_KEY_PREFIX: uniquePrefix(), BROKER_LOG_LEVEL: 'warn', BROKER_PUBLISH_WORKER_THREADS: '1', ...env };
+}
+
+/** The built node's modules (dist/, as `npm test` builds it), loaded once per test file. */
+let built: Promise<{ app: typeof AppModule; config: typeof ConfigModule; logger: typeof LoggerModule }> | undefined;
+
+function builtModules(): NonNullable<typeof built> {
+  const load = async <T>(file: string): Promise<T> => (await import(pathToFileURL(path.join(repoRoot, 'dist', 'src', file)).href)) as T;
+  built ??= Promise.all([load<typeof AppModule>('app.js'), load<typeof ConfigModule>('config/load-config.js'), load<typeof LoggerModule>('observability/logger.js')]).then(([app, config, logger]) => ({ app, config, logger }));
+  return built;
+}
+
+/**
+ * Starts a broker node inside the test's process (the built node's `createApp`, as `dist/src/main.js`
+ * composes it) on a free port; see {@link testNodeEnv} for its settings. Several nodes of one file
+ * share the process, each with its own connections, worker threads and HTTP server.
+ * @param env further `BROKER_*` settings, as for a node process
+ * @throws Error when the node cannot start (its log lines in the message)
  */
 export async function startTestBroker(env: Record<string, string> = {}): Promise<TestBroker> {
-  const prefix = env.BROKER_REDIS_KEY_PREFIX ?? uniquePrefix();
-  const storage: Record<string, string> = clusterRun() && env.BROKER_REDIS_URL === undefined ? { BROKER_REDIS_CLUSTER_NODES: JSON.stringify(inject('clusterNodes')) } : { BROKER_REDIS_URL: inject('redisUrl') };
-  const broker = await startBroker({
-    ...storage,
-    BROKER_REDIS_KEY_PREFIX: prefix,
-    BROKER_LOG_LEVEL: 'warn',
-    BROKER_PUBLISH_WORKER_THREADS: '1',
-    ...env,
-  });
+  const settings = testNodeEnv(env);
+  const { app: appModule, config: configModule, logger: loggerModule } = await builtModules();
+  const config = configModule.loadConfig({ BROKER_HOST: '127.0.0.1', BROKER_PORT: '0', ...settings });
+  let output = '';
+  const logger = loggerModule.createLogger(config, { write: (line: string) => void (output += line) });
+  let app: AppModule.App;
+  let port: number;
+  try {
+    app = await appModule.createApp(config, logger);
+    port = await app.start();
+  } catch (err) {
+    throw new Error(`the node did not start: ${(err as Error).message}\n${output}`);
+  }
+  const prefix = config.redis.keyPrefix;
+  let stopped: Promise<number> | undefined;
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    prefix,
+    keys: createKeys(prefix),
+    output: () => output,
+    stop: (signal: NodeJS.Signals = 'SIGTERM') => {
+      if (signal !== 'SIGTERM' && signal !== 'SIGINT') throw new Error(`a node in the test's process cannot take ${signal}: start it with startTestBrokerProcess`);
+      stopped ??= app.close().then(
+        () => 0,
+        (err: unknown) => {
+          output += `close failed: ${(err as Error).message}\n`;
+          return 1;
+        },
+      );
+      return stopped;
+    },
+  };
+}
+
+/**
+ * Starts a broker node process (`node dist/src/main.js`) on a free port, with the settings of
+ * {@link startTestBroker}: for tests of what happens to the process itself.
+ * @param env further `BROKER_*` settings
+ */
+export async function startTestBrokerProcess(env: Record<string, string> = {}): Promise<TestBrokerProcess> {
+  const settings = testNodeEnv(env);
+  const broker = await startBroker(settings);
+  const prefix = settings.BROKER_REDIS_KEY_PREFIX as string;
   return { ...broker, prefix, keys: createKeys(prefix) };
 }
 
