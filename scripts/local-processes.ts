@@ -169,6 +169,9 @@ export async function startBroker(env: Record<string, string>, options: { port?:
   }
 }
 
+/** How long a node process may take to answer `/health` before its start counts as failed, ms. */
+const NODE_START_TIMEOUT_MS = 60_000;
+
 async function startBrokerOnce(env: Record<string, string>, port: number, options: { detached?: boolean }): Promise<BrokerProcess> {
   let output = '';
   const child = spawn(process.execPath, [...brokerNodeFlags(), path.join(repoRoot, 'dist', 'src', 'main.js')], {
@@ -180,7 +183,8 @@ async function startBrokerOnce(env: Record<string, string>, port: number, option
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   try {
-    await waitForHttp(port, 20_000, child);
+    // A second or two on a quiet machine; far longer while every core is busy (the stress lane's CPU burners).
+    await waitForHttp(port, NODE_START_TIMEOUT_MS, child);
   } catch (err) {
     child.kill('SIGKILL');
     throw new Error(`${(err as Error).message}\n${output}`);

@@ -23,6 +23,8 @@ type Kind = (typeof KINDS)[number];
 const STREAM = 'batch_limit=1&batch_flush_timeout=1&stream_timeout=30';
 /** How long a round waits for its event before it counts it as missed (reported as `Infinity`), ms. */
 const WAIT_MS = 2_000;
+/** A round (a subscription, a stream, a publish, the event) takes well under a second even with every core busy. */
+const TEST_TIMEOUT_MS = ROUNDS * 1_000;
 
 let node: TestBroker;
 const load = { running: true, published: 0, done: Promise.resolve() };
@@ -125,21 +127,21 @@ async function rounds(kind: Kind, round: (tag: string) => Promise<number>): Prom
 describe.concurrent('an event published right after a stream opened arrives on its notice', () => {
   it('subscription stream', async () => {
     await rounds('wake.subscription', async (tag) => roundOnLines('wake.subscription', `${node.url}/subscriptions/${await subscription('wake.subscription')}/events?${STREAM}`, tag));
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('subscription stream in queue mode', async () => {
     await rounds('wake.queue', async (tag) => roundOnLines('wake.queue', `${node.url}/subscriptions/${await subscription('wake.queue', QUEUE)}/events?${STREAM}`, tag));
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('low-level stream', async () => {
     await rounds('wake.low-level', (tag) => roundOnLines('wake.low-level', `${node.url}/event-types/wake.low-level/events?${STREAM}`, tag));
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('server-sent events of a subscription stream', async () => {
     await rounds('wake.sse-subscription', async (tag) => roundOnEvents('wake.sse-subscription', `${node.url}/subscriptions/${await subscription('wake.sse-subscription')}/events?${STREAM}`, tag));
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('server-sent events of a low-level stream', async () => {
     await rounds('wake.sse-low-level', (tag) => roundOnEvents('wake.sse-low-level', `${node.url}/event-types/wake.sse-low-level/events?${STREAM}`, tag));
-  });
+  }, TEST_TIMEOUT_MS);
 });
