@@ -52,7 +52,7 @@ export async function sendStream(res: HyperExpress.Response, answer: StreamingAn
   // blank line: uWS 20.30 writes that only as the start of the first chunk (`\r\n<size>\r\n<data>` in
   // one call; a zero-length write writes nothing). So the header block cannot leave alone and streams
   // send an opening batch at once, which travels with the blank line (the bytes of every approach
-  // tried: scripts/probe-stream-head.ts).
+  // tried: bench/probes/probe-stream-head.ts).
   res.write('');
   const writer = new BackpressureWriter(res);
   const compressor: StreamCompressor | undefined =

@@ -90,7 +90,7 @@ export async function connectRedis(url: string, config: BrokerConfig['redis'], l
  * concurrent requests leave in one write, as with ioredis's auto-pipelining, but each command is
  * handed to the socket (and its `commandTimeout` timer starts) when it is issued, and a command never
  * waits for the answers of earlier ones. Measured with 16 concurrent script callers on
- * one connection (`node dist/scripts/probe-redis-stall.js throughput`): at least the calls per second of
+ * one connection (`node dist/bench/probes/probe-redis-stall.js throughput`): at least the calls per second of
  * auto-pipelining and of uncorked writes.
  */
 export function coalesceWrites(redis: Redis): void {

@@ -14,7 +14,7 @@ import { parseChunked, readStreamHead, type StreamHead } from '../support/raw-st
  * zero-length `write` writes nothing. So every stream writes an opening batch at once, in the same
  * read as the blank line; the tests below pin those bytes, and the goal itself is kept as an
  * expected failure (docs/consuming.md "Keep-alives", docs/decisions/0008-http-engine-uwebsockets.md;
- * scripts/probe-stream-head.ts for the bytes of each approach).
+ * bench/probes/probe-stream-head.ts for the bytes of each approach).
  */
 
 const FLUSH_SECONDS = 3;

@@ -10,7 +10,7 @@
 // For each: wall microseconds per round trip and the process's CPU microseconds per round trip (both
 // threads; from process.cpuUsage, user + system).
 //
-//   npm run build && node dist/scripts/probe-wakeup.js [round trips, default 20000]
+//   npm run build && node dist/bench/probes/probe-wakeup.js [round trips, default 20000]
 import { MessageChannel, Worker, isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 
 /** The worker's side of one ping-pong, named by `workerData.mode`. */

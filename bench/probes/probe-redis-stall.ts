@@ -1,18 +1,18 @@
 // Probe: how long publishes wait while Redis stalls, and why. Each mode starts its own
 // redis-server on a free port (never a shared one) and pauses it with SIGSTOP.
 //
-//   npm run build && node dist/scripts/probe-redis-stall.js publish <pauseMs> <commandTimeoutMs> <sendAt,...>
+//   npm run build && node dist/bench/probes/probe-redis-stall.js publish <pauseMs> <commandTimeoutMs> <sendAt,...>
 //     a broker node; publishes of one event each sent at the given ms after the pause; prints each answer's
 //     status and wait, and how many events Redis stored once it resumed (timed-out writes land late)
-//   node dist/scripts/probe-redis-stall.js ioredis
+//   node dist/bench/probes/probe-redis-stall.js ioredis
 //     a bare ioredis client (1 s commandTimeout), auto-pipelining on and off: commands issued at 0, 100
 //     and 1,200 ms while Redis is paused 3.5 s, and when each one failed
-//   node dist/scripts/probe-redis-stall.js throughput
+//   node dist/bench/probes/probe-redis-stall.js throughput
 //     16 concurrent script callers on one connection for 3 s, three rounds: auto-pipelining, plain writes,
 //     and the broker's coalesced writes (`coalesceWrites`)
 import { Redis } from 'ioredis';
-import { coalesceWrites } from '../src/storage/redis-connection.js';
-import { startBroker, startRedis } from './local-processes.js';
+import { coalesceWrites } from '../../src/storage/redis-connection.js';
+import { startBroker, startRedis } from '../../scripts/local-processes.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

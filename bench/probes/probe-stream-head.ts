@@ -3,7 +3,7 @@
 // raw socket client prints every read it gets, marking the read that completes the header block and
 // what that read carries after the blank line. Node's own http server is shown for comparison.
 //
-//   npm run build && node dist/scripts/probe-stream-head.js [approach ...]
+//   npm run build && node dist/bench/probes/probe-stream-head.js [approach ...]
 //
 // The body bytes a batch would be are written GAP_MS after the headers, so any bytes that arrive
 // before them are what the approach put on the wire by itself.

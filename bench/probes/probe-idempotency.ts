@@ -6,14 +6,14 @@
 // be measured beside the current ones: named `<name>-<keys>.lua`, taking publishBatch's four KEYS and then
 // one or two eid index keys, and publishIdempotent's ARGV (the eids as one argument of 16-byte keys).
 //
-//   npm run build && node dist/scripts/probe-idempotency.js [rounds, default 3] [extra-script.lua ...]
+//   npm run build && node dist/bench/probes/probe-idempotency.js [rounds, default 3] [extra-script.lua ...]
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { repoRoot, startRedis } from './local-processes.js';
-import { resolveIncludes } from '../src/storage/scripts.js';
-import { EID_KEY_BYTES, writeEidKey } from '../src/domain/idempotency.js';
+import { repoRoot, startRedis } from '../../scripts/local-processes.js';
+import { resolveIncludes } from '../../src/storage/scripts.js';
+import { EID_KEY_BYTES, writeEidKey } from '../../src/domain/idempotency.js';
 
 const EVENTS = 250;
 const CALLS = 400;
