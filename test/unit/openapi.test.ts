@@ -13,6 +13,7 @@ import { OPERATION_ROUTES, type MetricsScrape } from '../../src/http/routes/oper
 import { HttpServer } from '../../src/http/server.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { FEATURES } from '../../src/services/settings.js';
+import { committedText, endpointMap, httpApiDoc } from '../../scripts/generate-docs.js';
 
 // CommonJS modules seen as namespaces by NodeNext types: take `.default` (as src/domain/schema-compiler.ts does).
 const Ajv2020 = ajv2020.default;
@@ -137,5 +138,14 @@ describe('the route table against the server', () => {
     const described = server();
     apiDocsRoutes(described, 'test', new Map());
     expect(described.registeredRoutes().map((r) => `${r.method} ${r.path}`)).toEqual(['GET /openapi.json', 'GET /docs', 'GET /docs/:asset', 'GET /problems', 'GET /problems/:type']);
+  });
+});
+
+describe('the endpoint map of docs/http-api.md', () => {
+  it('names every path of the route table with its methods, as npm run docs writes it', () => {
+    const doc = httpApiDoc();
+    expect(committedText({ file: 'docs/http-api.md', render: httpApiDoc }), 'docs/http-api.md is stale: run npm run docs').toBe(doc);
+    const map = endpointMap();
+    for (const route of ROUTES) expect(map, `${route.method} ${route.path}`).toMatch(new RegExp(`\`[A-Z, ]*\\b${route.method}\\b[A-Z, ]* ${route.path.replace(/[{}]/g, '\\$&')}\``));
   });
 });
