@@ -88,15 +88,19 @@ function typeOf(node: SchemaNode): string {
   }
 }
 
-/** A default as JSON, with a readable size or duration beside large byte and millisecond values. */
-function defaultOf(value: unknown, unit: string): string {
+/**
+ * A default as JSON, with a readable size or duration beside large byte and millisecond values: sizes in
+ * the unit they were chosen in (`16 MiB` for 2^24, `64 MB` for 64,000,000, `4 KiB` below a MiB).
+ */
+export function defaultOf(value: unknown, unit: string): string {
   const json = `\`${JSON.stringify(value)}\``;
   if (typeof value !== 'number' || value === 0) return json;
   if (unit === 'bytes' && value >= 1024) {
     const mib = value / 2 ** 20;
     if (Number.isInteger(mib)) return `${json} (${mib} MiB)`;
+    if (value >= 1e6 && value % 1e5 === 0) return `${json} (${(value / 1e6).toLocaleString('en-US')} MB)`;
     const kib = value / 1024;
-    if (Number.isInteger(kib)) return `${json} (${kib} KiB)`;
+    if (value < 2 ** 20 && Number.isInteger(kib)) return `${json} (${kib} KiB)`;
     return `${json} (${(value / 1e6).toLocaleString('en-US')} MB)`;
   }
   if (unit === 'milliseconds' && value >= 1000) {

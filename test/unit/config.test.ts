@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { envNameOf, leafKeyPaths, loadConfig, projectRoot } from '../../src/config/load-config.js';
 import { DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, DEFAULT_WORKER_VALIDATOR_BOUNDS } from '../../workers/validator-cache.js';
-import { committedText, configurationDoc, generatedDocs, unitOf } from '../../scripts/generate-docs.js';
+import { committedText, configurationDoc, defaultOf, generatedDocs, unitOf } from '../../scripts/generate-docs.js';
 
 describe('configuration', () => {
   const defaults = JSON.parse(readFileSync(path.join(projectRoot, 'config', 'default.json'), 'utf8')) as Record<string, unknown>;
@@ -86,6 +86,14 @@ describe('configuration', () => {
       expect(row?.[6]?.length ?? 0, `${key} has no description`).toBeGreaterThan(10);
     }
     expect(rows.size).toBe(leafKeyPaths().length);
+  });
+
+  it('shows sizes in the unit they were chosen in', () => {
+    expect(defaultOf(64_000_000, 'bytes')).toBe('`64000000` (64 MB)');
+    expect(defaultOf(1_500_000, 'bytes')).toBe('`1500000` (1.5 MB)');
+    expect(defaultOf(16_777_216, 'bytes')).toBe('`16777216` (16 MiB)');
+    expect(defaultOf(4096, 'bytes')).toBe('`4096` (4 KiB)');
+    expect(defaultOf(1000, 'bytes')).toBe('`1000`');
   });
 
   it('docs/configuration.md is what npm run docs generates from the schema and config/default.json', () => {
