@@ -25,7 +25,7 @@ import { loadavg } from 'node:os';
 import { startBroker, type BrokerProcess } from '../scripts/local-processes.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
 import { quickMode, requestRetrying } from './stream-client.js';
-import { brokerWarnings, createEventType, loadRequest, median, recordCpu, reportFailures, round, runLoad, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
+import { brokerWarnings, createEventType, loadRequest, median, recordCpu, reportFailures, round, runLoad, sleep, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
 
 const PARTITIONS = 4;
 const BATCH = 1000;
@@ -33,7 +33,7 @@ const CONNECTIONS = 4;
 const BODIES = 4;
 /** `BENCH_QUICK=1`: one short round, to prove the scenario works (figures meaningless). */
 const QUICK = quickMode();
-const ROUNDS = QUICK ? 1 : 3;
+const ROUNDS = QUICK ? 1 : 7;
 const ROUND_SECONDS = QUICK ? 1 : 5;
 const WARMUP_SECONDS = QUICK ? 1 : 2;
 /** Target: events/s with tracing on at 1 % ÷ off, same run. */
@@ -213,6 +213,9 @@ async function run(recorder: Recorder): Promise<void> {
     const perMode = new Map<string, number[]>(MODES.map((m) => [m.label, []]));
     const ratios = new Map<string, number[]>(MODES.filter((m) => m.traced).map((m) => [m.label, []]));
     const windows: MeasuredWindow[] = [];
+    /** The node's CPU (main thread and the others) per event, µs, per mode and round: less moved by other processes on the cores than throughput. */
+    const cpuPerEvent = new Map<string, number[]>(MODES.map((m) => [m.label, []]));
+    const cpuRatios = new Map<string, number[]>(MODES.filter((m) => m.traced).map((m) => [m.label, []]));
     for (let roundIndex = 0; roundIndex < ROUNDS; roundIndex++) {
       const order = roundIndex % 2 === 0 ? MODES : [...MODES].reverse();
       const figures = new Map<string, number>();
@@ -235,10 +238,17 @@ async function run(recorder: Recorder): Promise<void> {
         if (roundIndex === ROUNDS - 1) recordCpu(recorder, `tracing ${mode.label} (last round): `, cpu);
         if (result.non2xx + result.errors > 0) recorder.add(`tracing ${mode.label}: non-2xx answers`, result.non2xx + result.errors, 'answers', { op: '<=', value: 0 });
         figures.set(mode.label, result.eventsPerSecond);
+        const nodeCpu = (cpu.byLabel['broker main thread'] ?? 0) + (cpu.byLabel['broker other threads'] ?? 0);
+        if (result.eventsPerSecond > 0) cpuPerEvent.get(mode.label)?.push(((nodeCpu / 100) * 1e6) / result.eventsPerSecond);
         perMode.get(mode.label)?.push(result.eventsPerSecond);
       }
       const off = figures.get('off') ?? 0;
       for (const [label, list] of ratios) if (off > 0) list.push((figures.get(label) ?? 0) / off);
+      const offCpu = cpuPerEvent.get('off')?.[roundIndex];
+      for (const [label, list] of cpuRatios) {
+        const onCpu = cpuPerEvent.get(label)?.[roundIndex];
+        if (offCpu !== undefined && onCpu !== undefined && offCpu > 0) list.push(onCpu / offCpu);
+      }
     }
     for (const [label, values] of perMode) recorder.add(`batch ${BATCH}, tracing ${label}: events/s (median of ${ROUNDS} rounds)`, Math.round(median(values)), 'events/s');
     for (const [label, values] of ratios) {
@@ -247,7 +257,11 @@ async function run(recorder: Recorder): Promise<void> {
       if (values.length === 0) recorder.alarm(`no round measured tracing ${label} against off`);
       else recorder.add(`batch ${BATCH}: tracing ${label} / off (events/s, median of same-round ratios)`, round(median(values), 3), '×', target);
     }
-    // Stopping the traced node exports the spans its batch processor still holds (it exports every 5 s).
+    for (const [label, values] of cpuPerEvent) if (values.length > 0) recorder.add(`batch ${BATCH}, tracing ${label}: node CPU per event (median of rounds)`, round(median(values), 3), 'µs');
+    for (const [label, values] of cpuRatios) if (values.length > 0) recorder.add(`batch ${BATCH}: tracing ${label} / off (node CPU per event, median of same-round ratios)`, round(median(values), 3), '×');
+    // Stopping the traced node exports the spans its batch processor still holds (it exports every 5 s);
+    // first the work the last point left (the validators it prepared for the deleted event type) settles.
+    await sleep(1000);
     const code = await traced.stop('SIGTERM');
     if (code !== 0) recorder.alarm(`the traced node exited with code ${String(code)} on SIGTERM`);
     const warnings = brokerWarnings(traced.output());
