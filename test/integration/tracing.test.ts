@@ -62,8 +62,8 @@ async function createEventType(node: TestBroker, name: string): Promise<void> {
   expect(created.status, created.text).toBe(201);
 }
 
-async function createSubscription(node: TestBroker, name: string): Promise<string> {
-  const created = await call(node.url, 'POST', '/subscriptions', { owning_application: `app-${hex(4)}`, event_types: [name], read_from: 'begin' });
+async function createSubscription(node: TestBroker, name: string, annotations: Record<string, string> = {}): Promise<string> {
+  const created = await call(node.url, 'POST', '/subscriptions', { owning_application: `app-${hex(4)}`, event_types: [name], read_from: 'begin', annotations });
   expect(created.status, created.text).toBe(201);
   return (created.json as { id: string }).id;
 }
@@ -171,6 +171,21 @@ describe('traces', () => {
     await commitInTrace(subscription, sse.headers.get('x-broker-streamid') ?? '', [batch.cursor], stored.traceparent);
     const commit = only(await spansOf(context.traceId, 4), 'commit');
     expect(commit.parentSpanContext?.spanId).toBe(receive.spanContext().spanId);
+  });
+
+  it('a queue-mode subscription delivers the context, and its acknowledging commit continues the trace', async () => {
+    const name = 'trace.queue';
+    await createEventType(broker, name);
+    const subscription = await createSubscription(broker, name, { 'broker.io/consumption-mode': 'queue' });
+    const context = producer();
+    const { receive } = await tracedPublish(name, [orderEvent('q1'), orderEvent('q2')], context);
+    const stream = await StreamClient.open(`${broker.url}/subscriptions/${subscription}/events?batch_limit=2&batch_flush_timeout=1`);
+    const batches = await stream.events(2);
+    const stored = storedContext(receive);
+    for (const event of batches.flatMap((b) => b.events ?? [])) expect(metadataOf(event).span_ctx).toEqual(stored);
+    await commitInTrace(subscription, stream.headers.get('x-broker-streamid') ?? '', batches.map((b) => b.cursor), stored.traceparent);
+    stream.close();
+    expect(only(await spansOf(context.traceId, 4), 'commit').parentSpanContext?.spanId).toBe(receive.spanContext().spanId);
   });
 
   it('records nothing and stores no context for a trace that is not sampled; a commit without traceparent has no span', async () => {

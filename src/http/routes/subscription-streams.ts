@@ -84,7 +84,7 @@ export const SUBSCRIPTION_STREAM_ROUTES: readonly Route<SubscriptionStreamDeps>[
   route({
     method: 'POST', path: '/subscriptions/{subscription_id}/cursors', operationId: 'commitCursors', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
     summary: 'Commit cursors of a stream',
-    description: 'In queue mode (annotation `broker.io/consumption-mode: queue`) a cursor acknowledges exactly the batch it ended, not the events before it; the committed cursor becomes the highest offset below which every event is acknowledged.',
+    description: 'In queue mode (annotation `broker.io/consumption-mode: queue`) a cursor acknowledges exactly the batch it ended, not the events before it; the committed cursor becomes the highest offset below which every event is acknowledged. With config `tracing.enabled`, a W3C `traceparent` header (e.g. an event\'s `metadata.span_ctx.traceparent`) makes the commit a span of that trace (docs/tracing.md).',
     headers: CommitHeaders,
     body: jsonBody(SubscriptionCursorsInputSchema),
     responses: { '204': empty('every cursor advanced'), '200': json('some cursors did not advance: a result per cursor', CursorCommitResultsSchema), ...problems(400, 403, 404, 422) },
