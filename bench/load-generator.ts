@@ -17,6 +17,8 @@ export interface LoadRequest {
   readonly events: number;
   /** Sum of the events' JSON text sizes (the body minus brackets and commas). */
   readonly eventBytes: number;
+  /** Headers of this request alone (e.g. a W3C `traceparent`), besides those of the run. */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** Builds a {@link LoadRequest} from events (serialized as one JSON array). */
@@ -120,7 +122,7 @@ export function runLoad(options: LoadOptions): Promise<LoadResult> {
   const requests: autocannon.Request[] = options.requests.map((request) => ({
     method: 'POST',
     path: request.path,
-    headers: { 'content-type': 'application/json', ...options.headers, ...(shared ? { 'content-length': String(request.body.byteLength) } : {}) },
+    headers: { 'content-type': 'application/json', ...options.headers, ...request.headers, ...(shared ? { 'content-length': String(request.body.byteLength) } : {}) },
     ...(shared ? {} : { body: request.body, setupRequest: (req: autocannon.Request) => ({ ...req, body: (options.rewrite as (body: Buffer) => Buffer)(request.body) }) }),
     onResponse: (status: number, body: string) => {
       if (status >= 200 && status < 300) {

@@ -59,6 +59,7 @@ export function unitOf(key: string): string {
   if (key.endsWith('Bytes')) return 'bytes';
   if (key.endsWith('Seconds')) return 'seconds';
   if (key.endsWith('Percent')) return 'percent';
+  if (key.endsWith('Ratio')) return 'ratio';
   return '';
 }
 
@@ -69,6 +70,9 @@ function typeOf(node: SchemaNode): string {
     case 'integer':
       if (node.minimum !== undefined && node.maximum !== undefined) return `integer ${node.minimum}–${node.maximum}`;
       return node.minimum !== undefined ? `integer ≥ ${node.minimum}` : 'integer';
+    case 'number':
+      if (node.minimum !== undefined && node.maximum !== undefined) return `number ${node.minimum}–${node.maximum}`;
+      return node.minimum !== undefined ? `number ≥ ${node.minimum}` : 'number';
     case 'string': {
       const base = node.minLength !== undefined && node.minLength > 0 ? 'non-empty string' : 'string';
       return node.pattern !== undefined ? `${base} matching \`${node.pattern}\`` : base;
@@ -156,7 +160,8 @@ export function configurationDoc(): string {
     'Every section is closed: an unknown key, a value of the wrong type or out of its bounds, or a',
     'combination that cannot work (for example `publish.minReplicas` above 0 with the embedded Redis, or',
     '`auth.mode` `jwt` without a key source) stops the node before it listens, with a message naming the key.',
-    'Key names carry their unit (`…Ms` milliseconds, `…Bytes` bytes, `…Seconds` seconds, `…Percent` percent).',
+    'Key names carry their unit (`…Ms` milliseconds, `…Bytes` bytes, `…Seconds` seconds, `…Percent` percent,',
+    '`…Ratio` a share from 0 to 1).',
     'The loaded configuration is frozen; changing a key means restarting the node. Settings that change at',
     'run time (feature toggles, the blacklist, administrators) are stored in Redis instead: see',
     '[operations.md](operations.md).',

@@ -62,6 +62,8 @@ import { operationRoutes } from './http/routes/operations.js';
 import { SubscriptionStore } from './storage/subscription-store.js';
 import { BrokerMetrics } from './observability/metrics.js';
 import { ConsumerLagReader } from './services/consumption/consumer-lag.js';
+import { createTracing } from './observability/tracing.js';
+import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
 /** A composed broker node. */
 export interface App {
@@ -75,6 +77,11 @@ export interface App {
 export interface AppOptions {
   /** How authorization attributes are validated and matched (default {@link DefaultAuthorizationPlugin} over `auth.attributeClaims`). */
   readonly authorizationPlugin?: AuthorizationPlugin;
+  /**
+   * With `tracing.enabled`: where finished spans go instead of the OTLP exporter of `tracing.otlpEndpoint`
+   * (tests give a `SimpleSpanProcessor` over OpenTelemetry's `InMemorySpanExporter`). Ignored with tracing off.
+   */
+  readonly spanProcessor?: SpanProcessor;
 }
 
 /**
@@ -106,8 +113,10 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const access = new AccessControl(options.authorizationPlugin ?? new DefaultAuthorizationPlugin(Object.keys(config.auth.attributeClaims)), settings);
   const authenticator = createAuthenticator({ ...config.auth, tokenCacheEntries: config.caches.tokenEntries }, { useRemoteTokeninfo: () => settings.enabled('remote_tokeninfo') });
   const pool = new WorkerPool(config.publish, { maxEntries: config.caches.workerValidatorEntries, maxBytes: config.caches.workerValidatorBytes });
-  // This node's metrics, in a registry of its own (docs/metrics.md): served at GET /metrics.
-  const metrics = new BrokerMetrics();
+  // Traces (docs/tracing.md): nothing of OpenTelemetry exists with `tracing.enabled` false.
+  const tracing = createTracing(config.tracing, { logger, ...(options.spanProcessor ? { spanProcessor: options.spanProcessor } : {}) });
+  // This node's metrics, in a registry of its own (docs/metrics.md): served at GET /metrics; with tracing, in OpenMetrics with exemplars when asked.
+  const metrics = new BrokerMetrics({ exemplars: tracing !== undefined });
   metrics.observeWorkerPool(() => pool.load);
   // Consumer filters (docs/consuming.md "Filters"): checked and tested in the worker threads.
   const eventFilters = new EventFilters(pool, config.eventTypes);
@@ -245,10 +254,10 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   partitionCountRoutes(http, repartitioning, access, audit);
   const quotas = new PublishQuotas((kind, name) => settings.quota(kind, name));
   settings.onChange(() => quotas.prune());
-  publishingRoutes(http, publisher, cursors, registry, access, metrics, kpi, quotas);
+  publishingRoutes(http, publisher, cursors, registry, access, metrics, kpi, quotas, tracing);
   subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), audit, (id) => subscriptionCursors.status(id));
   lowLevelStreamRoutes(http, lowLevelStreams);
-  subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors, access);
+  subscriptionStreamRoutes(http, subscriptionStreams, subscriptionCursors, access, tracing);
   settingsRoutes(http, settings, access, audit);
   avroSchemaRoutes(http);
   storageRoutes(http, storages, access, (id) => timelines.usersOf(id), audit);
@@ -311,6 +320,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       subscriptionNotices.close();
       await redis.quit().catch(() => redis.disconnect());
       await embedded?.stop();
+      await tracing?.close();
     },
   };
 }

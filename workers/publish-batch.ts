@@ -15,7 +15,8 @@ import { rejectedItems } from '../src/domain/batch-items.js';
 import { EID_KEY_BYTES, eidHash, writeEidKey } from '../src/domain/idempotency.js';
 import type { PublishStep } from '../src/domain/batch-item-response.js';
 import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
-import type { PartitionPayload, PublishResult, PublishTask, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
+import { MAX_EVENT_LINKS, type PartitionPayload, type PublishResult, type PublishTask, type PublishTaskSpec, type SchemaCost } from './publish-protocol.js';
+import type { SpanContextHeaders } from '../src/observability/traces.js';
 import { StoredTexts } from './stored-texts.js';
 import type { ValidatorCache } from './validator-cache.js';
 
@@ -97,17 +98,21 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   }
   if (failures.size > 0) return rejection(batch, failures, schemaCost);
 
+  // The contexts the events carry as sent (enrichment gives the others the batch's own).
+  const links = task.traced === true ? eventContexts(batch) : undefined;
   // Enrich and serialize. A size check is only needed when the body itself exceeds the limit.
   const checkSize = task.body.byteLength > task.maxEventBytes;
   const stored = new StoredTexts(task, spec, layoutOf(body.layout, batch.length));
   // Compacted event types: each event's compaction key, which validation made a non-empty string.
   const compactionKeys: string[][] | undefined = spec.compacted === true ? Array.from({ length: spec.partitionCount }, () => []) : undefined;
+  // The batch's trace context, parsed once: only an event stored by serializing it needs the object.
+  const spanCtx = spec.enrich && task.spanCtx !== undefined ? (JSON.parse(task.spanCtx) as object) : undefined;
   for (let i = 0; i < batch.length; i++) {
     const event = batch[i] as BatchEvent;
     const partition = itemPartitions[i] as number;
     // Decided on the event as sent, before enrichment adds its fields.
     stored.plan(i, event, partition);
-    if (spec.enrich) enrich(event, spec, partition, task);
+    if (spec.enrich) enrich(event, spec, partition, task, spanCtx);
     // Per-event authorization (docs/security.md "Authorization: what a subject may do"): an event without an owner value is blocked.
     if (spec.ownerSelector && eventOwner(spec.ownerSelector, event) === undefined) {
       failures.set(i, { step: 'validating', detail: `the event has no owner value: event_owner_selector ${spec.ownerSelector.type} "${spec.ownerSelector.value}" resolves to null` });
@@ -123,7 +128,27 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   if (spec.idempotencyWindowSeconds !== undefined) attachEidKeys(partitions, batch, itemPartitions);
   let bytes = 0;
   for (const payload of partitions) bytes += payload.data.byteLength - (payload.count - 1);
-  return schemaCost ? { kind: 'accepted', itemPartitions, partitions, bytes, schemaCost } : { kind: 'accepted', itemPartitions, partitions, bytes };
+  return { kind: 'accepted', itemPartitions, partitions, bytes, ...(schemaCost ? { schemaCost } : {}), ...(links !== undefined && links.length > 0 ? { links } : {}) };
+}
+
+/**
+ * The distinct trace contexts the events carry in `metadata.span_ctx` (docs/tracing.md: the batch span
+ * links to each), at most {@link MAX_EVENT_LINKS}: a string `traceparent`, with `tracestate` when it is a
+ * string. Their form is checked where the links are made; here they are only collected.
+ */
+function eventContexts(batch: readonly BatchEvent[]): SpanContextHeaders[] {
+  const seen = new Set<string>();
+  const contexts: SpanContextHeaders[] = [];
+  for (const event of batch) {
+    const spanCtx = metadataOf(event)?.span_ctx;
+    if (!isEvent(spanCtx)) continue;
+    const { traceparent, tracestate } = spanCtx;
+    if (typeof traceparent !== 'string' || seen.has(traceparent)) continue;
+    seen.add(traceparent);
+    contexts.push(typeof tracestate === 'string' ? { traceparent, tracestate } : { traceparent });
+    if (contexts.length >= MAX_EVENT_LINKS) break;
+  }
+  return contexts;
 }
 
 /**
@@ -159,8 +184,12 @@ function layoutOf(layout: EventBatchLayout, events: number): EventBatchLayout | 
   return layout.count === events ? layout : undefined;
 }
 
-/** `metadata_enrichment` (docs/publishing.md "Enrichment"): service-set fields, and flow_id when absent. */
-function enrich(event: BatchEvent, spec: PublishTaskSpec, partition: number, task: PublishTask): void {
+/**
+ * `metadata_enrichment` (docs/publishing.md "Enrichment"): service-set fields, flow_id when absent, and
+ * the batch's trace context as span_ctx when the event has none (docs/tracing.md).
+ * @param spanCtx the parsed `task.spanCtx` (one object per batch, shared by its events), or undefined
+ */
+function enrich(event: BatchEvent, spec: PublishTaskSpec, partition: number, task: PublishTask, spanCtx: object | undefined): void {
   const metadata = metadataOf(event);
   if (!metadata) return;
   metadata.received_at = task.receivedAt;
@@ -169,4 +198,5 @@ function enrich(event: BatchEvent, spec: PublishTaskSpec, partition: number, tas
   metadata.partition = String(partition);
   metadata.published_by = task.publishedBy;
   if (metadata.flow_id === undefined || metadata.flow_id === '') metadata.flow_id = task.flowId;
+  if (spanCtx !== undefined && metadata.span_ctx === undefined) metadata.span_ctx = spanCtx;
 }

@@ -9,6 +9,7 @@ import type { JsonValue } from '../src/domain/json-schema-walk.js';
 import type { BatchItemResponse } from '../src/domain/batch-item-response.js';
 import type { PublishSpec } from '../src/domain/publish-spec.js';
 import type { SchemaCostLimits } from '../src/domain/schema-cost.js';
+import type { SpanContextHeaders } from '../src/observability/traces.js';
 
 /**
  * The event type's {@link PublishSpec} as a publish task carries it to a worker: the effective schema's text only when the worker
@@ -29,6 +30,20 @@ export interface PublishTask {
   readonly receivedAt: string;
   readonly publishedBy: string;
   readonly flowId: string;
+  /**
+   * Tracing (docs/tracing.md): the trace context stored as `metadata.span_ctx` in the events that carry
+   * none of their own, as the JSON text of the object (`{"traceparent":"…"}`); absent when the batch's
+   * trace is not sampled (or tracing is off).
+   */
+  readonly spanCtx?: string;
+  /** Tracing: the batch's span is recorded, so the worker times its work ({@link PublishTiming}) and returns the contexts the events carry (`links`). */
+  readonly traced?: true;
+}
+
+/** When a worker worked on a traced batch: epoch milliseconds with fractions (`performance.timeOrigin + performance.now()` of its thread). */
+export interface PublishTiming {
+  readonly startMs: number;
+  readonly endMs: number;
 }
 
 /**
@@ -180,12 +195,17 @@ export interface SchemaNeeded {
   readonly body: Uint8Array;
 }
 
-/** A worker's answer to a {@link PublishTask}: 400, 422 or the payloads to write. */
-export type PublishResult =
+/** A worker's answer to a {@link PublishTask}: 400, 422 or the payloads to write; with `timing` when the task was `traced`. */
+export type PublishResult = (
   | { readonly kind: 'malformed'; readonly detail: string }
   | { readonly kind: 'rejected'; readonly items: BatchItemResponse[]; readonly schemaCost?: SchemaCost }
   | {
       readonly kind: 'accepted';
+      /**
+       * A traced task only: the distinct trace contexts the events carry in `metadata.span_ctx` (a string
+       * `traceparent`, and `tracestate` when it is a string), at most `MAX_EVENT_LINKS`, for the batch span's links.
+       */
+      readonly links?: SpanContextHeaders[];
       /** The cost of the event type's schema as this worker measured it (absent for category `undefined`, or over the budget). */
       readonly schemaCost?: SchemaCost;
       /**
@@ -196,7 +216,11 @@ export type PublishResult =
       readonly partitions: PartitionPayload[];
       /** Total bytes of the serialized events. */
       readonly bytes: number;
-    };
+    }
+) & { readonly timing?: PublishTiming };
+
+/** The most event contexts a traced batch returns for links (the batch span takes as many: OpenTelemetry's default limit). */
+export const MAX_EVENT_LINKS = 128;
 
 /** A worker's answer to a {@link GuardTask}: accepted, or why not (a 422 detail). */
 export type GuardResult = { readonly ok: true } | { readonly ok: false; readonly reason: string };

@@ -62,7 +62,10 @@ export default function run(task: WorkerTask): PublishResult | SchemaNeeded | Gu
     const needed: SchemaNeeded = { kind: 'schema-needed', body: task.body };
     return move(needed, [task.body.buffer as ArrayBuffer]);
   }
-  const result = processBatch(task, validators);
+  // A traced batch (docs/tracing.md) is timed here, on this thread's clock in epoch ms: the main thread records its `validate` span.
+  const startMs = task.traced === true ? performance.timeOrigin + performance.now() : 0;
+  const processed = processBatch(task, validators);
+  const result = task.traced === true ? { ...processed, timing: { startMs, endMs: performance.timeOrigin + performance.now() } } : processed;
   if (result.kind !== 'accepted') return result;
   // The partitions' payloads are views of one buffer (StoredTexts.payloads), their eid keys of another: transfer each once.
   const buffers = new Set<ArrayBuffer>();

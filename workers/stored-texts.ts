@@ -18,9 +18,13 @@ const enum TextSource {
   Serialized = 2,
 }
 
-/** Enrichment variants: whether `event_type` and `flow_id` are added (absent as sent) or kept (sent). */
+/** Enrichment variants: whether `event_type`, `flow_id` and `span_ctx` are added (absent as sent) or kept (sent). */
 const ADD_EVENT_TYPE = 1;
 const ADD_FLOW_ID = 2;
+/** `span_ctx`: added only when the task carries a trace context (a sampled trace, docs/tracing.md). */
+const ADD_SPAN_CTX = 4;
+/** Variants per partition in the insertion cache (every combination of the flags above). */
+const VARIANTS = 8;
 
 /**
  * The stored text of each event of an accepted batch (the text consumers receive, one line per event):
@@ -45,7 +49,7 @@ export class StoredTexts {
   private readonly sizes: Uint32Array;
   /** Serialized texts of the events that fall back, by index. */
   private readonly serialized = new Map<number, string>();
-  /** Spliced-in enrichment bytes per partition and variant (`partition * 4 + variant`), built on first use. */
+  /** Spliced-in enrichment bytes per partition and variant (`partition * VARIANTS + variant`), built on first use. */
   private readonly insertions: (Buffer | undefined)[] = [];
   private readonly body: Buffer;
 
@@ -81,7 +85,7 @@ export class StoredTexts {
       this.sources[index] = TextSource.Serialized;
       return;
     }
-    const variant = (metadata.event_type === undefined ? ADD_EVENT_TYPE : 0) | (flowId === undefined ? ADD_FLOW_ID : 0);
+    const variant = (metadata.event_type === undefined ? ADD_EVENT_TYPE : 0) | (flowId === undefined ? ADD_FLOW_ID : 0) | (this.task.spanCtx !== undefined && metadata.span_ctx === undefined ? ADD_SPAN_CTX : 0);
     const comma = layout.metadataEmpty[index] === true ? 0 : 1;
     this.sources[index] = TextSource.Spliced;
     this.variants[index] = variant;
@@ -162,7 +166,7 @@ export class StoredTexts {
 
   /** The enrichment members spliced into `metadata`, in the order enrichment sets them (no leading comma). */
   private insertion(partition: number, variant: number): Buffer {
-    const key = partition * 4 + variant;
+    const key = partition * VARIANTS + variant;
     const cached = this.insertions[key];
     if (cached !== undefined) return cached;
     const { task, spec } = this;
@@ -170,6 +174,8 @@ export class StoredTexts {
     if ((variant & ADD_EVENT_TYPE) !== 0) members.push(`"event_type":${JSON.stringify(spec.name)}`);
     members.push(`"version":${JSON.stringify(spec.schemaVersion)}`, `"partition":${JSON.stringify(String(partition))}`, `"published_by":${JSON.stringify(task.publishedBy)}`);
     if ((variant & ADD_FLOW_ID) !== 0) members.push(`"flow_id":${JSON.stringify(task.flowId)}`);
+    // The task's text is JSON.stringify of the context object: the same bytes serializing the enriched event gives.
+    if ((variant & ADD_SPAN_CTX) !== 0 && task.spanCtx !== undefined) members.push(`"span_ctx":${task.spanCtx}`);
     const bytes = Buffer.from(members.join(','));
     this.insertions[key] = bytes;
     return bytes;

@@ -166,6 +166,25 @@ const consumptionSchema = Type.Object(
   Closed,
 );
 
+/**
+ * Traces over OpenTelemetry (docs/tracing.md): off by default, and then nothing of it runs (no span
+ * objects, no header parsing). On, a publish continues the W3C trace of its `traceparent` header and spans
+ * are exported over OTLP/HTTP.
+ */
+const tracingSchema = Type.Object(
+  {
+    enabled: Type.Boolean({ description: 'record spans of publishes (receive, validate, append) and of commits that carry a `traceparent` header, store a sampled publish\'s trace context in its events\' `metadata.span_ctx`, and export the spans over OTLP; false = none of it runs (docs/tracing.md)' }),
+    otlpEndpoint: Type.String({ pattern: '^https?://.+', description: 'where spans are sent: the URL of an OpenTelemetry collector\'s OTLP/HTTP traces receiver (JSON encoding), e.g. `http://otel-collector:4318/v1/traces`' }),
+    sampleRatio: Type.Number({
+      minimum: 0,
+      maximum: 1,
+      description: 'share of the traces this node starts that are recorded (0–1; by trace id, so every node decides alike): publishes without a `traceparent` header. A request whose `traceparent` says sampled is always recorded, one that says not sampled never (parent-based sampling)',
+    }),
+    serviceName: Type.String({ minLength: 1, description: 'the `service.name` of the exported spans' }),
+  },
+  Closed,
+);
+
 /** The node process's own runtime settings (V8 heap tuning, which trades memory for garbage-collection work). */
 const nodeSchema = Type.Object(
   {
@@ -220,6 +239,7 @@ export const configSchema = Type.Object(
     consumption: consumptionSchema,
     caches: cachesSchema,
     node: nodeSchema,
+    tracing: tracingSchema,
     auth: authConfigSchema,
   },
   Closed,

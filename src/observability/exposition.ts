@@ -12,7 +12,15 @@
 /** Where a scrape's text goes, a line or a few at a time: an {@link ExpositionBuffer} (or an array, in tests). */
 export interface ExpositionSink {
   push(text: string): void;
+  /**
+   * True when the text is OpenMetrics 1.0 (asked for with `Accept: application/openmetrics-text` on a node
+   * with tracing): histograms then write their exemplars. Absent or false: Prometheus text format 0.0.4.
+   */
+  readonly openMetrics?: boolean;
 }
+
+/** Content-Type of an OpenMetrics 1.0 scrape. */
+export const OPENMETRICS_CONTENT_TYPE = 'application/openmetrics-text; version=1.0.0; charset=utf-8';
 
 /** Bytes of each chunk an {@link ExpositionBuffer} fills (a longer text gets a chunk of its own size). */
 const CHUNK_BYTES = 1024 * 1024;
@@ -29,8 +37,16 @@ export class ExpositionBuffer implements ExpositionSink {
   private chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
   private used = 0;
 
+  /**
+   * @param openMetrics write OpenMetrics 1.0: every family header pushed ({@link familyHeader}, which starts
+   *   with the blank line the text format puts between families) is turned into OpenMetrics' form (no blank
+   *   line; a counter family named without `_total`), so writers need not know the format
+   */
+  constructor(readonly openMetrics = false) {}
+
   /** Appends `text` (UTF-8). */
   push(text: string): void {
+    if (this.openMetrics && text.charCodeAt(0) === LINE_FEED) text = openMetricsText(text);
     // A UTF-16 code unit takes at most 3 bytes in UTF-8: room for that means the whole text fits.
     if (this.used + text.length * 3 > this.chunk.length) {
       this.full.push(this.chunk.subarray(0, this.used));
@@ -45,6 +61,42 @@ export class ExpositionBuffer implements ExpositionSink {
     return Buffer.concat([...this.full, this.chunk.subarray(0, this.used)]);
   }
 }
+
+const LINE_FEED = 0x0a;
+
+/**
+ * Prometheus text (format 0.0.4) as OpenMetrics 1.0 text, without the closing `# EOF`: blank lines
+ * dropped, a counter family's `# HELP` and `# TYPE` named without the `_total` its samples keep, `untyped`
+ * written `unknown`. Samples are the same in both formats. Used for prom-client's part of a scrape (its own
+ * OpenMetrics output renames counter metrics for good, which would break the text format's next scrape)
+ * and for the family headers the node writes.
+ * @param text whole lines, each ending in `\n`
+ */
+export function openMetricsText(text: string): string {
+  const lines = text.split('\n');
+  const out: string[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i] as string;
+    if (line === '') continue;
+    if (!line.startsWith('# HELP ') && !line.startsWith('# TYPE ')) {
+      out.push(line);
+      continue;
+    }
+    // A family's HELP comes before its TYPE: the type decides both names.
+    const typeLine = line.startsWith('# HELP ') ? lines[i + 1] : line;
+    const typed = typeLine === undefined ? undefined : TYPE_LINE.exec(typeLine);
+    const name = NAME_OF_COMMENT.exec(line)?.[1] ?? '';
+    const counter = typed?.[1] === name && typed[2] === 'counter' && name.endsWith('_total');
+    // `# HELP ` and `# TYPE ` are 7 characters, then the name.
+    let converted = counter ? `${line.slice(0, 7)}${name.slice(0, -'_total'.length)}${line.slice(7 + name.length)}` : line;
+    if (converted.startsWith('# TYPE ') && converted.endsWith(' untyped')) converted = `${converted.slice(0, -'untyped'.length)}unknown`;
+    out.push(converted);
+  }
+  return out.length === 0 ? '' : `${out.join('\n')}\n`;
+}
+
+const TYPE_LINE = /^# TYPE (\S+) (\S+)$/;
+const NAME_OF_COMMENT = /^# (?:HELP|TYPE) (\S+)/;
 
 /** A label value escaped as the text format wants it (backslash, double quote and line feed), as prom-client does. */
 export function escapeLabelValue(value: string): string {
@@ -89,6 +141,8 @@ export function familyHeader({ name, help, type }: FamilyDeclaration): string {
 export class HistogramValues {
   /** Observations per bucket, not cumulative (index = the bound's index). */
   private readonly counts: Float64Array;
+  /** The latest exemplar of each bucket (index = the bound's index; `+Inf` last), made on the first observation that brings one. */
+  private exemplars: (Exemplar | undefined)[] | undefined;
   sum = 0;
   count = 0;
 
@@ -97,31 +151,47 @@ export class HistogramValues {
     this.counts = new Float64Array(bounds.length);
   }
 
-  /** Counts one value (same unit as the bounds). A value that is not a finite number is not counted (it would turn the sum into NaN for good). */
-  observe(value: number): void {
+  /**
+   * Counts one value (same unit as the bounds). A value that is not a finite number is not counted (it would turn the sum into NaN for good).
+   * @param traceId a sampled trace's id (32 hex digits): kept, with the value and the time, as its bucket's exemplar (replacing the one before)
+   */
+  observe(value: number, traceId?: string): void {
     if (!Number.isFinite(value)) return;
     this.sum += value;
     this.count += 1;
-    for (let i = 0; i < this.bounds.length; i++) {
-      if (value <= (this.bounds[i] as number)) {
-        this.counts[i] = (this.counts[i] ?? 0) + 1;
-        return;
-      }
-    }
+    let bucket = 0;
+    while (bucket < this.bounds.length && value > (this.bounds[bucket] as number)) bucket++;
+    if (bucket < this.bounds.length) this.counts[bucket] = (this.counts[bucket] ?? 0) + 1;
+    if (traceId !== undefined) (this.exemplars ??= [])[bucket] = { traceId, value, timestampSeconds: Date.now() / 1000 };
   }
 
   /**
    * Appends the series' lines to `out`: the cumulative buckets (`le` first, then `labels`), `+Inf`,
-   * `_sum` and `_count`.
+   * `_sum` and `_count`; in OpenMetrics each bucket with an exemplar carries it
+   * (` # {trace_id="…"} <value> <timestamp>`).
    * @param name the family name
    * @param labels the series' label text ({@link labelText}); not empty
    */
   write(out: ExpositionSink, name: string, labels: string): void {
+    const exemplars = out.openMetrics === true ? this.exemplars : undefined;
     let cumulative = 0;
     for (let i = 0; i < this.bounds.length; i++) {
       cumulative += this.counts[i] ?? 0;
-      out.push(`${name}_bucket{le="${this.bounds[i] as number}",${labels}} ${cumulative}\n`);
+      out.push(`${name}_bucket{le="${this.bounds[i] as number}",${labels}} ${cumulative}${exemplarText(exemplars?.[i])}\n`);
     }
-    out.push(`${name}_bucket{le="+Inf",${labels}} ${this.count}\n${name}_sum{${labels}} ${sampleValue(this.sum)}\n${name}_count{${labels}} ${this.count}\n`);
+    out.push(`${name}_bucket{le="+Inf",${labels}} ${this.count}${exemplarText(exemplars?.[this.bounds.length])}\n${name}_sum{${labels}} ${sampleValue(this.sum)}\n${name}_count{${labels}} ${this.count}\n`);
   }
+}
+
+/** An observation that links a histogram bucket to a trace (OpenMetrics exemplar). */
+interface Exemplar {
+  readonly traceId: string;
+  readonly value: number;
+  /** When it was observed, seconds since the epoch. */
+  readonly timestampSeconds: number;
+}
+
+/** An exemplar as OpenMetrics writes it after a bucket's value, or '' for none. */
+function exemplarText(exemplar: Exemplar | undefined): string {
+  return exemplar === undefined ? '' : ` # {trace_id="${exemplar.traceId}"} ${sampleValue(exemplar.value)} ${exemplar.timestampSeconds.toFixed(3)}`;
 }

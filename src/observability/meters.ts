@@ -62,8 +62,9 @@ export interface PublishMeter extends PublishRefusalMeter {
    *   undefined otherwise, so names that clients make up never become label values
    * @param seconds from handing the body to the publisher until its outcome
    * @param counts the events of the batch by outcome; undefined when the request failed before they were known
+   * @param traceId the id of the request's sampled trace (docs/tracing.md), kept as the exemplar of its latency bucket
    */
-  batch(eventType: string | undefined, result: PublishBatchResult, seconds: number, counts?: PublishCounts): void;
+  batch(eventType: string | undefined, result: PublishBatchResult, seconds: number, counts?: PublishCounts, traceId?: string): void;
 }
 
 /** The kind of a stream (label `kind`): `low_level` (`GET /event-types/{name}/events`) or `subscription`. */
@@ -77,6 +78,13 @@ export interface StreamMeter {
   closed(): void;
   /** Lines went to a client: `events` events in them (keep-alives carry none), `bytes` bytes on the wire (before HTTP chunking). */
   sent(events: number, bytes: number): void;
+  /**
+   * A batch with events is being sent: `seconds` since its first event was received (`metadata.received_at`;
+   * `broker_delivery_latency_seconds`), and that event's `metadata.span_ctx.traceparent` when it has one (an exemplar when sampled).
+   */
+  delivered(seconds: number, traceparent?: string): void;
+  /** True when {@link delivered} keeps exemplars (tracing is on): only then is the first event's `traceparent` worth looking for. */
+  readonly exemplars?: boolean;
 }
 
 /** Result of one committed cursor (label `result` of `broker_subscription_commits_total`). */
@@ -156,7 +164,7 @@ export interface LagSnapshot {
 const NOOP = (): void => undefined;
 
 /** A stream meter that records nothing. */
-export const NO_STREAM_METER: StreamMeter = { opened: NOOP, closed: NOOP, sent: NOOP };
+export const NO_STREAM_METER: StreamMeter = { opened: NOOP, closed: NOOP, sent: NOOP, delivered: NOOP };
 
 /** A consumption meter that records nothing (services built without metrics, e.g. in tests). */
 export const NO_CONSUMPTION_METER: ConsumptionMeter = { stream: () => NO_STREAM_METER, commits: NOOP, rebalanced: NOOP, deadLettered: NOOP, expiredPassed: NOOP, forgetSubscription: NOOP };

@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ExpositionBuffer, familyHeader, HistogramValues, labelText, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
+import { ExpositionBuffer, familyHeader, HistogramValues, labelText, OPENMETRICS_CONTENT_TYPE, openMetricsText, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
+import { sampledTraceIdOf } from './traces.js';
 import type { Logger } from './logger.js';
 import { SubscriptionCounter } from './subscription-counter.js';
 import { LAG_FAMILIES, writeLagFamilies } from './lag-families.js';
@@ -47,7 +48,13 @@ const PUBLISH_EVENTS: OwnFamily = { name: 'broker_publish_events_total', help: '
 const PUBLISH_BYTES: OwnFamily = { name: 'broker_publish_bytes_total', help: 'Serialized bytes of the events of written batches (200 and 207), by event type', type: 'counter', labelNames: ['event_type'] };
 const PUBLISH_DURATION: OwnFamily = { name: 'broker_publish_duration_seconds', help: 'Seconds to process a publish request (validate, enrich, partition, write) by event type', type: 'histogram', labelNames: ['event_type'] };
 const PUBLISH_BATCH_SIZE: OwnFamily = { name: 'broker_publish_batch_size_events', help: 'Events per publish request, by event type', type: 'histogram', labelNames: ['event_type'] };
-const OWN_FAMILIES: readonly OwnFamily[] = [PUBLISH_BATCHES, PUBLISH_EVENTS, PUBLISH_BYTES, PUBLISH_DURATION, PUBLISH_BATCH_SIZE, ...LAG_FAMILIES];
+const DELIVERY_LATENCY: OwnFamily = {
+  name: 'broker_delivery_latency_seconds',
+  help: 'Seconds from the receipt of the first event of a batch sent to a stream client (its metadata.received_at) until the batch is sent, by stream kind (low_level, subscription); categories with metadata only',
+  type: 'histogram',
+  labelNames: ['kind'],
+};
+const OWN_FAMILIES: readonly OwnFamily[] = [PUBLISH_BATCHES, PUBLISH_EVENTS, PUBLISH_BYTES, PUBLISH_DURATION, PUBLISH_BATCH_SIZE, DELIVERY_LATENCY, ...LAG_FAMILIES];
 
 /** Results of `broker_publish_events_total`, in the order they are written. */
 const EVENT_RESULTS = ['submitted', 'failed', 'invalid', 'aborted'] as const;
@@ -92,7 +99,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   readonly registry = new Registry();
 
   private readonly httpDuration: Histogram;
-  /** The publish families' series by event type (written by {@link writePublishFamilies}, not by prom-client). */
+  /** The publish families' series by event type (written by {@link writeOwnFamilies}, not by prom-client). */
   private readonly publishSeries = new Map<string, EventTypePublishSeries>();
 
   private readonly streamMeters: Record<StreamKind, StreamMeter>;
@@ -118,10 +125,18 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   private readonly cacheEntries: Gauge<'cache'>;
   private cacheSizes: (() => Readonly<Record<string, number>>) | undefined;
 
-  /** The scrape under way: concurrent scrapes share it (each reads the consumer lag from Redis). */
-  private scraping: Promise<Buffer> | undefined;
+  /** `broker_delivery_latency_seconds` per stream kind (written by {@link writeOwnFamilies}). */
+  private readonly deliveryLatency: Record<StreamKind, HistogramValues> = { low_level: new HistogramValues(LATENCY_BUCKETS_SECONDS), subscription: new HistogramValues(LATENCY_BUCKETS_SECONDS) };
 
-  constructor() {
+  /** The scrapes under way, by format: concurrent scrapes of a format share one (each reads the consumer lag from Redis). */
+  private readonly scraping = new Map<boolean, Promise<Buffer>>();
+
+  /** Whether the latency histograms keep trace ids as exemplars and `/metrics` answers OpenMetrics when asked (tracing is on; docs/tracing.md). */
+  readonly exemplars: boolean;
+
+  /** @param options `exemplars`: keep exemplars (a node with tracing on) */
+  constructor(options: { readonly exemplars?: boolean } = {}) {
+    this.exemplars = options.exemplars === true;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
 
@@ -134,6 +149,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
       const active = activeStreams.labels(kind);
       const events = streamedEvents.labels(kind);
       const bytes = streamedBytes.labels(kind);
+      const delivery = this.deliveryLatency[kind];
       active.set(0);
       return {
         opened: () => active.inc(),
@@ -142,6 +158,9 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
           if (n > 0) events.inc(n);
           bytes.inc(size);
         },
+        // An event received on another node by a clock a little ahead would make a negative age.
+        delivered: (seconds, traceparent) => delivery.observe(Math.max(0, seconds), this.exemplars && traceparent !== undefined ? sampledTraceIdOf(traceparent) : undefined),
+        exemplars: this.exemplars,
       };
     };
     this.streamMeters = { low_level: streamMeter('low_level'), subscription: streamMeter('subscription') };
@@ -177,6 +196,11 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     return this.registry.contentType;
   }
 
+  /** Content-Type of {@link scrape}'s text in the format asked for. */
+  contentTypeOf(openMetrics: boolean): string {
+    return openMetrics ? OPENMETRICS_CONTENT_TYPE : this.registry.contentType;
+  }
+
   // ---- HttpMeter ----
 
   route(method: string, pattern: string): RequestRecorder {
@@ -197,11 +221,11 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     this.publishRefusals[reason].inc();
   }
 
-  batch(eventType: string | undefined, result: PublishBatchResult, seconds: number, counts?: PublishCounts): void {
+  batch(eventType: string | undefined, result: PublishBatchResult, seconds: number, counts?: PublishCounts, traceId?: string): void {
     const m = this.seriesOf(eventType ?? '');
     m.batches.set(result, (m.batches.get(result) ?? 0) + 1);
     if (eventType === undefined) return;
-    m.duration.observe(seconds);
+    m.duration.observe(seconds, this.exemplars ? traceId : undefined);
     if (counts === undefined) return;
     m.size.observe(counts.submitted + counts.failed + counts.invalid + counts.aborted);
     for (const r of EVENT_RESULTS) if (counts[r] > 0) m.events[r] += counts[r];
@@ -286,31 +310,39 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   }
 
   /**
-   * Refreshes the gauges read at scrape time and writes every family (Prometheus text format 0.0.4):
-   * the registry's, then the publish and consumer lag families. Concurrent calls share one scrape.
-   * Never rejects for Redis: when the lag cannot be read, its families are written without samples.
+   * Refreshes the gauges read at scrape time and writes every family: the registry's, then the publish,
+   * delivery and consumer lag families. Concurrent calls for one format share one scrape. Never rejects
+   * for Redis: when the lag cannot be read, its families are written without samples.
+   * @param openMetrics OpenMetrics 1.0 with the histograms' exemplars (only a node with {@link exemplars}
+   *   is asked for it) instead of Prometheus text format 0.0.4
    * @returns the text, UTF-8 encoded (37 MB at 10,000 event types and subscriptions: it is encoded as it is
    *   written, {@link ExpositionBuffer})
    */
-  scrape(): Promise<Buffer> {
-    this.scraping ??= this.collect().finally(() => (this.scraping = undefined));
-    return this.scraping;
+  scrape(openMetrics = false): Promise<Buffer> {
+    let scraping = this.scraping.get(openMetrics);
+    if (scraping === undefined) {
+      scraping = this.collect(openMetrics).finally(() => this.scraping.delete(openMetrics));
+      this.scraping.set(openMetrics, scraping);
+    }
+    return scraping;
   }
 
-  private async collect(): Promise<Buffer> {
+  private async collect(openMetrics: boolean): Promise<Buffer> {
     this.readWorkerPool();
     this.cacheEntries.reset();
     for (const [cache, size] of Object.entries(this.cacheSizes?.() ?? {})) this.cacheEntries.labels(cache).set(size);
     const lag = await this.readLag();
-    const out = new ExpositionBuffer();
-    out.push(await this.registry.metrics());
-    this.writePublishFamilies(out);
+    const out = new ExpositionBuffer(openMetrics);
+    const registryText = await this.registry.metrics();
+    out.push(openMetrics ? openMetricsText(registryText) : registryText);
+    this.writeOwnFamilies(out);
     writeLagFamilies(out, lag);
+    if (openMetrics) out.push('# EOF\n');
     return out.toBuffer();
   }
 
-  /** Appends the publish families (one series per event type and result) to the scrape's text. */
-  private writePublishFamilies(out: ExpositionSink): void {
+  /** Appends the publish families (one series per event type and result) and the delivery latency to the scrape's text. */
+  private writeOwnFamilies(out: ExpositionSink): void {
     out.push(familyHeader(PUBLISH_BATCHES));
     for (const m of this.publishSeries.values()) for (const [result, n] of m.batches) out.push(`${PUBLISH_BATCHES.name}{${m.labels},result="${result}"} ${n}\n`);
     out.push(familyHeader(PUBLISH_EVENTS));
@@ -323,6 +355,11 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     for (const m of this.publishSeries.values()) if (m.duration.count > 0) m.duration.write(out, PUBLISH_DURATION.name, m.labels);
     out.push(familyHeader(PUBLISH_BATCH_SIZE));
     for (const m of this.publishSeries.values()) if (m.size.count > 0) m.size.write(out, PUBLISH_BATCH_SIZE.name, m.labels);
+    out.push(familyHeader(DELIVERY_LATENCY));
+    for (const kind of ['low_level', 'subscription'] as const) {
+      const values = this.deliveryLatency[kind];
+      if (values.count > 0) values.write(out, DELIVERY_LATENCY.name, labelText(['kind'], [kind]));
+    }
   }
 
   /**

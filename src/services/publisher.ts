@@ -6,6 +6,7 @@ import type { PartitionLogs } from '../storage/partition-logs.js';
 import { RedisWaitBudget, settleBy } from '../storage/deadline.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import type { Logger } from '../observability/logger.js';
+import type { PublishTrace } from '../observability/traces.js';
 import type { BatchItemResponse } from '../domain/batch-item-response.js';
 import type { PublishSpec } from '../domain/publish-spec.js';
 import type { PublishTask } from '../../workers/publish-protocol.js';
@@ -62,6 +63,11 @@ export interface PublishContext {
    * second of the publishing quotas, docs/publishing.md "Quotas"). @throws BrokerError 429 to refuse it
    */
   readonly validated?: (events: number) => void;
+  /**
+   * The trace of the request (docs/tracing.md), absent with tracing off: its context goes into the events
+   * when sampled, and the validation and the writes are recorded as its spans when it records.
+   */
+  readonly trace?: PublishTrace;
 }
 
 /** A publish's deadline: when it passes (`performance.now()` ms), its length and where it came from (named in the 503). */
@@ -191,6 +197,7 @@ export class Publisher {
     if (this.redis.status !== 'ready') {
       throw brokerError('STORAGE_UNAVAILABLE', { reason: 'not connected to Redis; nothing was written' });
     }
+    const trace = context.trace;
     const task: PublishTask & { readonly spec: PublishSpec } = {
       kind: 'publish',
       body: ownedBytes(body),
@@ -199,6 +206,8 @@ export class Publisher {
       receivedAt: new Date().toISOString(),
       publishedBy: context.publishedBy,
       flowId: context.flowId,
+      ...(trace?.spanCtx === undefined ? {} : { spanCtx: trace.spanCtx }),
+      ...(trace?.recording === true ? { traced: true as const } : {}),
     };
     // A small batch costs less to validate than to hand to a thread and back (docs/architecture.md
     // "Inline or worker"): it runs here, bounded by its size, but only when this thread holds the
@@ -209,8 +218,14 @@ export class Publisher {
     const inline = body.byteLength <= this.config.inlineMaxBytes && (spec.category === 'undefined' || validators.has(spec.schemaKey));
     if (performance.now() >= deadline.at) throw deadlineExceeded(deadline);
     let result: Awaited<ReturnType<WorkerPool['publish']>>;
-    if (inline) result = processBatch(task, validators);
-    else {
+    /** A recorded trace: when the batch went to the pool (its `validate` span tells the wait for a thread apart). */
+    let queuedAtMs: number | undefined;
+    if (inline) {
+      const startMs = task.traced === true ? performance.timeOrigin + performance.now() : 0;
+      result = processBatch(task, validators);
+      if (task.traced === true) result = { ...result, timing: { startMs, endMs: performance.timeOrigin + performance.now() } };
+    } else {
+      if (task.traced === true) queuedAtMs = performance.timeOrigin + performance.now();
       const validated = this.pool.publish(task, this.config.workerTaskTimeoutMs);
       result = await settleBy(validated, deadline.at, () => {
         // The batch stays in its worker: nothing of it is written, and the request's admission is held
@@ -222,6 +237,11 @@ export class Publisher {
       });
     }
     if (!inline && result.kind !== 'malformed' && result.schemaCost !== undefined) void this.preparation.feedMainThread(spec, result.schemaCost);
+    if (trace !== undefined && result.timing !== undefined) {
+      const counted = result.kind === 'accepted' ? result.itemPartitions.length : result.kind === 'rejected' ? result.items.length : 0;
+      trace.validated({ thread: inline ? 'main' : 'worker', ...result.timing, ...(queuedAtMs === undefined ? {} : { queuedAtMs }) }, counted);
+    }
+    if (trace !== undefined && result.kind === 'accepted' && result.links !== undefined) trace.link(result.links);
     if (result.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: result.detail });
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
     const events = result.itemPartitions.length;
@@ -241,7 +261,15 @@ export class Publisher {
     );
     if (budget.remainingMs <= 0) throw notAnsweredInTime(budget);
     if (performance.now() >= deadline.at) return abortedAtDeadline(result.partitions, result.itemPartitions, deadline);
-    const writes = await this.write(eventType, appends, budget, deadline);
+    const appended = trace?.appending(appends.length);
+    let writes: PartitionWrite[];
+    try {
+      writes = await this.write(eventType, appends, budget, deadline);
+    } catch (err) {
+      appended?.(appends.length);
+      throw err;
+    }
+    appended?.(writes.filter((w) => !w.ok).length);
     if (writes.every((w) => !w.ok && w.closed === true)) {
       throw brokerError('TIMELINE_SWITCHING', { name });
     }

@@ -70,9 +70,11 @@ function builtModules(): NonNullable<typeof built> {
  * composes it) on a free port; see {@link testNodeEnv} for its settings. Several nodes of one file
  * share the process, each with its own connections, worker threads and HTTP server.
  * @param env further `BROKER_*` settings, as for a node process
+ * @param options replaceable parts of the node (`AppOptions` of src/app.ts), e.g. a span processor over an
+ *   in-memory exporter for a node with `BROKER_TRACING_ENABLED`
  * @throws Error when the node cannot start (its log lines in the message)
  */
-export async function startTestBroker(env: Record<string, string> = {}): Promise<TestBroker> {
+export async function startTestBroker(env: Record<string, string> = {}, options: AppModule.AppOptions = {}): Promise<TestBroker> {
   const settings = testNodeEnv(env);
   const { app: appModule, config: configModule, logger: loggerModule } = await builtModules();
   const config = configModule.loadConfig({ BROKER_HOST: '127.0.0.1', BROKER_PORT: '0', ...settings });
@@ -81,7 +83,7 @@ export async function startTestBroker(env: Record<string, string> = {}): Promise
   let app: AppModule.App;
   let port: number;
   try {
-    app = await appModule.createApp(config, logger);
+    app = await appModule.createApp(config, logger, options);
     port = await app.start();
   } catch (err) {
     throw new Error(`the node did not start: ${(err as Error).message}\n${output}`);

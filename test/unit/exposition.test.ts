@@ -1,9 +1,9 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, type OpenMetricsContentType } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { seeded } from '../support/seeded.js';
 import type { LagSnapshot, PublishBatchResult, PublishCounts } from '../../src/observability/meters.js';
 import { BATCH_SIZE_BUCKETS_EVENTS, BrokerMetrics, LATENCY_BUCKETS_SECONDS } from '../../src/observability/metrics.js';
-import { escapeLabelValue, ExpositionBuffer, HistogramValues } from '../../src/observability/exposition.js';
+import { escapeLabelValue, ExpositionBuffer, familyHeader, HistogramValues, openMetricsText } from '../../src/observability/exposition.js';
 
 /**
  * The families BrokerMetrics writes itself (src/observability/exposition.ts; per event type and per
@@ -61,6 +61,39 @@ class Reference {
       else sum.sum += s.unconsumedEvents;
     }
     for (const { labels, sum } of sums.values()) this.lagEventsSum.labels(...labels).set(sum);
+  }
+}
+
+/** A prom-client registry that writes OpenMetrics. */
+function openMetricsRegistry(): Registry<OpenMetricsContentType> {
+  const registry = new Registry<OpenMetricsContentType>();
+  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+  return registry;
+}
+
+/**
+ * prom-client's publish families in its own OpenMetrics output (a registry of that content type, the
+ * duration histogram with exemplars), fed as {@link Reference} is: the oracle of the node's OpenMetrics text.
+ */
+class OpenMetricsReference {
+  readonly registry = openMetricsRegistry();
+  private readonly registers = [this.registry];
+  readonly batches = new Counter({ name: 'broker_publish_batches_total', help: 'x', labelNames: ['event_type', 'result'], registers: this.registers });
+  readonly events = new Counter({ name: 'broker_publish_events_total', help: 'x', labelNames: ['event_type', 'result'], registers: this.registers });
+  readonly bytes = new Counter({ name: 'broker_publish_bytes_total', help: 'x', labelNames: ['event_type'], registers: this.registers });
+  readonly duration = new Histogram({ name: 'broker_publish_duration_seconds', help: 'x', labelNames: ['event_type'], buckets: [...LATENCY_BUCKETS_SECONDS], registers: this.registers, enableExemplars: true });
+  readonly size = new Histogram({ name: 'broker_publish_batch_size_events', help: 'x', labelNames: ['event_type'], buckets: [...BATCH_SIZE_BUCKETS_EVENTS], registers: this.registers });
+
+  batch(eventType: string | undefined, result: PublishBatchResult, seconds: number, counts: PublishCounts | undefined, traceId: string | undefined): void {
+    this.batches.labels(eventType ?? '', result).inc();
+    if (eventType === undefined) return;
+    // prom-client's types give exemplar labels the metric's label names; its code takes any (OpenMetrics' trace_id).
+    const exemplarLabels = (traceId === undefined ? {} : { trace_id: traceId }) as unknown as Partial<Record<'event_type', string>>;
+    this.duration.observe({ labels: { event_type: eventType }, value: seconds, exemplarLabels });
+    if (counts === undefined) return;
+    this.size.labels(eventType).observe(counts.submitted + counts.failed + counts.invalid + counts.aborted);
+    for (const r of ['submitted', 'failed', 'invalid', 'aborted'] as const) if (counts[r] > 0) this.events.labels(eventType, r).inc(counts[r]);
+    if (counts.bytes > 0) this.bytes.labels(eventType).inc(counts.bytes);
   }
 }
 
@@ -191,6 +224,65 @@ describe('the families BrokerMetrics writes itself', () => {
     expect(expected.length).toBeGreaterThan(4 * 1024 * 1024);
     expect(out.toBuffer().equals(expected)).toBe(true);
     expect(new ExpositionBuffer().toBuffer().length).toBe(0);
+  });
+
+  it('in OpenMetrics, write the samples, exemplars and types prom-client writes in OpenMetrics for the same updates', async () => {
+    const random = seeded(4242);
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+    const eventTypes = ['order.a', 'order.b', AWKWARD[0] as string];
+    const results: PublishBatchResult[] = ['submitted', 'partially_failed', 'rejected', 'refused', 'failed'];
+    const metrics = new BrokerMetrics({ exemplars: true });
+    const reference = new OpenMetricsReference();
+    for (let i = 0; i < 600; i++) {
+      const eventType = random() < 0.05 ? undefined : pick(eventTypes);
+      const seconds = random() < 0.1 ? pick(LATENCY_BUCKETS_SECONDS) : Math.exp(random() * 12 - 9);
+      const counts: PublishCounts | undefined = random() < 0.1 ? undefined : { submitted: Math.floor(random() * 100), failed: 0, invalid: random() < 0.2 ? 2 : 0, aborted: 0, bytes: Math.floor(random() * 1e5) };
+      const traceId = random() < 0.3 ? Array.from({ length: 32 }, () => Math.floor(random() * 16).toString(16)).join('') : undefined;
+      const result = pick(results);
+      metrics.batch(eventType, result, seconds, counts, traceId);
+      reference.batch(eventType, result, seconds, counts, traceId);
+    }
+    const ours = (await metrics.scrape(true)).toString();
+    const theirs = await reference.registry.metrics();
+    // Exemplar timestamps are the times of the observations: equal to the millisecond at best.
+    const untimed = (lines: string[]): string[] => lines.map((line) => line.replace(/ [0-9.]+$/, (t) => (line.includes(' # {') ? '' : t)));
+    for (const family of FAMILIES.slice(0, 5)) {
+      const name = family.replace(/_total$/, '');
+      expect(untimed(samplesOf(ours, family)), family).toEqual(untimed(samplesOf(theirs, family)));
+      expect(typeOf(ours, name), family).toBe(typeOf(theirs, name));
+    }
+    expect(ours.match(/ # \{trace_id="[0-9a-f]{32}"\} /g)?.length).toBeGreaterThan(10);
+    expect(ours.endsWith('\n# EOF\n')).toBe(true);
+    expect(ours).not.toMatch(/\n\n/);
+    // The text format of the same node carries no exemplar.
+    expect((await metrics.scrape(false)).toString()).not.toContain('trace_id');
+  });
+
+  it('turn text-format families into OpenMetrics: no blank lines, counter families named without _total, untyped as unknown', () => {
+    const text = ['# HELP a_total counts', '# TYPE a_total counter', 'a_total{x="1"} 2', '', '# HELP g_total a gauge named so', '# TYPE g_total gauge', 'g_total 1', '', '# HELP u something', '# TYPE u untyped', 'u 3', ''].join('\n');
+    expect(openMetricsText(text)).toBe(['# HELP a counts', '# TYPE a counter', 'a_total{x="1"} 2', '# HELP g_total a gauge named so', '# TYPE g_total gauge', 'g_total 1', '# HELP u something', '# TYPE u unknown', 'u 3', ''].join('\n'));
+    const out = new ExpositionBuffer(true);
+    out.push(familyHeader({ name: 'c_total', help: 'x', type: 'counter' }));
+    out.push('c_total 1\n');
+    expect(out.toBuffer().toString()).toBe('# HELP c x\n# TYPE c counter\nc_total 1\n');
+  });
+
+  it('keep the latest exemplar of each bucket, +Inf included, and write them in OpenMetrics only', () => {
+    const values = new HistogramValues([1, 2]);
+    const trace = (digit: string): string => digit.repeat(32);
+    values.observe(0.5, trace('a'));
+    values.observe(0.7, trace('b'));
+    values.observe(1.5);
+    values.observe(9, trace('c'));
+    const text: string[] = [];
+    values.write(text, 'h', 'k="v"');
+    expect(text.join('')).not.toContain('#');
+    const open = Object.assign([] as string[], { openMetrics: true });
+    values.write(open, 'h', 'k="v"');
+    const lines = open.join('').split('\n');
+    expect(lines[0]).toMatch(new RegExp(`^h_bucket\\{le="1",k="v"\\} 2 # \\{trace_id="${trace('b')}"\\} 0.7 \\d+\\.\\d{3}$`));
+    expect(lines[1]).toBe('h_bucket{le="2",k="v"} 3');
+    expect(lines[2]).toMatch(new RegExp(`^h_bucket\\{le="\\+Inf",k="v"\\} 4 # \\{trace_id="${trace('c')}"\\} 9 `));
   });
 
   it('escape label values as the text format wants', () => {

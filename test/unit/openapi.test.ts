@@ -133,7 +133,7 @@ describe('the route table against the server', () => {
       method: 'PATCH', path: '/event-types/{name}', operationId: 'patchEventType', tag: 'Event types', access: 'authenticated', summary: 'not in the table', responses: {},
       handler: () => Promise.resolve({ status: 200 }),
     });
-    http.register([...OPERATION_ROUTES.filter((r) => r.path === '/health'), undescribed], { scrape: () => Promise.resolve(''), contentType: 'text/plain' });
+    http.register([...OPERATION_ROUTES.filter((r) => r.path === '/health'), undescribed], { scrape: () => Promise.resolve(''), contentTypeOf: () => 'text/plain', exemplars: false });
     expect(() => apiDocsRoutes(http, 'test', new Map())).toThrow('the API document lacks 1 registered route(s): PATCH /event-types/:name');
     const described = server();
     apiDocsRoutes(described, 'test', new Map());

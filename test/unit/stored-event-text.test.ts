@@ -126,7 +126,7 @@ function batchText(random: Random, layout: Layout, escapeRate: number): string {
 }
 
 /** What the serializing worker stored for an event: its parsed value, enriched, through `JSON.stringify`. */
-function serializedReference(event: Record<string, unknown>, partition: number, enrich: boolean): string {
+function serializedReference(event: Record<string, unknown>, partition: number, enrich: boolean, spanCtx?: string): string {
   const metadata = event.metadata;
   if (enrich && typeof metadata === 'object' && metadata !== null && !Array.isArray(metadata)) {
     const m = metadata as Record<string, unknown>;
@@ -136,9 +136,13 @@ function serializedReference(event: Record<string, unknown>, partition: number, 
     m.partition = String(partition);
     m.published_by = 'tester';
     if (m.flow_id === undefined || m.flow_id === '') m.flow_id = 'flow-1';
+    if (spanCtx !== undefined && m.span_ctx === undefined) m.span_ctx = JSON.parse(spanCtx) as unknown;
   }
   return JSON.stringify(event);
 }
+
+/** A batch's trace context as the main thread hands it to the worker (JSON.stringify of the object; docs/tracing.md). */
+const SPAN_CTX = JSON.stringify({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate: 'vendor=a "quoted" \\ value' });
 
 /** Object members written in a JSON text (`:` outside strings). */
 function membersInText(text: string): number {
@@ -160,7 +164,7 @@ function keysInValue(value: unknown): number {
 
 const validators = new ValidatorCache();
 
-function run(body: string | Buffer, record: EventType, partitionCount = 3): PublishResult {
+function run(body: string | Buffer, record: EventType, partitionCount = 3, spanCtx?: string): PublishResult {
   const task: PublishTask = {
     kind: 'publish',
     body: typeof body === 'string' ? Buffer.from(body) : body,
@@ -169,6 +173,7 @@ function run(body: string | Buffer, record: EventType, partitionCount = 3): Publ
     receivedAt: now,
     publishedBy: 'tester',
     flowId: 'flow-1',
+    ...(spanCtx === undefined ? {} : { spanCtx }),
   };
   return processBatch(task, validators);
 }
@@ -188,14 +193,14 @@ function storedLines(result: PublishResult & { kind: 'accepted' }): string[] {
 }
 
 /** Checks every stored line of `body` against the serializing worker's text; returns how many events were accepted. */
-function expectStoredAsSerialized(body: string, record: EventType, enrich: boolean): number {
-  const result = run(body, record);
+function expectStoredAsSerialized(body: string, record: EventType, enrich: boolean, spanCtx?: string): number {
+  const result = run(body, record, 3, spanCtx);
   if (result.kind !== 'accepted') return 0;
   const parsed = JSON.parse(body) as Record<string, unknown>[];
   const lines = storedLines(result);
   lines.forEach((line, i) => {
     expect(line, body).not.toMatch(/[\r\n]/);
-    const reference = serializedReference(parsed[i] as Record<string, unknown>, result.itemPartitions[i] ?? -1, enrich);
+    const reference = serializedReference(parsed[i] as Record<string, unknown>, result.itemPartitions[i] ?? -1, enrich, spanCtx);
     // toEqual tells -0 from 0 (Object.is) and ignores key order, as JSON consumers do.
     const stored: unknown = JSON.parse(line);
     expect(stored, `event ${i} of ${body}\nstored ${line}`).toEqual(JSON.parse(reference));
@@ -222,6 +227,8 @@ describe('stored event text (the producer’s bytes, enrichment spliced in)', ()
       const body = batchText(random, layout, escapeRate);
       accepted += expectStoredAsSerialized(body, business, true);
       accepted += expectStoredAsSerialized(body, undefinedCategory, false);
+      // A sampled trace's context goes into every event without a span_ctx of its own, spliced in or serialized alike.
+      accepted += expectStoredAsSerialized(body, business, true, SPAN_CTX);
     }
     // The generator must reach the splicing path, not only refusals.
     expect(accepted).toBeGreaterThan(500);
@@ -235,6 +242,22 @@ describe('stored event text (the producer’s bytes, enrichment spliced in)', ()
     const close = text.indexOf('} ,');
     const enrichment = `,"received_at":"${now}","event_type":"${NAME}","version":"1.0.0","partition":"0","published_by":"tester","flow_id":"flow-1"`;
     expect(line).toBe(`${text.slice(0, close)}${enrichment}${text.slice(close)}`);
+  });
+
+  it('adds the batch\'s trace context as span_ctx after the other enrichment fields, byte for byte as serializing does; an event\'s own span_ctx stays', () => {
+    const own = { traceparent: '00-11111111111111111111111111111111-2222222222222222-01' };
+    const events = [0, 1, 2].map((i) => ({ metadata: { eid: `00000000-0000-4000-8000-00000000000${i}`, occurred_at: now, ...(i === 1 ? { span_ctx: own } : {}) }, id: `k${i}` }));
+    const result = run(JSON.stringify(events), business, 1, SPAN_CTX);
+    if (result.kind !== 'accepted') throw new Error(JSON.stringify(result));
+    const lines = storedLines(result);
+    expect(lines).toEqual(events.map((e) => serializedReference(structuredClone(e), 0, true, SPAN_CTX)));
+    expect(lines[0]).toContain(`"flow_id":"flow-1","span_ctx":${SPAN_CTX}}`);
+    expect((JSON.parse(lines[1] ?? '') as { metadata: { span_ctx: unknown } }).metadata.span_ctx).toEqual(own);
+    // Serialized (a line break in the event) the same way.
+    const broken = JSON.stringify(events[0]).replace(',"id"', ',\n"id"');
+    const serialized = run(`[${broken}]`, business, 1, SPAN_CTX);
+    if (serialized.kind !== 'accepted') throw new Error(JSON.stringify(serialized));
+    expect(storedLines(serialized)).toEqual([lines[0]]);
   });
 
   it('stores compact input byte for byte as the serializing worker did', () => {

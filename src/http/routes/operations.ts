@@ -5,8 +5,31 @@ import type { HttpServer } from '../server.js';
 
 /** What `/metrics` answers: the node's Prometheus text (src/observability/metrics.ts). */
 export interface MetricsScrape {
-  scrape(): Promise<Buffer | string>;
-  readonly contentType: string;
+  /** @param openMetrics OpenMetrics 1.0 with exemplars instead of Prometheus text format 0.0.4 */
+  scrape(openMetrics: boolean): Promise<Buffer | string>;
+  contentTypeOf(openMetrics: boolean): string;
+  /** Whether the node keeps exemplars (tracing is on): only then is OpenMetrics answered. */
+  readonly exemplars: boolean;
+}
+
+/**
+ * Whether an `Accept` header prefers OpenMetrics to the text format, as Prometheus asks when it scrapes
+ * (`application/openmetrics-text;version=1.0.0,…,text/plain;version=0.0.4;q=0.5,…`): an
+ * `application/openmetrics-text` range with a quality above 0 and not below that of `text/plain`.
+ */
+export function prefersOpenMetrics(accept: string | undefined): boolean {
+  if (accept === undefined || !accept.includes('application/openmetrics-text')) return false;
+  let openMetrics = 0;
+  let text = 0;
+  for (const range of accept.split(',')) {
+    const [type = '', ...parameters] = range.split(';').map((part) => part.trim().toLowerCase());
+    const q = parameters.find((p) => p.startsWith('q='));
+    const quality = q === undefined ? 1 : Number(q.slice(2));
+    if (!Number.isFinite(quality)) continue;
+    if (type === 'application/openmetrics-text') openMetrics = Math.max(openMetrics, quality);
+    else if (type === 'text/plain') text = Math.max(text, quality);
+  }
+  return openMetrics > 0 && openMetrics >= text;
 }
 
 const operation = routesOf<MetricsScrape>();
@@ -23,9 +46,18 @@ export const OPERATION_ROUTES: readonly Route<MetricsScrape>[] = [
   }),
   operation({
     method: 'GET', path: '/metrics', operationId: 'metrics', tag: 'Operations', access: 'authenticated',
-    summary: 'Prometheus metrics (text format)', description: 'docs/metrics.md lists the series.',
-    responses: { '200': { description: 'Prometheus text exposition format', content: { 'text/plain; version=0.0.4; charset=utf-8': Type.String() } } },
-    handler: async (_ctx, metrics) => ({ status: 200, body: await metrics.scrape(), contentType: metrics.contentType }),
+    summary: 'Prometheus metrics (text format; OpenMetrics with exemplars on a node with tracing)',
+    description: 'docs/metrics.md lists the series. With config `tracing.enabled`, an `Accept` header that prefers `application/openmetrics-text` (as Prometheus sends) gets OpenMetrics 1.0, whose latency histograms carry trace ids as exemplars (docs/tracing.md); otherwise the Prometheus text format.',
+    responses: {
+      '200': {
+        description: 'Prometheus text exposition format, or OpenMetrics 1.0',
+        content: { 'text/plain; version=0.0.4; charset=utf-8': Type.String(), 'application/openmetrics-text; version=1.0.0; charset=utf-8': Type.String() },
+      },
+    },
+    handler: async (ctx, metrics) => {
+      const openMetrics = metrics.exemplars && prefersOpenMetrics(ctx.headers.accept);
+      return { status: 200, body: await metrics.scrape(openMetrics), contentType: metrics.contentTypeOf(openMetrics) };
+    },
   }),
 ];
 

@@ -13,6 +13,7 @@ import { CursorDistanceResultSchema, CursorSchema, EventSchema, PartitionSchema 
 import type { HttpServer, RequestContext } from '../server.js';
 import { name } from './event-types.js';
 import type { PublishQuotas } from '../../services/publish-quotas.js';
+import type { Tracing } from '../../observability/traces.js';
 
 /** The services the publishing and partition routes use. */
 export interface PublishingDeps {
@@ -26,6 +27,8 @@ export interface PublishingDeps {
   readonly kpi?: KpiCollector;
   /** The publishing quotas of the settings, enforced on this node (docs/publishing.md "Quotas"); none when absent. */
   readonly quotas?: PublishQuotas;
+  /** Traces of publishes (docs/tracing.md); absent with `tracing.enabled` false, and then no tracing step runs. */
+  readonly tracing?: Tracing;
 }
 
 /** The request headers of `POST /event-types/{name}/events` (docs/publishing.md "Refusals and deadlines"). */
@@ -64,7 +67,7 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
   route({
     method: 'POST', path: '/event-types/{name}/events', operationId: 'publishEvents', tag: 'Publishing', access: 'authenticated', params: NameParam, bodyLimit: 'events', admitted: true,
     summary: 'Publish a batch of events',
-    description: 'Checks in order: the node\'s admission bounds (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxBytesInFlight`; 503 `PUBLISH_QUEUE_DELAYED` with `Retry-After` when the batches waiting for a validation thread have waited longer than `http.publishMaxQueueDelayMs`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), the publishing quotas\' bytes per second (429 `QUOTA_EXCEEDED` with `Retry-After`), then per event, then the quotas\' events per second (429; nothing written). 422: nothing was written; 207: storage failed some partitions, or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted.',
+    description: 'Checks in order: the node\'s admission bounds (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxBytesInFlight`; 503 `PUBLISH_QUEUE_DELAYED` with `Retry-After` when the batches waiting for a validation thread have waited longer than `http.publishMaxQueueDelayMs`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), the publishing quotas\' bytes per second (429 `QUOTA_EXCEEDED` with `Retry-After`), then per event, then the quotas\' events per second (429; nothing written). 422: nothing was written; 207: storage failed some partitions, or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted. With config `tracing.enabled`, W3C `traceparent` and `tracestate` headers are continued, and a sampled trace\'s context is stored in the `metadata.span_ctx` of events that have none (docs/tracing.md).',
     headers: PublishHeaders,
     body: jsonBody(Type.Array(EventSchema)),
     responses: {
@@ -73,7 +76,9 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
       '422': batchItems('validation, partitioning or enrichment failed for some events; nothing was written'),
       ...problems(400, 403, 404, 413, 415, 429, 503),
     },
-    handler: async (ctx, { publisher, access, metrics, kpi, quotas }) => {
+    handler: async (ctx, { publisher, access, metrics, kpi, quotas, tracing }) => {
+      // The batch's span, a child of the request's traceparent (docs/tracing.md); none with tracing off.
+      const trace = tracing?.publish(ctx.headers, ctx.flowId);
       // Only a name the publisher found becomes a label value: clients cannot make up series.
       let found: string | undefined;
       /** The event type's owning application, once known (its publishing quota). */
@@ -95,21 +100,25 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
           holdUntil: (work) => ctx.holdUntil(work),
           authorize: (record) => {
             found = record.name;
+            trace?.named(record.name);
             access.requireEventType(ctx.subject, record, 'write');
             owner = record.owning_application;
             quotas?.charge(ctx.subject.id, owner, 'bytes', bodyBytes);
           },
           validated: (events) => quotas?.charge(ctx.subject.id, owner, 'events', events),
+          ...(trace === undefined ? {} : { trace }),
         });
         const seconds = (performance.now() - started) / 1000;
         const counts = publishCounts(outcome);
-        metrics?.batch(eventType, BATCH_RESULTS[outcome.status], seconds, counts);
+        metrics?.batch(eventType, BATCH_RESULTS[outcome.status], seconds, counts, trace?.sampledTraceId);
+        trace?.end(outcome.status, outcome.events);
         if (kpi?.enabled) kpi.batchPublished({ eventType, app: ctx.subject.id, result: BATCH_RESULTS[outcome.status], events: counts.submitted, bytes: bodyBytes, ms: seconds * 1000 });
         if (outcome.status === 200) return { status: 200 };
         return { status: outcome.status, body: outcome.items };
       } catch (err) {
         if (err instanceof BrokerError && err.code === 'PUBLISH_DEADLINE_EXCEEDED') metrics?.publishRefused('deadline');
-        metrics?.batch(found, err instanceof BrokerError && err.status < 500 ? 'refused' : 'failed', (performance.now() - started) / 1000);
+        metrics?.batch(found, err instanceof BrokerError && err.status < 500 ? 'refused' : 'failed', (performance.now() - started) / 1000, undefined, trace?.sampledTraceId);
+        trace?.end(err instanceof BrokerError ? err.status : 500, 0, err instanceof BrokerError ? err.message : 'internal error');
         throw err;
       }
     },
@@ -170,8 +179,9 @@ export function publishingRoutes(
   metrics?: PublishMeter,
   kpi?: KpiCollector,
   quotas?: PublishQuotas,
+  tracing?: Tracing,
 ): void {
-  http.register(PUBLISHING_ROUTES, { publisher, cursors, registry, access, metrics, kpi, quotas });
+  http.register(PUBLISHING_ROUTES, { publisher, cursors, registry, access, metrics, kpi, quotas, tracing });
 }
 
 /** `broker_publish_batches_total` result of each answer the publisher returns. */

@@ -12,6 +12,8 @@ import { empty, json, jsonBody, problems, routesOf, type ResponseSpec, type Rout
 import { Bool, STREAM_ID, stream, SubscriptionParam } from '../api/route-parts.js';
 import { CursorCommitResultsSchema, StreamParametersBodySchema, SubscriptionCursorsSchema, SubscriptionStatsSchema } from '../api/wire-schemas.js';
 import type { HttpServer } from '../server.js';
+import type { Tracing } from '../../observability/traces.js';
+import { BrokerError } from '../../errors/catalog.js';
 
 /** The services the subscription consumption routes use. */
 export interface SubscriptionStreamDeps {
@@ -20,6 +22,8 @@ export interface SubscriptionStreamDeps {
   readonly access: AccessControl;
   /** The node's control-plane limiter: a cursor reset reads and parses its body holding a slot. */
   readonly controlLimiter: ConcurrencyLimiter;
+  /** Traces: a commit that carries a `traceparent` header gets a span in that trace (docs/tracing.md); absent with tracing off. */
+  readonly tracing?: Tracing;
 }
 
 /** The headers of a commit: `X-Broker-StreamId` names the stream (missing or empty: 400; docs/consuming.md "Commits"). */
@@ -80,13 +84,26 @@ export const SUBSCRIPTION_STREAM_ROUTES: readonly Route<SubscriptionStreamDeps>[
   route({
     method: 'POST', path: '/subscriptions/{subscription_id}/cursors', operationId: 'commitCursors', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
     summary: 'Commit cursors of a stream',
-    description: 'In queue mode (annotation `broker.io/consumption-mode: queue`) a cursor acknowledges exactly the batch it ended, not the events before it; the committed cursor becomes the highest offset below which every event is acknowledged.',
+    description: 'In queue mode (annotation `broker.io/consumption-mode: queue`) a cursor acknowledges exactly the batch it ended, not the events before it; the committed cursor becomes the highest offset below which every event is acknowledged. With config `tracing.enabled`, a W3C `traceparent` header (e.g. an event\'s `metadata.span_ctx.traceparent`) makes the commit a span of that trace (docs/tracing.md).',
     headers: CommitHeaders,
     body: jsonBody(SubscriptionCursorsInputSchema),
     responses: { '204': empty('every cursor advanced'), '200': json('some cursors did not advance: a result per cursor', CursorCommitResultsSchema), ...problems(400, 403, 404, 422) },
-    handler: async (ctx, { cursors }) => {
-      const answer = await cursors.commit(ctx.input.params.subscription_id, ctx.input.headers['X-Broker-StreamId'], await ctx.json(), ctx.subject);
-      return answer.status === 204 ? { status: 204 } : { status: 200, body: answer.body };
+    handler: async (ctx, { cursors, tracing }) => {
+      const subscriptionId = ctx.input.params.subscription_id;
+      const trace = tracing?.commit(ctx.headers, subscriptionId, ctx.flowId);
+      if (trace === undefined) {
+        const answer = await cursors.commit(subscriptionId, ctx.input.headers['X-Broker-StreamId'], await ctx.json(), ctx.subject);
+        return answer.status === 204 ? { status: 204 } : { status: 200, body: answer.body };
+      }
+      try {
+        const body = await ctx.json();
+        const answer = await cursors.commit(subscriptionId, ctx.input.headers['X-Broker-StreamId'], body, ctx.subject);
+        trace.end(answer.status, cursorCount(body));
+        return answer.status === 204 ? { status: 204 } : { status: 200, body: answer.body };
+      } catch (err) {
+        trace.end(err instanceof BrokerError ? err.status : 500, 0, err instanceof BrokerError ? err.message : 'internal error');
+        throw err;
+      }
     },
   }),
   route({
@@ -132,7 +149,13 @@ export const SUBSCRIPTION_STREAM_ROUTES: readonly Route<SubscriptionStreamDeps>[
   }),
 ];
 
+/** The cursors of a commit body as sent (`items`), for its span; 0 when the body has none. */
+function cursorCount(body: unknown): number {
+  const items = typeof body === 'object' && body !== null ? (body as { items?: unknown }).items : undefined;
+  return Array.isArray(items) ? items.length : 0;
+}
+
 /** Registers the subscription consumption routes ({@link SUBSCRIPTION_STREAM_ROUTES}) with their services. */
-export function subscriptionStreamRoutes(http: HttpServer, streams: SubscriptionStreams, cursors: SubscriptionCursors, access: AccessControl): void {
-  http.register(SUBSCRIPTION_STREAM_ROUTES, { streams, cursors, access, controlLimiter: http.controlLimiter });
+export function subscriptionStreamRoutes(http: HttpServer, streams: SubscriptionStreams, cursors: SubscriptionCursors, access: AccessControl, tracing?: Tracing): void {
+  http.register(SUBSCRIPTION_STREAM_ROUTES, { streams, cursors, access, controlLimiter: http.controlLimiter, ...(tracing === undefined ? {} : { tracing }) });
 }

@@ -4,6 +4,7 @@ import { SSE_KEEP_ALIVE, SSE_RETRY_MS, type StreamFormat } from '../../domain/st
 import type { StreamClose } from '../../domain/stream-close-reason.js';
 import type { BatchOutput } from './batch-cutter.js';
 import type { StreamPartition } from './stream-partition.js';
+import { deliveryMarks } from '../../domain/delivery-marks.js';
 
 /** What writing asks of the stream's policy (part of `StreamPolicy`, event-stream.ts): cursors and `info`. */
 export interface FramePolicy {
@@ -87,8 +88,14 @@ export class BatchWriter implements BatchOutput {
     return this.pending.length > 0;
   }
 
-  /** Frames a data batch of `p` (see {@link frame}) and counts it. */
+  /**
+   * Frames a data batch of `p` (see {@link frame}) and counts it; the age of its first event (from its
+   * `metadata.received_at`) goes to the delivery latency histogram, with the event's trace context for an exemplar.
+   */
   batch(p: StreamPartition, events: readonly Buffer[], count: number): void {
+    const first = count > 0 ? events[0] : undefined;
+    const marks = first === undefined ? undefined : deliveryMarks(first, this.meter.exemplars === true);
+    if (marks !== undefined) this.meter.delivered((Date.now() - marks.receivedAtMs) / 1000, marks.traceparent);
     const line = this.line(p, events);
     this.pending.push(line);
     let tally = this.tallies.get(p.eventType);
