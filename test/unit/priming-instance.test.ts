@@ -49,7 +49,8 @@ describe('priming instances reach the whole schema', () => {
       // It goes past the envelope into the payload's objects (`data.sender.login`, ...).
       expect(depthOf(instance), type.name).toBeGreaterThanOrEqual(3);
     }
-  });
+    // It compiles 58 large schemas: seconds on a quiet machine, over a minute with every core busy.
+  }, 180_000);
 
   it('is valid for a business event type: the service metadata gets a uuid eid and a date-time occurred_at', () => {
     const schema = effective(JSON.parse((businessEventType('x').schema as { schema: string }).schema) as JsonObject);
