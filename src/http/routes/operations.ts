@@ -3,23 +3,47 @@ import { brokerError, type ProblemTypeDescription } from '../../errors/catalog.j
 import { empty, json, problems, routesOf, type Route } from '../api/route-model.js';
 import type { HttpServer } from '../server.js';
 
-/** What `/metrics` answers: the node's Prometheus text (src/observability/metrics.ts). */
+/**
+ * What `/metrics` answers: the node's Prometheus text (src/observability/metrics.ts); and what
+ * `/health/storage` answers: whether the Redis masters this node writes to have room (absent: no
+ * master known, ready).
+ */
 export interface MetricsScrape {
   scrape(): Promise<Buffer | string>;
   readonly contentType: string;
+  readonly storageReadiness?: () => { readonly masters: number; readonly full: readonly unknown[] };
 }
+
+/** `Retry-After` of a `/health/storage` answered 503: as a `STORAGE_FULL` publish's. */
+const STORAGE_RETRY_AFTER = '5';
 
 const operation = routesOf<MetricsScrape>();
 
 /**
- * Liveness and metrics (docs/operations.md, docs/metrics.md). `/health` is public; `/metrics` is
- * authenticated like every other route (open in auth mode `off`).
+ * Liveness, storage readiness and metrics (docs/operations.md, docs/metrics.md). `/health` and
+ * `/health/storage` are public; `/metrics` is authenticated like every other route (open in auth mode `off`).
  */
 export const OPERATION_ROUTES: readonly Route<MetricsScrape>[] = [
   operation({
     method: 'GET', path: '/health', operationId: 'health', tag: 'Operations', access: 'public',
     summary: 'Liveness', responses: { '200': { description: 'the node serves', content: { 'text/plain': Type.Literal('OK') } }, ...problems(503) },
     handler: () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }),
+  }),
+  operation({
+    method: 'GET', path: '/health/storage', operationId: 'storageReadiness', tag: 'Operations', access: 'public',
+    summary: 'Readiness for publishing: whether the Redis masters have room',
+    description:
+      'Whether every Redis master this node writes to is below its high-water mark (config `redisMemory.highWaterPercent`). 200 `OK`; 503 with `Retry-After` and a line counting the full masters while publishes to their partitions are refused with 507. A node answering 503 here is healthy (`/health` stays 200) and serves everything else: reads, commits, streams, the control plane. Meant for a balancer that routes publishes (docs/operations.md "Memory and retention"); a liveness or whole-node readiness probe must stay on `/health`, since every node of a deployment shares the same masters.',
+    responses: {
+      '200': { description: 'every master has room', content: { 'text/plain': Type.String() } },
+      '503': { description: 'a master is at or above its high-water mark; `Retry-After`', content: { 'text/plain': Type.String() } },
+    },
+    handler: (_ctx, deps) => {
+      const readiness = deps.storageReadiness?.() ?? { masters: 0, full: [] };
+      if (readiness.full.length === 0) return Promise.resolve({ status: 200, body: `OK: ${readiness.masters} Redis master(s) below their high-water mark\n`, contentType: 'text/plain' });
+      const body = `FULL: ${readiness.full.length} of ${readiness.masters} Redis master(s) at or above their high-water mark; publishes to their partitions are refused with 507\n`;
+      return Promise.resolve({ status: 503, body, contentType: 'text/plain', headers: { 'Retry-After': STORAGE_RETRY_AFTER } });
+    },
   }),
   operation({
     method: 'GET', path: '/metrics', operationId: 'metrics', tag: 'Operations', access: 'authenticated',
@@ -29,9 +53,9 @@ export const OPERATION_ROUTES: readonly Route<MetricsScrape>[] = [
   }),
 ];
 
-/** Registers `/health` and `/metrics` ({@link OPERATION_ROUTES}). */
-export function operationRoutes(http: HttpServer, metrics: MetricsScrape): void {
-  http.register(OPERATION_ROUTES, metrics);
+/** Registers `/health`, `/health/storage` and `/metrics` ({@link OPERATION_ROUTES}). */
+export function operationRoutes(http: HttpServer, metrics: Omit<MetricsScrape, 'storageReadiness'>, storageReadiness?: MetricsScrape['storageReadiness']): void {
+  http.register(OPERATION_ROUTES, { scrape: () => metrics.scrape(), contentType: metrics.contentType, ...(storageReadiness ? { storageReadiness } : {}) });
 }
 
 /** The reference page's script (Redoc's standalone bundle, from the npm package `redoc`). */

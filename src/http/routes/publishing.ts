@@ -64,14 +64,14 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
   route({
     method: 'POST', path: '/event-types/{name}/events', operationId: 'publishEvents', tag: 'Publishing', access: 'authenticated', params: NameParam, bodyLimit: 'events', admitted: true,
     summary: 'Publish a batch of events',
-    description: 'Checks in order: the node\'s admission bounds (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxBytesInFlight`; 503 `PUBLISH_QUEUE_DELAYED` with `Retry-After` when the batches waiting for a validation thread have waited longer than `http.publishMaxQueueDelayMs`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), the publishing quotas\' bytes per second (429 `QUOTA_EXCEEDED` with `Retry-After`), then per event, then the quotas\' events per second (429; nothing written). 422: nothing was written; 207: storage failed some partitions, or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted.',
+    description: 'Checks in order: the node\'s admission bounds (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxBytesInFlight`; 503 `PUBLISH_QUEUE_DELAYED` with `Retry-After` when the batches waiting for a validation thread have waited longer than `http.publishMaxQueueDelayMs`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), the publishing quotas\' bytes per second (429 `QUOTA_EXCEEDED` with `Retry-After`), then per event, then the quotas\' events per second (429; nothing written), then whether the Redis masters of its partitions have room (507 `STORAGE_FULL` with `Retry-After` when a master is at or above the high-water mark `redisMemory.highWaterPercent`, or Redis refused the write for memory; nothing written; docs/operations.md "Memory and retention"). 422: nothing was written; 207: storage failed some partitions (on a Redis Cluster, those on full masters), or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted.',
     headers: PublishHeaders,
     body: jsonBody(Type.Array(EventSchema)),
     responses: {
       '200': empty('every event submitted'),
       '207': batchItems('some partitions could not be written, or the deadline passed before they were: one item per event, in input order'),
       '422': batchItems('validation, partitioning or enrichment failed for some events; nothing was written'),
-      ...problems(400, 403, 404, 413, 415, 429, 503),
+      ...problems(400, 403, 404, 413, 415, 429, 503, 507),
     },
     handler: async (ctx, { publisher, access, metrics, kpi, quotas }) => {
       // Only a name the publisher found becomes a label value: clients cannot make up series.
