@@ -63,10 +63,15 @@ function canConnect(options: net.NetConnectOpts): Promise<boolean> {
   });
 }
 
-/** Sends one inline command on a fresh connection (used to adopt or stop a server without a client library). */
+/**
+ * Sends one inline command on a fresh connection (used to adopt or stop a server without a client
+ * library); resolves once the server closed it. Its answer is read and dropped: an unread answer would
+ * leave the socket paused, neither closing nor keeping the process alive.
+ */
 function sendInline(options: net.NetConnectOpts, command: string): Promise<void> {
   return new Promise((resolve) => {
     const socket = net.connect(options, () => socket.end(`${command}\r\n`));
+    socket.resume();
     socket.once('close', () => resolve());
     socket.once('error', () => resolve());
   });
