@@ -88,7 +88,9 @@ export class RedisMemoryWatch {
 
   /** Reads every master now, joining a read under way (after Redis refused a write for memory, say). Never rejects. */
   refresh(): Promise<void> {
-    this.reading ??= this.read().finally(() => (this.reading = undefined));
+    this.reading ??= this.read()
+      .catch((err: unknown) => this.failed(this.storage, err))
+      .finally(() => (this.reading = undefined));
     return this.reading;
   }
 
@@ -108,6 +110,7 @@ export class RedisMemoryWatch {
           return;
         }
         if (report === undefined) return;
+        this.lastError = '';
         let history = this.histories.get(master);
         if (history === undefined) this.histories.set(master, (history = new UsageHistory(RATE_WINDOW_MS)));
         history.add(now, report.usedBytes);

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { brokerError, type ProblemTypeDescription } from '../../errors/catalog.js';
+import { brokerError, errorCatalog, type ProblemTypeDescription } from '../../errors/catalog.js';
 import { empty, json, problems, routesOf, type Route } from '../api/route-model.js';
 import type { HttpServer } from '../server.js';
 
@@ -15,7 +15,7 @@ export interface MetricsScrape {
 }
 
 /** `Retry-After` of a `/health/storage` answered 503: as a `STORAGE_FULL` publish's. */
-const STORAGE_RETRY_AFTER = '5';
+const STORAGE_RETRY_AFTER = errorCatalog.STORAGE_FULL.headers['Retry-After'];
 
 const operation = routesOf<MetricsScrape>();
 
