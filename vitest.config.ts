@@ -20,6 +20,7 @@ export const CLUSTER_FILES = [
   'queue-mode',
   'rebalance-handover',
   'repartitioning',
+  'storage-full',
   'stream-wakeups',
   'subscription-notices',
   'subscription-streams',

@@ -40,7 +40,8 @@ async function shoot(page: Page, name: string): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const redis = await startRedis();
+  // With a maxmemory, as a deployment has one (the overview shows the headroom against it).
+  const redis = await startRedis({ extraArgs: ['--maxmemory', '1gb'] });
   const broker = await startBroker({ BROKER_REDIS_URL: redis.url, BROKER_LOG_LEVEL: 'warn', BROKER_PUBLISH_WORKER_THREADS: '1' });
   const browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new', '--disable-gpu'] });
   try {

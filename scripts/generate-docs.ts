@@ -255,7 +255,7 @@ const GUIDES: Readonly<Record<Tag, string>> = {
   Subscriptions: '[consuming.md](consuming.md#subscription-streams)',
   'Subscription streams': '[consuming.md](consuming.md)',
   Settings: '[operations.md](operations.md#administrator-settings), [Avro schemas](#avro-schemas)',
-  Operations: '[metrics.md](metrics.md), [API description](#api-description)',
+  Operations: '[metrics.md](metrics.md), [memory and retention](operations.md#memory-and-retention), [API description](#api-description)',
   Console: '[console.md](console.md)',
 };
 

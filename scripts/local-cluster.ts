@@ -19,6 +19,7 @@
 import net from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { embeddedMaxmemoryBytes } from '../src/storage/embedded-redis.js';
 import { repoRoot, startBroker, startRedis, startRedisCluster, type BrokerProcess } from './local-processes.js';
 import { TcpBalancer } from './tcp-balancer.js';
 
@@ -50,8 +51,10 @@ async function startStorage(cluster: boolean, dataDir: string): Promise<Storage>
       stop: () => redis.stop(),
     };
   }
-  const redis = await startRedis({ appendonly: true, dataDir, detached: true, extraArgs: ['--appendfsync', 'everysec'] });
-  return { env: { BROKER_REDIS_URL: redis.url }, describe: `${redis.url} (AOF on, data in ${path.relative(process.cwd(), dataDir) || '.'})`, stop: () => redis.stop() };
+  // A maxmemory as the embedded Redis's (half the machine's memory): never unlimited (docs/operations.md "Memory and retention").
+  const maxmemory = embeddedMaxmemoryBytes({ maxmemoryBytes: 0, maxmemoryPercent: 50 });
+  const redis = await startRedis({ appendonly: true, dataDir, detached: true, extraArgs: ['--appendfsync', 'everysec', '--maxmemory', String(maxmemory)] });
+  return { env: { BROKER_REDIS_URL: redis.url }, describe: `${redis.url} (AOF on, maxmemory ${maxmemory} bytes, data in ${path.relative(process.cwd(), dataDir) || '.'})`, stop: () => redis.stop() };
 }
 
 /** Forwards a node's log lines to the terminal, each prefixed with its name. */

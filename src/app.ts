@@ -56,6 +56,9 @@ import { openReplicatedAppender } from './storage/replicated-append.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, type RedisClient } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
 import { assertRedisRequirements } from './storage/redis-checks.js';
+import { RedisMemoryWatch } from './storage/redis-memory.js';
+import { StorageUsage } from './services/storage-usage.js';
+import { StorageHeadroom } from './services/storage-headroom.js';
 import { consoleRoutes, loadConsoleAssets } from './http/routes/console.js';
 import { apiDocsRoutes } from './http/routes/api-docs.js';
 import { operationRoutes } from './http/routes/operations.js';
@@ -100,6 +103,10 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     await embedded?.stop();
     throw err;
   });
+  // Redis memory as a budget (docs/operations.md "Memory and retention"): every master's used_memory and limit, read
+  // before the node serves (a master without maxmemory is warned about now) and then every redisMemory.checkIntervalMs.
+  const memory = new RedisMemoryWatch(redis, NODE_STORAGE_ID, config.redisMemory, logger);
+  await memory.start();
   const subscriber = duplicateForSubscribe(redis, logger);
   const keys = createKeys(config.redis.keyPrefix);
   const scripts = new Scripts(redis);
@@ -129,11 +136,12 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   // (on a cluster, the replicas of each master written to).
   const replicated = config.publish.minReplicas > 0 ? await openReplicatedAppender(redis, keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
   const storagePool = new StoragePool({
-    node: { id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, ...(replicated ? { replicated } : {}) },
+    node: { id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, memory, ...(replicated ? { replicated } : {}) },
     records: storages,
     redis: config.redis,
     logger,
     publish: config.publish,
+    memory: config.redisMemory,
   });
   const logs = new PartitionLogs(storagePool);
   const publisher = new Publisher({
@@ -146,7 +154,13 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     compileTimeoutMs: config.eventTypes.schemaCompileTimeoutMs,
     mainThreadValidators: { maxEntries: config.caches.mainThreadValidatorEntries, maxBytes: config.caches.mainThreadValidatorBytes },
     logger,
+    storageFullMeter: metrics,
   });
+  // What each event type holds in Redis, measured in bounded rounds; the headroom the metrics, the storage
+  // readiness, the console and the capacity warning of event type changes show (docs/operations.md "Memory and retention").
+  const storageUsage = new StorageUsage({ eventTypes: eventTypeStore, logs, config: config.redisMemory, jsonBytesPerEvent: (name) => metrics.publishedBytesPerEvent(name), logger });
+  const headroom = new StorageHeadroom(() => storagePool.opened(), storageUsage, eventTypeStore, logs);
+  metrics.observeStorage(() => headroom.snapshot());
   const registry = new EventTypeRegistry({
     store: eventTypeStore,
     cache,
@@ -163,7 +177,10 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   });
   // Nothing outlives what it describes, so memory stays bounded: a deleted event type's series go, and validators of
   // schemas no event type uses any more are dropped on the main thread and in every worker thread.
-  cache.onDeleted((name) => metrics.forgetEventType(name));
+  cache.onDeleted((name) => {
+    metrics.forgetEventType(name);
+    storageUsage.forget(name);
+  });
   cache.onSchemaRetired((schemaKey) => void publisher.retire(schemaKey));
   metrics.observeCaches(() => {
     const eventTypes = cache.sizes;
@@ -241,11 +258,12 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   metrics.observePublishAdmission(() => ({ bytes: http.publishAdmission.bytesInFlight, requests: http.publishAdmission.inFlight }));
   http.onAnswered((entry) => kpi.accessed(entry));
   // /health, public; /metrics (Prometheus text format), authenticated like every route but /health (open in auth mode `off`).
-  operationRoutes(http, metrics);
+  // /health/storage, public: whether this node's Redis masters have room for publishes (a readiness for balancers that route publishes).
+  operationRoutes(http, metrics, () => headroom.readiness());
   eventTypeRoutes(http, registry, access, {
     of: async (name) => (await subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).map((s) => s.id),
     delete: (id) => subscriptionRegistry.delete(id),
-  }, audit);
+  }, audit, (record) => headroom.capacityWarning(record));
   // Repartitioning (docs/operations.md "Repartitioning"): grows the partition count; nodes follow through the event type cache.
   const repartitioning = new Repartitioning(eventTypeStore, cache, subscriptionState, logs, (name) => subscriptionRegistry.list({ eventTypes: [name] }, { offset: 0, limit: Number.MAX_SAFE_INTEGER }), {
     maxPartitionCount: config.eventTypes.maxPartitionCount,
@@ -264,7 +282,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   timelineRoutes(http, timelines, access, audit);
   deletedEventsRoutes(http, new DeletedEvents(cache, compactionStore, redis, compactionStoreOf), access);
   // The console (docs/console.md): its files from dist/ui, public; its API calls carry the user's token.
-  consoleRoutes(http, loadConsoleAssets(), access, { eventType: (name) => registry.get(name), subscription: (id) => subscriptionRegistry.get(id) });
+  consoleRoutes(http, loadConsoleAssets(), access, { eventType: (name) => registry.get(name), subscription: (id) => subscriptionRegistry.get(id) }, () => headroom.view());
   // The API document and reference page (docs/http-api.md "API description"), public; last: it checks every route above is described.
   apiDocsRoutes(http);
 
@@ -295,6 +313,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       const port = await http.listen(config.port, config.host);
       retention.start();
       compactor.start();
+      storageUsage.start();
       kpi.start();
       logger.info({ port, redis: embedded ? 'embedded' : cluster ? 'cluster' : 'external', workerThreads: pool.threads }, 'broker node listening');
       return port;
@@ -309,6 +328,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       await kpi.stop();
       await retention.stop();
       await compactor.stop();
+      await storageUsage.stop();
+      await memory.stop();
       settings.stop();
       cache.stop();
       replicated?.close();

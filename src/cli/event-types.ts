@@ -1,6 +1,7 @@
 /**
  * `broker event-types list|get|create|update|delete`: the event type registry
- * (`GET/POST /event-types`, `GET/PUT/DELETE /event-types/{name}`).
+ * (`GET/POST /event-types`, `GET/PUT/DELETE /event-types/{name}`). A create or update answered with a
+ * `Warning` (the declared traffic cannot fit the Redis memory budget) prints it on stderr.
  */
 import type { Command } from 'commander';
 import { usageError } from './exit-codes.js';
@@ -42,7 +43,8 @@ export function registerEventTypes(program: Command, session: CliSession): void 
       const ctx = session.contextOf(command);
       const document = await readJsonDocument(options.file);
       const name = stringField(document, 'name');
-      const { body } = await ctx.client.json('POST', '/event-types', document);
+      const { body, warnings } = await ctx.client.json('POST', '/event-types', document);
+      for (const warning of warnings) ctx.output.err(`warning: ${warning}`);
       if (ctx.output.json) return ctx.output.out(`${JSON.stringify(body ?? {})}\n`);
       return ctx.output.out(`created event type ${name || stringField(body, 'name')}\n`);
     });
@@ -57,7 +59,8 @@ export function registerEventTypes(program: Command, session: CliSession): void 
       const document = await readJsonDocument(options.file);
       const name = nameArgument ?? stringField(document, 'name');
       if (name === '') throw usageError('update needs an event type name: as an argument or as "name" in the file');
-      const { body } = await ctx.client.json('PUT', `/event-types/${encodeURIComponent(name)}`, document);
+      const { body, warnings } = await ctx.client.json('PUT', `/event-types/${encodeURIComponent(name)}`, document);
+      for (const warning of warnings) ctx.output.err(`warning: ${warning}`);
       if (ctx.output.json) return ctx.output.out(`${JSON.stringify(body ?? {})}\n`);
       return ctx.output.out(`updated event type ${name}\n`);
     });

@@ -113,13 +113,14 @@ export class BrokerClient {
    * @param expected statuses counted as success (default: any 2xx)
    * @throws CliError exit 3 for a 4xx answer, exit 4 for 5xx or an unreachable broker, with `title: detail`
    */
-  async json(method: string, path: string, body?: unknown, expected?: readonly number[]): Promise<{ status: number; body: unknown }> {
+  async json(method: string, path: string, body?: unknown, expected?: readonly number[]): Promise<{ status: number; body: unknown; warnings: string[] }> {
     const answer = await this.request(method, path, body === undefined ? {} : { body: JSON.stringify(body) });
     const ok = expected ? expected.includes(answer.status) : answer.status >= 200 && answer.status < 300;
     if (!ok) throw answerError(answer.status, answer.text);
-    if (answer.text === '') return { status: answer.status, body: undefined };
+    const warnings = warningTexts(answer.headers.warning);
+    if (answer.text === '') return { status: answer.status, body: undefined, warnings };
     try {
-      return { status: answer.status, body: JSON.parse(answer.text) as unknown };
+      return { status: answer.status, body: JSON.parse(answer.text) as unknown, warnings };
     } catch {
       throw new CliError(`${method} ${path}: the broker answered ${answer.status} with a body that is not JSON: ${answer.text.slice(0, 200)}`, EXIT.serverError);
     }
@@ -184,4 +185,17 @@ async function* cliErrors(stream: AsyncIterable<StreamLine>): AsyncGenerator<Str
   } catch (err) {
     throw new CliError(err instanceof Error ? err.message : String(err), EXIT.serverError);
   }
+}
+
+/**
+ * The texts of an answer's `Warning` headers (RFC 9111: `<code> <agent> "<text>"`, several joined by
+ * commas), unquoted; e.g. the capacity warning of an event type change (docs/operations.md "Memory and retention").
+ */
+export function warningTexts(header: string | string[] | undefined): string[] {
+  const values = header === undefined ? [] : Array.isArray(header) ? header : [header];
+  const texts: string[] = [];
+  for (const value of values) {
+    for (const match of value.matchAll(/\d{3} \S+ "((?:[^"\\]|\\.)*)"/g)) texts.push((match[1] ?? '').replace(/\\(.)/g, '$1'));
+  }
+  return texts;
 }

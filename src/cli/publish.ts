@@ -10,7 +10,8 @@
  * - 207 (items): the events that were not stored (`failed` or `aborted`) are sent again, without the
  *   `submitted` ones, after a jittered exponential backoff ({@link retryDelayMs}), each retry said on
  *   stderr; at most `--attempts` (default {@link DEFAULT_ATTEMPTS}) attempts in all, then reported.
- * - 429 and 503: nothing was written; the batch is sent again after `Retry-After` ({@link retryAfterMs}),
+ * - 429, 503 and 507 (a full Redis, docs/operations.md "Memory and retention"): nothing was written; the
+ *   batch is sent again after `Retry-After` ({@link retryAfterMs}),
  *   jittered upward by up to half of it ({@link jitteredRetryAfterMs}) so producers refused together do
  *   not come back together; the backoff when the answer has none; at most `--attempts` attempts in all.
  * - anything else: the command stops (exit 3 for 4xx, 4 for 5xx) saying how far it got.
@@ -22,8 +23,10 @@ import { openEventSource, type EventSource, type InputEvent } from './input.js';
 import { formatCount, type Output } from './output.js';
 import { encoderOf, type WireEncoding } from './wire-encoding.js';
 
-/** Attempts per event when storage fails for its partition (207), and per batch answered 429 or 503, unless `--attempts` says otherwise. */
+/** Attempts per event when storage fails for its partition (207), and per batch answered 429, 503 or 507, unless `--attempts` says otherwise. */
 export const DEFAULT_ATTEMPTS = 5;
+/** Answers to a whole batch that wrote nothing and ask to come back later (`Retry-After`): over a quota, node busy, storage full. */
+const RETRIED_STATUSES: ReadonlySet<number> = new Set([429, 503, 507]);
 /** The first backoff before a retry, in milliseconds; it doubles with each further attempt. */
 export const RETRY_BASE_DELAY_MS = 200;
 /** Longest backoff before a retry, in milliseconds. */
@@ -62,7 +65,7 @@ export function retryAfterMs(header: string | undefined, now: number = Date.now(
 }
 
 /**
- * The wait before sending again a batch answered 429 or 503 with `Retry-After` (docs/publishing.md
+ * The wait before sending again a batch answered 429, 503 or 507 with `Retry-After` (docs/publishing.md
  * "Refusals and deadlines"): never less than the broker asked, plus a random share of up to half of it,
  * so that producers refused at the same moment (a node at its admission bound refuses many at once)
  * spread their retries over half a `Retry-After` instead of all coming back at the same instant.
@@ -116,7 +119,7 @@ export function registerPublish(program: Command, session: CliSession): void {
     .addOption(new Option('--gzip', 'gzip each request body (Content-Encoding: gzip)').conflicts('zstd'))
     .addOption(new Option('--zstd', 'zstd each request body (Content-Encoding: zstd)').conflicts('gzip'))
     .option('--all-or-nothing', 'do not send the valid events of a batch refused for an invalid one again (they count as failed)')
-    .option('--attempts <n>', 'attempts per event in all: events not stored (207) and batches answered 429 or 503 are sent again with backoff', String(DEFAULT_ATTEMPTS))
+    .option('--attempts <n>', 'attempts per event in all: events not stored (207) and batches answered 429, 503 or 507 are sent again with backoff', String(DEFAULT_ATTEMPTS))
     .option('--no-progress', 'no progress line (it is drawn only for a file, on a terminal, without --json)')
     .action(async (eventType: string, file: string | undefined, options: PublishOptions, command: Command) => {
       await publish(session.contextOf(command), eventType, file, options);
@@ -156,14 +159,14 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
     output.err(line);
   };
 
-  /** Posts a batch; 429 and 503 answers are retried after Retry-After (or the backoff). */
+  /** Posts a batch; 429, 503 and 507 answers (nothing written) are retried after Retry-After (or the backoff). */
   const post = async (items: readonly InputEvent[]): Promise<{ status: number; text: string }> => {
     const body = await encode(Buffer.from(`[${items.map((e) => e.json ?? 'null').join(',')}]`));
     const headers: Record<string, string> = encoding === 'identity' ? {} : { 'content-encoding': encoding };
     for (let attempt = 1; ; attempt++) {
       const answer = await client.request('POST', path, { body, headers });
       requests += 1;
-      if ((answer.status !== 503 && answer.status !== 429) || attempt >= maxAttempts) return answer;
+      if (!RETRIED_STATUSES.has(answer.status) || attempt >= maxAttempts) return answer;
       const asked = retryAfterMs(answer.headers['retry-after']);
       const waitMs = asked === undefined ? retryDelayMs(attempt) : jitteredRetryAfterMs(asked);
       note(`the broker answered ${answer.status}; sending ${formatCount(items.length)} ${items.length === 1 ? 'event' : 'events'} again in ${(waitMs / 1000).toFixed(1)} s (attempt ${attempt + 1} of ${maxAttempts})`);

@@ -36,6 +36,36 @@ const embeddedRedisSchema = Type.Object(
     dataDir: Type.String({ minLength: 1, description: 'data directory of the embedded Redis (AOF files, socket, and `redis.owner`, which names the one node of the checkout that runs it)' }),
     appendfsync: OneOf(['everysec', 'always', 'no'], { description: 'AOF fsync policy of the embedded Redis' }),
     startTimeoutMs: positiveInt('how long to wait for the embedded Redis to accept connections'),
+    /** The embedded Redis's `maxmemory`: never unlimited (docs/operations.md "Memory and retention"). */
+    maxmemoryBytes: positiveInt('`maxmemory` of the embedded Redis, in bytes; 0 = `embeddedRedis.maxmemoryPercent` of the machine\'s memory (the smaller of the total and a cgroup limit). The embedded Redis never runs without a limit (docs/operations.md "Memory and retention")', 0),
+    /** The share of the machine's memory the embedded Redis may use when `maxmemoryBytes` is 0. */
+    maxmemoryPercent: Type.Integer({
+      minimum: 1,
+      maximum: 90,
+      description: 'when `embeddedRedis.maxmemoryBytes` is 0, the embedded Redis\'s `maxmemory` is this share of the machine\'s memory. 50 leaves the other half to the broker node, the copy-on-write pages of an AOF rewrite and the operating system',
+    }),
+  },
+  Closed,
+);
+
+/** Redis memory as a budget (docs/operations.md "Memory and retention"; docs/decisions/0030-redis-memory-budget.md). */
+const redisMemorySchema = Type.Object(
+  {
+    /** The high-water mark: above it a master's partitions refuse publishes with 507. */
+    highWaterPercent: Type.Integer({
+      minimum: 1,
+      maximum: 1000,
+      description:
+        'the high-water mark, in percent of each Redis master\'s `maxmemory` (of its machine\'s total memory when it has none): a publish whose partitions lie on a master using more is refused with 507 (`STORAGE_FULL`, `Retry-After`), nothing of it written, so that commits, session heartbeats and control-plane changes keep the room up to `maxmemory`. Above 100 the node never refuses first and Redis\'s own refusals (OOM) are answered the same way',
+    }),
+    /** How often each node reads every master's `used_memory` and `maxmemory`. */
+    checkIntervalMs: positiveInt('how often each node reads `INFO memory` from every Redis master it writes to (one command per master, never per publish); a master that fell below the mark accepts publishes again within this interval', 50),
+    /** The per event type measurement of stored bytes (`broker_event_type_stored_bytes`). */
+    usageIntervalMs: positiveInt('how often a round measures the Redis bytes of event types\' partitions (`MEMORY USAGE` of each partition\'s keys, `broker_event_type_stored_bytes`)', 1000),
+    /** The most partitions one such round measures (bounded work per round). */
+    usagePartitionsPerRound: positiveInt('most partitions one measuring round reads (about 8 cheap commands each); the rounds go through every partition of every event type in turn, so a full pass takes (partitions ÷ this) rounds'),
+    /** `MEMORY USAGE … SAMPLES n`: stream nodes sampled per partition key. */
+    usageSamples: positiveInt('`SAMPLES` of each `MEMORY USAGE`: nested values (stream nodes) sampled to estimate a key\'s bytes; 0 = all of them (exact, costs O(size))', 0),
   },
   Closed,
 );
@@ -230,6 +260,7 @@ export const configSchema = Type.Object(
     logLevel: OneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { description: 'pino log level' }),
     redis: redisSchema,
     embeddedRedis: embeddedRedisSchema,
+    redisMemory: redisMemorySchema,
     http: httpSchema,
     publish: publishSchema,
     eventTypes: eventTypesSchema,

@@ -14,7 +14,7 @@ import zlib from 'node:zlib';
 import type HyperExpress from 'hyper-express';
 import type { Logger } from '../observability/logger.js';
 import type { PublishRefusalMeter, RequestRecorder } from '../observability/meters.js';
-import { brokerError } from '../errors/catalog.js';
+import { brokerError, BrokerError } from '../errors/catalog.js';
 import { toProblem } from '../errors/problem.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { UNAUTHENTICATED } from '../auth/subject.js';
@@ -123,8 +123,13 @@ export class RequestPipeline {
     let admission: Admitted | undefined;
     /** Settles when the work the answer left behind is done (RequestContext.holdUntil); the admission is held until then. */
     let heldUntil: Promise<unknown> | undefined;
-    /** Refused by the publish admission bound: expected under load, counted in the metrics, logged at debug only. */
+    /**
+     * Refused by the publish admission bound, or for memory (507 `STORAGE_FULL`): expected under load,
+     * counted in the metrics, logged at debug only (a full Redis logs its transition once: storage/redis-memory.ts).
+     */
     let refusedAtBound = false;
+    /** The handler answered a 5xx itself (the storage readiness): a state it reports, not a failure. */
+    let answered = false;
     const cors = this.corsHeaders(req.headers.origin);
     try {
       if (this.stopping.signal.aborted) throw brokerError('SHUTTING_DOWN');
@@ -173,13 +178,16 @@ export class RequestPipeline {
       };
       const answer = await handler(ctx);
       status = answer.status;
+      answered = true;
       if ('stream' in answer) {
         streamStarted = process.hrtime.bigint();
         await sendStream(res, answer, { flowId, log, acceptEncoding: req.headers['accept-encoding'], cors, stopping: this.stopping.signal });
       } else await sendAnswer(req, res, flowId, answer, cors);
     } catch (err) {
+      answered = false;
       refusedAtBound = admissionRefusal(err) !== undefined;
       status = refusedAtBound ? this.refuseBeforeBody(req, res, flowId, err, cors) : this.sendProblem(res, flowId, err, cors);
+      refusedAtBound ||= err instanceof BrokerError && err.code === 'STORAGE_FULL';
     } finally {
       release?.();
       if (heldUntil === undefined) admission?.release();
@@ -206,8 +214,9 @@ export class RequestPipeline {
       // A node at its admission bound may refuse thousands of publishes a second: an error line each
       // would cost the CPU the admitted work needs (broker_publish_refused_total counts them).
       if (refusedAtBound) {
-        if (this.logger.isLevelEnabled('debug')) log().debug(line, 'publish refused at the admission bound');
-      } else if (status >= 500) log().error(line, 'request failed');
+        if (this.logger.isLevelEnabled('debug')) log().debug(line, status === 507 ? 'publish refused: storage full' : 'publish refused at the admission bound');
+      } else if (status >= 500 && answered) log().info(line, 'request answered with a state');
+      else if (status >= 500) log().error(line, 'request failed');
       else if (status >= 400) log().info(line, 'request rejected');
       else if (this.logger.isLevelEnabled('debug')) log().debug(line, 'request');
     }

@@ -23,6 +23,19 @@ export interface PublishRefusalMeter {
   publishRefused(reason: PublishRefusalReason): void;
 }
 
+/**
+ * Why a publish was refused for memory (label `reason` of `broker_publish_storage_full_total`;
+ * docs/operations.md "Memory and retention"): `high_water_mark` — the node refused it, a master being at
+ * or above `redisMemory.highWaterPercent` of its limit; `out_of_memory` — Redis refused the write itself.
+ */
+export type StorageFullReason = 'high_water_mark' | 'out_of_memory';
+
+/** Counts publishes refused for memory: `broker_publish_storage_full_total{reason}`. */
+export interface StorageFullMeter {
+  /** One publish was refused in whole (507) or in part (207, some items `failed`) for memory. */
+  publishStorageFull(reason: StorageFullReason): void;
+}
+
 /** HTTP request metrics by route pattern: `broker_http_request_duration_seconds`. */
 export interface HttpMeter extends PublishRefusalMeter {
   /**
@@ -159,6 +172,37 @@ export interface LagSnapshot {
   readonly eventTypes: readonly string[];
   /** Every subscription that exists (series of others are dropped). */
   readonly subscriptionIds: readonly string[];
+}
+
+/** One Redis master's memory as the node last read it (docs/metrics.md "Redis memory"). */
+export interface MasterMemorySample {
+  /** The storage (Redis deployment) id: `default` for the node's own. */
+  readonly storage: string;
+  /** The master's address (`host:port` or a unix socket path). */
+  readonly master: string;
+  readonly usedBytes: number;
+  /** `maxmemory`, or the machine's memory when it has none; 0 when unknown. */
+  readonly limitBytes: number;
+  /** The high-water mark (Infinity when the limit is unknown). */
+  readonly markBytes: number;
+  /** Projected seconds until the mark at the last minute's net rate (0: at or above it; Infinity: not growing). */
+  readonly secondsToMark: number;
+}
+
+/** The Redis bytes one event type holds, as last measured (`MEMORY USAGE` of its partitions' keys). */
+export interface EventTypeStorageSample {
+  readonly eventType: string;
+  readonly bytes: number;
+  /** Net bytes per second, summed over its partitions (each between its last two measurements; negative when it shrinks). */
+  readonly growthBytesPerSecond: number;
+}
+
+/** What the Redis memory families show, read from the node's state at a scrape (no Redis round trip). */
+export interface StorageSnapshot {
+  readonly masters: readonly MasterMemorySample[];
+  readonly eventTypes: readonly EventTypeStorageSample[];
+  /** Redis bytes per byte of event JSON over the event types measured; undefined before anything was measured. */
+  readonly redisBytesPerJsonByte: number | undefined;
 }
 
 const NOOP = (): void => undefined;

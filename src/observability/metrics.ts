@@ -4,6 +4,7 @@ import { sampledTraceIdOf } from './traces.js';
 import type { Logger } from './logger.js';
 import { SubscriptionCounter } from './subscription-counter.js';
 import { LAG_FAMILIES, writeLagFamilies } from './lag-families.js';
+import { STORAGE_FAMILIES, writeStorageFamilies } from './storage-families.js';
 import type {
   CommitResult,
   ConsumptionMeter,
@@ -14,6 +15,9 @@ import type {
   PublishMeter,
   PublishRefusalReason,
   RequestRecorder,
+  StorageFullMeter,
+  StorageFullReason,
+  StorageSnapshot,
   StreamKind,
   StreamMeter,
   WorkerPoolLoad,
@@ -54,7 +58,7 @@ const DELIVERY_LATENCY: OwnFamily = {
   type: 'histogram',
   labelNames: ['kind'],
 };
-const OWN_FAMILIES: readonly OwnFamily[] = [PUBLISH_BATCHES, PUBLISH_EVENTS, PUBLISH_BYTES, PUBLISH_DURATION, PUBLISH_BATCH_SIZE, DELIVERY_LATENCY, ...LAG_FAMILIES];
+const OWN_FAMILIES: readonly OwnFamily[] = [PUBLISH_BATCHES, PUBLISH_EVENTS, PUBLISH_BYTES, PUBLISH_DURATION, PUBLISH_BATCH_SIZE, DELIVERY_LATENCY, ...LAG_FAMILIES, ...STORAGE_FAMILIES];
 
 /** Results of `broker_publish_events_total`, in the order they are written. */
 const EVENT_RESULTS = ['submitted', 'failed', 'invalid', 'aborted'] as const;
@@ -94,7 +98,7 @@ interface EventTypePublishSeries {
  * label formatting made a steady scrape take 1.26 s against 0.76 s written this way (bench `catalog-scale`,
  * docs/decisions/0017-metrics-exposition-written-by-the-node.md).
  */
-export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter {
+export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter, StorageFullMeter {
   /** prom-client's registry: every family but the publish and consumer lag ones ({@link scrape} writes all of them). */
   readonly registry = new Registry();
 
@@ -109,6 +113,8 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
   private readonly expiredEvents: SubscriptionCounter;
 
   private readonly publishRefusals: Record<PublishRefusalReason, CounterChild>;
+  private readonly storageFullRefusals: Record<StorageFullReason, CounterChild>;
+  private storageSource: (() => StorageSnapshot) | undefined;
   private publishAdmission: (() => { readonly bytes: number; readonly requests: number }) | undefined;
 
   private readonly poolThreads: Gauge;
@@ -173,6 +179,8 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
 
     const refused = new Counter({ name: 'broker_publish_refused_total', help: 'Publishes refused with 503 before their events were looked at, nothing written, by reason: bytes_in_flight (http.publishMaxBytesInFlight), queue_delay (http.publishMaxQueueDelayMs), deadline (X-Timeout or publish.defaultTimeoutMs passed before validation)', labelNames: ['reason'], registers });
     this.publishRefusals = { bytes_in_flight: refused.labels('bytes_in_flight'), queue_delay: refused.labels('queue_delay'), deadline: refused.labels('deadline') };
+    const storageFull = new Counter({ name: 'broker_publish_storage_full_total', help: 'Publishes refused for memory, in whole (507) or in part (207 on a Redis Cluster, the items on full masters failed), by reason: high_water_mark (a master at or above redisMemory.highWaterPercent of its limit), out_of_memory (Redis refused the write itself)', labelNames: ['reason'], registers });
+    this.storageFullRefusals = { high_water_mark: storageFull.labels('high_water_mark'), out_of_memory: storageFull.labels('out_of_memory') };
     const admission = (): { readonly bytes: number; readonly requests: number } => this.publishAdmission?.() ?? { bytes: 0, requests: 0 };
     new Gauge({ name: 'broker_publish_bytes_in_flight', help: 'Bytes of publish bodies admitted and not yet answered (bounded by http.publishMaxBytesInFlight), read at scrape', registers, collect() { this.set(admission().bytes); } });
     new Gauge({ name: 'broker_publish_requests_in_flight', help: 'Publish requests admitted and not yet answered, read at scrape', registers, collect() { this.set(admission().requests); } });
@@ -219,6 +227,22 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
 
   publishRefused(reason: PublishRefusalReason): void {
     this.publishRefusals[reason].inc();
+  }
+
+  // ---- StorageFullMeter ----
+
+  publishStorageFull(reason: StorageFullReason): void {
+    this.storageFullRefusals[reason].inc();
+  }
+
+  /**
+   * Mean bytes of the events this node wrote to an event type (serialized JSON as stored, enriched),
+   * from its publish series: the JSON side of the Redis-bytes-per-JSON-byte ratio. Undefined before its
+   * first written event.
+   */
+  publishedBytesPerEvent(eventType: string): number | undefined {
+    const m = this.publishSeries.get(eventType);
+    return m === undefined || m.events.submitted === 0 || m.bytes === 0 ? undefined : m.bytes / m.events.submitted;
   }
 
   batch(eventType: string | undefined, result: PublishBatchResult, seconds: number, counts?: PublishCounts, traceId?: string): void {
@@ -295,6 +319,11 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     this.publishAdmission = read;
   }
 
+  /** Reads the Redis memory of the masters and event types at every scrape (docs/metrics.md "Redis memory"; no Redis round trip). */
+  observeStorage(read: () => StorageSnapshot): void {
+    this.storageSource = read;
+  }
+
   /** Reads the worker pool's queue depth, utilisation and threads at every scrape. */
   observeWorkerPool(load: () => WorkerPoolLoad): void {
     this.workerPool = load;
@@ -337,6 +366,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter 
     out.push(openMetrics ? openMetricsText(registryText) : registryText);
     this.writeOwnFamilies(out);
     writeLagFamilies(out, lag);
+    writeStorageFamilies(out, this.storageSource?.());
     if (openMetrics) out.push('# EOF\n');
     return out.toBuffer();
   }

@@ -4,6 +4,9 @@ import { brokerError, BrokerError } from '../errors/catalog.js';
 import type { PartitionAppend, PartitionWrite } from '../storage/partition-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
 import { RedisWaitBudget, settleBy } from '../storage/deadline.js';
+import { storageFull, storageFullDetail, type StorageFullCause } from '../storage/storage-full.js';
+import type { MasterMemory } from '../domain/memory-budget.js';
+import type { StorageFullMeter } from '../observability/meters.js';
 import type { RedisClient } from '../storage/redis-connection.js';
 import type { Logger } from '../observability/logger.js';
 import type { PublishTrace } from '../observability/traces.js';
@@ -38,6 +41,8 @@ export interface PublisherOptions {
   readonly logger: Logger;
   /** Monotonic milliseconds for the retry delays (default `performance.now`; tests pass their own). */
   readonly clock?: () => number;
+  /** Counts publishes refused in whole or in part for memory (`broker_publish_storage_full_total`). */
+  readonly storageFullMeter?: StorageFullMeter;
 }
 
 /** Who publishes and under which flow id (enrichment inputs), and the write authorization check. */
@@ -101,9 +106,11 @@ export class Publisher {
   private readonly redis: RedisClient;
   private readonly config: BrokerConfig['publish'];
   private readonly redisTimeoutMs: number;
+  private readonly storageFullMeter: StorageFullMeter | undefined;
 
   constructor(options: PublisherOptions) {
     ({ cache: this.cache, pool: this.pool, logs: this.logs, redis: this.redis, config: this.config, redisTimeoutMs: this.redisTimeoutMs } = options);
+    this.storageFullMeter = options.storageFullMeter;
     this.preparation = new ValidatorPreparation(options);
   }
 
@@ -198,6 +205,10 @@ export class Publisher {
       throw brokerError('STORAGE_UNAVAILABLE', { reason: 'not connected to Redis; nothing was written' });
     }
     const trace = context.trace;
+    // Every master of the storage above its high-water mark (always so on a full standalone Redis): refused
+    // before any work on the events, since none of them could be written (docs/operations.md "Memory and retention").
+    const full = this.logs.storageFull(eventType.timelines);
+    if (full !== undefined) throw this.refusedForMemory(full, 'high_water_mark');
     const task: PublishTask & { readonly spec: PublishSpec } = {
       kind: 'publish',
       body: ownedBytes(body),
@@ -264,15 +275,12 @@ export class Publisher {
     const appended = trace?.appending(appends.length);
     let writes: PartitionWrite[];
     try {
-      writes = await this.write(eventType, appends, budget, deadline);
+      writes = await this.writeWithRoom(eventType, appends, budget, deadline);
     } catch (err) {
       appended?.(appends.length);
       throw err;
     }
     appended?.(writes.filter((w) => !w.ok).length);
-    if (writes.every((w) => !w.ok && w.closed === true)) {
-      throw brokerError('TIMELINE_SWITCHING', { name });
-    }
     const failed = new Map<number, string>();
     writes.forEach((w, i) => {
       if (!w.ok) failed.set((result.partitions[i] as { partition: number }).partition, w.reason);
@@ -285,6 +293,54 @@ export class Publisher {
         : { eid, publishing_status: 'failed', step: 'publishing', detail: reason };
     });
     return { status: 207, items, events, bytes: result.bytes };
+  }
+
+  /**
+   * Writes the partitions whose Redis master has room (docs/operations.md "Memory and retention"): a
+   * partition whose master is at or above its high-water mark is not sent (failed with the
+   * `STORAGE_FULL` text naming the master); a partition Redis refused for memory itself (`OOM`: a burst
+   * past the mark, another client) is failed the same way, and the node reads its masters again at once.
+   * When no partition was written and each was refused for memory, the batch is refused: 507, nothing
+   * written. Otherwise the answer tells each partition's true state (a 207 on a Redis Cluster whose
+   * batch spans full and other masters; on a standalone Redis the one master is full or not, so a batch
+   * is written whole or refused whole).
+   * @returns per append, in order, its outcome (see {@link write})
+   * @throws BrokerError 507 STORAGE_FULL, 503 TIMELINE_SWITCHING, 404 (see {@link write})
+   */
+  private async writeWithRoom(eventType: CachedEventType, appends: readonly PartitionAppend[], budget: RedisWaitBudget, deadline: PublishDeadline): Promise<PartitionWrite[]> {
+    const name = eventType.record.name;
+    const atMark = this.logs.fullMasters(name, eventType.timelines, appends.map((a) => a.partition));
+    const sent = appends.filter((_, i) => atMark[i] === undefined);
+    if (sent.length === 0) throw this.refusedForMemory(atMark[0], 'high_water_mark');
+    const written = await this.write(eventType, sent, budget, deadline);
+    if (written.every((w) => !w.ok && w.closed === true)) {
+      throw brokerError('TIMELINE_SWITCHING', { name });
+    }
+    let j = 0;
+    const writes = appends.map((_, i): PartitionWrite => {
+      const master = atMark[i];
+      return master === undefined ? (written[j++] as PartitionWrite) : { ok: false, reason: storageFullDetail(master, 'high_water_mark') };
+    });
+    const outOfMemory = writes.flatMap((w, i) => (!w.ok && w.outOfMemory === true ? [i] : []));
+    if (outOfMemory.length > 0) {
+      void this.logs.memoryOf(eventType.timelines.active)?.refresh();
+      for (const i of outOfMemory) writes[i] = { ok: false, reason: storageFullDetail(this.logs.masterOf(name, eventType.timelines, (appends[i] as PartitionAppend).partition), 'out_of_memory'), outOfMemory: true };
+    }
+    const refusedForMemory = outOfMemory.length + atMark.filter((m) => m !== undefined).length;
+    if (refusedForMemory === 0) return writes;
+    const cause: StorageFullCause = outOfMemory.length > 0 ? 'out_of_memory' : 'high_water_mark';
+    if (refusedForMemory === writes.length) {
+      const first = outOfMemory[0];
+      throw this.refusedForMemory(first === undefined ? atMark.find((m) => m !== undefined) : this.logs.masterOf(name, eventType.timelines, (appends[first] as PartitionAppend).partition), cause);
+    }
+    this.storageFullMeter?.publishStorageFull(cause);
+    return writes;
+  }
+
+  /** The 507 of a publish refused for memory, counted (`broker_publish_storage_full_total`). */
+  private refusedForMemory(master: MasterMemory | undefined, cause: StorageFullCause): BrokerError {
+    this.storageFullMeter?.publishStorageFull(cause);
+    return storageFull(master, cause);
   }
 
   /**

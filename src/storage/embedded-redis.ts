@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import type { BrokerConfig } from '../config/config-schema.js';
 import type { Logger } from '../observability/logger.js';
@@ -26,6 +27,26 @@ export interface EmbeddedRedisOwner {
   readonly since: string;
 }
 
+/**
+ * The machine's memory as a process here may use it: the smaller of the total (`os.totalmem`) and a
+ * cgroup limit (`process.constrainedMemory`, a container's memory limit), in bytes.
+ */
+export function machineMemoryBytes(): number {
+  const total = os.totalmem();
+  // Node 20 answers undefined without a limit (typed as a number), later versions 0.
+  const constrained: number | undefined = process.constrainedMemory();
+  return constrained !== undefined && constrained > 0 ? Math.min(total, constrained) : total;
+}
+
+/**
+ * The embedded Redis's `maxmemory` (docs/operations.md "Memory and retention"): `embeddedRedis.maxmemoryBytes`,
+ * or when that is 0, `embeddedRedis.maxmemoryPercent` of {@link machineMemoryBytes}. Never 0 (Redis's "no limit").
+ */
+export function embeddedMaxmemoryBytes(config: Pick<BrokerConfig['embeddedRedis'], 'maxmemoryBytes' | 'maxmemoryPercent'>, machineBytes = machineMemoryBytes()): number {
+  if (config.maxmemoryBytes > 0) return config.maxmemoryBytes;
+  return Math.max(1024 * 1024, Math.floor((machineBytes * config.maxmemoryPercent) / 100));
+}
+
 /** Raised when the embedded Redis cannot run; the message says what to do. */
 export class EmbeddedRedisError extends Error {
   override readonly name = 'EmbeddedRedisError';
@@ -42,10 +63,15 @@ function canConnect(options: net.NetConnectOpts): Promise<boolean> {
   });
 }
 
-/** Sends one inline command on a fresh connection (used to adopt or stop a server without a client library). */
+/**
+ * Sends one inline command on a fresh connection (used to adopt or stop a server without a client
+ * library); resolves once the server closed it. Its answer is read and dropped: an unread answer would
+ * leave the socket paused, neither closing nor keeping the process alive.
+ */
 function sendInline(options: net.NetConnectOpts, command: string): Promise<void> {
   return new Promise((resolve) => {
     const socket = net.connect(options, () => socket.end(`${command}\r\n`));
+    socket.resume();
     socket.once('close', () => resolve());
     socket.once('error', () => resolve());
   });
@@ -133,7 +159,8 @@ function releaseOwnership(ownerFile: string): void {
 /**
  * Starts the embedded default Redis, so `npm start` runs a node with one command and no setup
  * (docs/getting-started.md "The embedded Redis"): a child `redis-server` with AOF on
- * (`appendfsync` from config), `maxmemory-policy noeviction`, no RDB snapshots, data under
+ * (`appendfsync` from config), a `maxmemory` ({@link embeddedMaxmemoryBytes}: never unlimited) with
+ * `maxmemory-policy noeviction`, no RDB snapshots, data under
  * `embeddedRedis.dataDir`, listening on a unix socket in that directory (TCP on a free loopback port
  * when the socket path is too long).
  *
@@ -176,6 +203,8 @@ export async function startEmbeddedRedis(config: BrokerConfig['embeddedRedis'], 
 async function startOwned(config: BrokerConfig['embeddedRedis'], logger: Logger, dataDir: string, socketPath: string, useSocket: boolean): Promise<EmbeddedRedis> {
   if (useSocket && existsSync(socketPath) && (await canConnect({ path: socketPath }))) {
     logger.warn({ socketPath }, 'adopting the embedded Redis left running in the data directory by a node that is gone; this node now owns it and stops it on exit');
+    // Its limit as this node's configuration says (the node that started it may have had another).
+    await sendInline({ path: socketPath }, `CONFIG SET maxmemory ${embeddedMaxmemoryBytes(config)}`);
     const exited = async () => {
       // SHUTDOWN closes the connection without an answer; the server is gone once the socket refuses.
       await sendInline({ path: socketPath }, 'SHUTDOWN');
@@ -187,12 +216,14 @@ async function startOwned(config: BrokerConfig['embeddedRedis'], logger: Logger,
 
   const port = useSocket ? 0 : await freePort();
   const logFile = path.join(dataDir, 'redis.log');
+  const maxmemory = embeddedMaxmemoryBytes(config);
   const args = [
     '--port', String(port), '--bind', '127.0.0.1',
     ...(useSocket ? ['--unixsocket', socketPath, '--unixsocketperm', '700'] : []),
     '--dir', dataDir,
     '--appendonly', 'yes', '--appendfsync', config.appendfsync,
     '--save', '',
+    '--maxmemory', String(maxmemory),
     '--maxmemory-policy', 'noeviction',
     '--daemonize', 'no',
     '--logfile', logFile,
@@ -225,7 +256,7 @@ async function startOwned(config: BrokerConfig['embeddedRedis'], logger: Logger,
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  logger.info({ redisPid: child.pid, dataDir, appendfsync: config.appendfsync }, 'embedded redis-server started');
+  logger.info({ redisPid: child.pid, dataDir, appendfsync: config.appendfsync, maxmemory }, 'embedded redis-server started');
   return {
     url: useSocket ? `unix://${socketPath}` : `redis://127.0.0.1:${port}`,
     stop: async () => {

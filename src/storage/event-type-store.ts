@@ -82,6 +82,11 @@ export class EventTypeStore {
     return (await this.redis.exists(this.keys.eventType(name)).catch(storageError)) === 1;
   }
 
+  /** Every event type's name, unsorted (one SMEMBERS). @throws BrokerError 503 */
+  async names(): Promise<string[]> {
+    return this.redis.smembers(this.keys.eventTypeNames).catch(storageError);
+  }
+
   /** Every event type record, sorted by name. @throws BrokerError 503 */
   async list(): Promise<EventType[]> {
     return (await this.listStored()).map((stored) => JSON.parse(stored.toString('utf8')) as EventType);

@@ -1,8 +1,10 @@
+import type { MasterMemory } from '../domain/memory-budget.js';
 import type { PartitionRange } from '../domain/offsets.js';
 import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
 import { settleBy } from './deadline.js';
 import type { PartitionAppend, PartitionSlice, PartitionWrite } from './partition-store.js';
 import type { PartitionChangeFeed } from './partition-wakeups.js';
+import type { RedisMemoryWatch } from './redis-memory.js';
 import type { StorageHandle, StoragePool } from './storage-pool.js';
 
 /**
@@ -44,8 +46,46 @@ export class PartitionLogs {
     const storage = await settleBy<{ handle: StorageHandle } | { failed: string }>(opened, deadlineAt, () => ({ failed: 'timed out' }));
     if ('failed' in storage) return writes.map(() => ({ ok: false, reason: storage.failed }));
     const { handle } = storage;
-    if (handle.replicated !== undefined) return handle.replicated.append(name, active, writes, handle.keys, deadlineAt);
-    return handle.partitions.append(name, active, writes, deadlineAt);
+    const written = handle.replicated !== undefined ? await handle.replicated.append(name, active, writes, handle.keys, deadlineAt) : await handle.partitions.append(name, active, writes, deadlineAt);
+    // The memory watch counts what this node appended until its next read of the masters.
+    written.forEach((w, i) => {
+      const write = writes[i];
+      if (w.ok && write !== undefined) handle.memory.noteAppended(handle.keys.partitionLog(name, active.order, write.partition), write.data.byteLength + (write.idempotency?.eidKeys.byteLength ?? 0));
+    });
+    return written;
+  }
+
+  /**
+   * The memory watch of a timeline's storage when this node has opened that storage (publishing opens
+   * the active timeline's), else undefined (docs/operations.md "Memory and retention").
+   */
+  memoryOf(t: StoredTimeline): RedisMemoryWatch | undefined {
+    return this.pool.peek(t.storageId)?.memory;
+  }
+
+  /**
+   * A master of the active timeline's storage when every master of it is at or above its high-water
+   * mark, so a publish is refused (507) before its events are looked at; else undefined. A map lookup.
+   */
+  storageFull(timelines: TimelineMap): MasterMemory | undefined {
+    return this.memoryOf(timelines.active)?.allFull();
+  }
+
+  /**
+   * Per partition of the active timeline (in the order given), the master holding it when that master is
+   * at or above its high-water mark (the partition's share of a batch is refused), else undefined.
+   * Map lookups: a partition's master from its hash tag's slot, its state from the last periodic read.
+   */
+  fullMasters(name: string, timelines: TimelineMap, partitions: readonly string[]): (MasterMemory | undefined)[] {
+    const handle = this.pool.peek(timelines.active.storageId);
+    if (handle === undefined || !handle.memory.anyFull()) return partitions.map(() => undefined);
+    return partitions.map((p) => handle.memory.fullMasterOf(handle.keys.partitionLog(name, timelines.active.order, p)));
+  }
+
+  /** The last known state of the master holding a partition of the active timeline (named when Redis refused a write for memory). */
+  masterOf(name: string, timelines: TimelineMap, partition: string): MasterMemory | undefined {
+    const handle = this.pool.peek(timelines.active.storageId);
+    return handle?.memory.masterOf(handle.keys.partitionLog(name, timelines.active.order, partition));
   }
 
   /**

@@ -5,6 +5,7 @@ import { settleEachBy } from './deadline.js';
 import { storageError, type RedisClient } from './redis-connection.js';
 import type { ScriptArg, Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
+import { isOutOfMemory, storageFullDetail } from './storage-full.js';
 import { firstReceivedAtOrAfter } from '../domain/time-seek.js';
 
 /**
@@ -63,9 +64,10 @@ export type AppendScript = 'publishBatch' | 'publishCompacted' | 'publishIdempot
 /**
  * Outcome of writing one partition's share of a batch. Nothing was written when it failed; `closed`:
  * the partition's timeline was closed by a timeline switch (the publisher retries on the new timeline);
- * `missing`: the partition was never opened — its event type was deleted (the publisher answers 404).
+ * `missing`: the partition was never opened — its event type was deleted (the publisher answers 404);
+ * `outOfMemory`: Redis refused it for lack of memory (the publisher names the master's state, 507 or 207).
  */
-export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string; readonly closed?: true; readonly missing?: true };
+export type PartitionWrite = { readonly ok: true; readonly firstOffset: number } | { readonly ok: false; readonly reason: string; readonly closed?: true; readonly missing?: true; readonly outOfMemory?: true };
 
 /** A write not acknowledged within its deadline: sent, so it may still land (docs/operations.md "Redis stalls"). */
 export function timedOut(): PartitionWrite {
@@ -80,8 +82,12 @@ export function appendWrite(reply: unknown): PartitionWrite {
   return { ok: true, firstOffset: Number(reply) };
 }
 
-/** The failed {@link PartitionWrite} for an append script's error (Redis failed or timed out). */
+/**
+ * The failed {@link PartitionWrite} for an append script's error (Redis failed or timed out). Redis
+ * refusing it for memory (`OOM`) is `outOfMemory` with the `STORAGE_FULL` text, never Redis's.
+ */
 export function writeFailure(err: unknown): PartitionWrite {
+  if (isOutOfMemory(err)) return { ok: false, reason: storageFullDetail(undefined, 'out_of_memory'), outOfMemory: true };
   const message = err instanceof Error ? err.message : String(err);
   return /timed out/i.test(message) ? timedOut() : { ok: false, reason: `storage error: ${message}` };
 }

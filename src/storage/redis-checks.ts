@@ -16,8 +16,9 @@ export const MIN_REDIS_VERSION = '7.0.0';
 /**
  * The only eviction policy the broker accepts: with any other, a Redis at its `maxmemory` deletes keys
  * (events, offsets, cursors, sessions, event type records) instead of refusing the write, and data is
- * lost without an error. With `noeviction` a full Redis answers writes with an OOM error (the publish is
- * answered 500/503 and nothing is lost).
+ * lost without an error. With `noeviction` a full Redis answers writes with an OOM error (answered 507
+ * `STORAGE_FULL`, storage-full.ts; nothing is lost), and the nodes refuse publishes before that, at the
+ * high-water mark (redis-memory.ts).
  */
 export const REQUIRED_EVICTION_POLICY = 'noeviction';
 

@@ -2,6 +2,7 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { BrokerConfig } from '../config/config-schema.js';
 import { brokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
+import { isOutOfMemory, storageFull } from './storage-full.js';
 
 /**
  * A connection to the storage: a standalone `Redis` or a Redis `Cluster` (the same code serves both, so
@@ -237,12 +238,15 @@ const UNAVAILABLE =
 /**
  * Maps a Redis failure to the client-facing error: connection down, command timed out, or a cluster
  * moving slots during a failover (MOVED/ASK/TRYAGAIN/CLUSTERDOWN left after ioredis's retries) → 503
- * `STORAGE_UNAVAILABLE` with `Retry-After: 1`. Other errors are rethrown unchanged (bugs, answered 500).
+ * `STORAGE_UNAVAILABLE` with `Retry-After: 1`; Redis refusing a write for lack of memory (`OOM …`, a
+ * master at its `maxmemory`) → 507 `STORAGE_FULL` (storage-full.ts), never Redis's text. Other errors are
+ * rethrown unchanged (bugs, answered 500).
  */
 export function storageError(err: unknown): never {
   const message = err instanceof Error ? err.message : String(err);
   if (UNAVAILABLE.test(message)) {
     throw brokerError('STORAGE_UNAVAILABLE', { reason: message });
   }
+  if (isOutOfMemory(err)) throw storageFull(undefined, 'out_of_memory');
   throw err;
 }

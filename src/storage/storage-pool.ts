@@ -6,6 +6,7 @@ import { createKeys, type Keys } from './keys.js';
 import { PartitionStore } from './partition-store.js';
 import { PartitionWakeups } from './partition-wakeups.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, type RedisClient } from './redis-connection.js';
+import { RedisMemoryWatch } from './redis-memory.js';
 import { openReplicatedAppender, type ReplicatedAppend } from './replicated-append.js';
 import { Scripts } from './scripts.js';
 import type { StorageStore } from './storage-store.js';
@@ -20,6 +21,8 @@ export interface StorageHandle {
   readonly wakeups: PartitionWakeups;
   /** Appends confirmed by replicas (`publish.minReplicas` ≥ 1; standalone or cluster), with this storage's keys. */
   readonly replicated?: ReplicatedAppend;
+  /** The memory of the deployment's masters, read periodically (docs/operations.md "Memory and retention"); shared by the storages of one deployment. */
+  readonly memory: RedisMemoryWatch;
 }
 
 /** What a {@link StoragePool} is built from. */
@@ -36,6 +39,8 @@ export interface StoragePoolOptions {
    * at most `replicaTimeoutMs` milliseconds. Default: no replicas awaited (0, 1000).
    */
   readonly publish?: Pick<BrokerConfig['publish'], 'minReplicas' | 'replicaTimeoutMs'>;
+  /** How the memory of another deployment's masters is watched (`redisMemory`); default: a mark at 90 %, read every second. */
+  readonly memory?: Pick<BrokerConfig['redisMemory'], 'highWaterPercent' | 'checkIntervalMs'>;
 }
 
 /**
@@ -50,18 +55,20 @@ export class StoragePool {
   private readonly handles = new Map<string, StorageHandle>();
   private readonly opening = new Map<string, Promise<StorageHandle>>();
   /** Connections this pool opened (closed on stop); the node's own are closed by the app. */
-  private readonly owned: { redis: RedisClient; wakeups: PartitionWakeups; replicated?: ReplicatedAppend }[] = [];
+  private readonly owned: { redis: RedisClient; wakeups: PartitionWakeups; memory: RedisMemoryWatch; replicated?: ReplicatedAppend }[] = [];
 
   private readonly records: Pick<StorageStore, 'get'>;
   private readonly config: BrokerConfig['redis'];
   private readonly logger: Logger;
   private readonly publish: Pick<BrokerConfig['publish'], 'minReplicas' | 'replicaTimeoutMs'>;
+  private readonly memory: Pick<BrokerConfig['redisMemory'], 'highWaterPercent' | 'checkIntervalMs'>;
 
   constructor(options: StoragePoolOptions) {
     this.records = options.records;
     this.config = options.redis;
     this.logger = options.logger;
     this.publish = options.publish ?? { minReplicas: 0, replicaTimeoutMs: 1000 };
+    this.memory = options.memory ?? { highWaterPercent: 90, checkIntervalMs: 1000 };
     this.handles.set(NODE_STORAGE_ID, options.node);
   }
 
@@ -105,9 +112,9 @@ export class StoragePool {
     const { url, cluster_nodes: seeds, key_prefix: prefix } = record.redis_configuration;
     const keys = createKeys(prefix);
     if (url === undefined && seeds === undefined) {
-      // The node's deployment: its connections, notice hub and replica lanes, with other key names.
-      const { redis, scripts, wakeups, replicated } = this.node;
-      return { id: record.id, redis, scripts, keys, wakeups, partitions: new PartitionStore(redis, scripts, keys), ...(replicated ? { replicated } : {}) };
+      // The node's deployment: its connections, notice hub, replica lanes and memory watch, with other key names.
+      const { redis, scripts, wakeups, replicated, memory } = this.node;
+      return { id: record.id, redis, scripts, keys, wakeups, memory, partitions: new PartitionStore(redis, scripts, keys), ...(replicated ? { replicated } : {}) };
     }
     const redis: RedisClient = seeds !== undefined ? await connectCluster(seeds, this.config, this.logger, `storage-${record.id}`) : await connectRedis(url ?? '', this.config, this.logger, `storage-${record.id}`);
     let replicated: ReplicatedAppend | undefined;
@@ -119,13 +126,22 @@ export class StoragePool {
     }
     const scripts = new Scripts(redis);
     const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis, this.logger), this.logger);
-    this.owned.push({ redis, wakeups, ...(replicated ? { replicated } : {}) });
-    return { id: record.id, redis, scripts, keys, wakeups, partitions: new PartitionStore(redis, scripts, keys), ...(replicated ? { replicated } : {}) };
+    // Its masters' memory is known before the first publish to it.
+    const memory = new RedisMemoryWatch(redis, record.id, this.memory, this.logger);
+    await memory.start();
+    this.owned.push({ redis, wakeups, memory, ...(replicated ? { replicated } : {}) });
+    return { id: record.id, redis, scripts, keys, wakeups, memory, partitions: new PartitionStore(redis, scripts, keys), ...(replicated ? { replicated } : {}) };
+  }
+
+  /** Every opened storage's handle (the node's own first). */
+  opened(): StorageHandle[] {
+    return [...this.handles.values()];
   }
 
   /** Closes the connections this pool opened (not the node's own). */
   async close(): Promise<void> {
-    for (const { redis, wakeups, replicated } of this.owned) {
+    for (const { redis, wakeups, memory, replicated } of this.owned) {
+      await memory.stop();
       replicated?.close();
       wakeups.close();
       await redis.quit().catch(() => redis.disconnect());

@@ -104,6 +104,21 @@ describe('broker CLI', () => {
     expect(gone.stderr).toBe(`broker: Not Found: EventType "${name}" does not exist.\n`);
   });
 
+  it('prints the broker\'s Warning when an event type\'s declared traffic cannot fit the Redis memory budget, and creates it', async () => {
+    const name = `cli.large.${randomUUID().slice(0, 8)}`;
+    // A million 10 KB messages a minute for the default retention of two days: far beyond any machine's memory.
+    const statistic = { default_statistic: { messages_per_minute: 1_000_000, message_size: 10_000, read_parallelism: 1, write_parallelism: 1 } };
+    const created = await cli(['event-types', 'create', '-f', file('large.json', JSON.stringify(businessEventType(name, statistic)))]);
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stdout).toBe(`created event type ${name}\n`);
+    expect(created.stderr).toMatch(new RegExp(`^warning: event type "${name.replace(/\./g, '\\.')}" needs about .* of Redis memory .* but storage "default" has .* of room below its high-water mark`));
+    const small = await cli(['event-types', 'create', '-f', file('small.json', JSON.stringify(businessEventType(`${name}.small`, fourPartitions)))]);
+    expect(small.code, small.stderr).toBe(0);
+    expect(small.stderr).toBe('');
+    expect((await cli(['event-types', 'delete', name])).code).toBe(0);
+    expect((await cli(['event-types', 'delete', `${name}.small`])).code).toBe(0);
+  });
+
   it('two tails share a queue-mode subscription: every event printed once by one of them, and the lag reaches 0', async () => {
     const name = `cli.queue.${randomUUID().slice(0, 8)}`;
     await createEventType(name);

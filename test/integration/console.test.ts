@@ -135,11 +135,26 @@ describe('serving the console', () => {
 });
 
 describe('the console in auth mode off', () => {
-  it('creates an event type, shows the 422 of a batch, tails events as they arrive, and follows a subscription lag to 0', { timeout: 60_000 }, async () => {
+  it('shows the Redis memory headroom and a creation\'s capacity warning, creates an event type, shows the 422 of a batch, tails events as they arrive, and follows a subscription lag to 0', { timeout: 60_000 }, async () => {
     const name = `console.order-${randomUUID().slice(0, 8)}`;
     const { page, errors } = await openPage();
     await page.goto(`${broker.url}/ui#/event-types`);
     await waitForText(page, '[data-test=subject]', 'unauthenticated (administrator)');
+    // The overview's Redis memory headroom: the harness Redis has no maxmemory, so the machine's memory is its limit.
+    await waitForText(page, '[data-test=headroom-master]', 'no maxmemory');
+
+    // An event type whose declared traffic cannot fit the memory budget is created, with the broker's Warning shown.
+    const large = `console.large-${randomUUID().slice(0, 8)}`;
+    await clickButton(page, 'New event type');
+    await fill(page, 'form[data-test=create-event-type] input[name=name]', large);
+    await fill(page, 'form[data-test=create-event-type] input[name=owning_application]', 'console-test');
+    await fill(page, 'form[data-test=create-event-type] input[name=messages_per_minute]', '1000000');
+    await fill(page, 'form[data-test=create-event-type] input[name=message_size]', '10000');
+    await clickButton(page, 'Create');
+    await waitForText(page, '[data-test=create-warning]', `event type "${large}" needs about`);
+    expect((await call(broker.url, 'GET', `/event-types/${large}`)).status).toBe(200);
+    await page.goto(`${broker.url}/ui#/subscriptions`);
+    await page.goto(`${broker.url}/ui#/event-types`);
 
     // Create the event type with the form (the default schema requires a string order_number).
     await clickButton(page, 'New event type');

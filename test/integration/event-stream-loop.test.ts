@@ -7,6 +7,7 @@ import { NODE_STORAGE_ID } from '../../src/domain/storage.js';
 import { timelineMapOf } from '../../src/domain/timeline.js';
 import { PartitionLogs } from '../../src/storage/partition-logs.js';
 import { StoragePool } from '../../src/storage/storage-pool.js';
+import { RedisMemoryWatch } from '../../src/storage/redis-memory.js';
 import { PartitionWakeups } from '../../src/storage/partition-wakeups.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { PartitionStore } from '../../src/storage/partition-store.js';
@@ -34,7 +35,9 @@ beforeAll(() => {
   wakeups = new PartitionWakeups(subscriber, logger);
   const scripts = new Scripts(redis);
   store = new PartitionStore(redis, scripts, keys);
-  const pool = new StoragePool({ node: { id: NODE_STORAGE_ID, redis, scripts, keys, partitions: store, wakeups }, records: { get: () => Promise.resolve(undefined) }, redis: loadConfig({}).redis, logger });
+  // Its memory watch is never started: no master is known, so none is full.
+  const memory = new RedisMemoryWatch(redis, NODE_STORAGE_ID, { highWaterPercent: 90, checkIntervalMs: 1000 }, logger);
+  const pool = new StoragePool({ node: { id: NODE_STORAGE_ID, redis, scripts, keys, partitions: store, wakeups, memory }, records: { get: () => Promise.resolve(undefined) }, redis: loadConfig({}).redis, logger });
   logs = new PartitionLogs(pool);
 });
 afterAll(() => {

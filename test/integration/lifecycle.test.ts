@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { repoRoot, startBroker, startRedis, type BrokerProcess, type RedisProcess } from '../../scripts/local-processes.js';
 import { call, startTestBroker, startTestBrokerProcess } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
+import { embeddedMaxmemoryBytes } from '../../src/storage/embedded-redis.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
@@ -30,7 +31,7 @@ function runToExit(env: Record<string, string>): Promise<{ code: number | null; 
 }
 
 describe('startup', () => {
-  it('runs on the embedded default: a child redis-server with AOF on and noeviction under the data directory, stopped on exit', async () => {
+  it('runs on the embedded default: a child redis-server with AOF on, a maxmemory and noeviction under the data directory, stopped on exit', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'broker-embedded-'));
     cleanups.push(() => Promise.resolve(rmSync(dataDir, { recursive: true, force: true })));
     const broker = await startBroker({ BROKER_REDIS_URL: '', BROKER_EMBEDDED_REDIS_DATA_DIR: dataDir, BROKER_LOG_LEVEL: 'info' });
@@ -42,7 +43,12 @@ describe('startup', () => {
     expect(await redis.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
     expect(await redis.config('GET', 'maxmemory-policy')).toEqual(['maxmemory-policy', 'noeviction']);
     expect(await redis.config('GET', 'dir')).toEqual(['dir', dataDir]);
+    // Never unlimited: half the machine's memory by default (embeddedRedis.maxmemoryPercent).
+    const [, maxmemory] = (await redis.config('GET', 'maxmemory')) as [string, string];
+    expect(Number(maxmemory)).toBe(embeddedMaxmemoryBytes({ maxmemoryBytes: 0, maxmemoryPercent: 50 }));
     redis.disconnect();
+    // So the node does not warn about an unlimited Redis.
+    expect(broker.output()).not.toContain('has no maxmemory');
 
     expect(await broker.stop('SIGTERM')).toBe(0);
     const probe = new Redis({ path: path.join(dataDir, 'redis.sock'), lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });

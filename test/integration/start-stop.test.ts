@@ -3,6 +3,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync,
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, repoRoot, startBroker, type BrokerProcess } from '../../scripts/local-processes.js';
 import { call } from '../support/broker.js';
@@ -100,8 +101,8 @@ async function publishes(url: string, eventType: string): Promise<number> {
 }
 
 /** A node on the embedded default in `dataDir` (node started directly, as `npm start` ends up doing). */
-async function embeddedNode(dataDir: string): Promise<BrokerProcess> {
-  const broker = await startBroker({ BROKER_REDIS_URL: '', BROKER_EMBEDDED_REDIS_DATA_DIR: dataDir, BROKER_LOG_LEVEL: 'info', BROKER_PUBLISH_WORKER_THREADS: '1' });
+async function embeddedNode(dataDir: string, env: Record<string, string> = {}): Promise<BrokerProcess> {
+  const broker = await startBroker({ BROKER_REDIS_URL: '', BROKER_EMBEDDED_REDIS_DATA_DIR: dataDir, BROKER_LOG_LEVEL: 'info', BROKER_PUBLISH_WORKER_THREADS: '1', ...env });
   cleanups.push(() => broker.stop('SIGKILL'));
   return broker;
 }
@@ -199,8 +200,12 @@ describe('two nodes on one data directory (one checkout)', () => {
     expect(await canConnect({ path: socket })).toBe(true);
     expect((JSON.parse(readFileSync(path.join(dataDir, 'redis.owner'), 'utf8')) as { pid: number }).pid).toBe(pidOf(killed.output()));
 
-    const next = await embeddedNode(dataDir);
+    // Its maxmemory becomes what the adopting node is configured with.
+    const next = await embeddedNode(dataDir, { BROKER_EMBEDDED_REDIS_MAXMEMORY_BYTES: '3000000000' });
     expect(next.output()).toContain('adopting the embedded Redis');
+    const adopted = new Redis({ path: socket });
+    expect(await adopted.config('GET', 'maxmemory')).toEqual(['maxmemory', '3000000000']);
+    adopted.disconnect();
     expect((await call(next.url, 'GET', '/event-types/adopt.one/partitions/0')).json).toMatchObject({ newest_available_offset: '001-0001-000000000000000000' });
     expect(await next.stop('SIGTERM')).toBe(0);
     expect(await canConnect({ path: socket })).toBe(false);

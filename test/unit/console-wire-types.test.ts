@@ -40,6 +40,8 @@ describe('the console\'s wire types mirror the server\'s wire schemas', () => {
     expectTypeOf<Mutual<ui.Admins, Derived<typeof wire.AdminAuthorizationSchema>>>().toEqualTypeOf<true>();
     expectTypeOf<Mutual<ui.PublishQuotaList, Derived<typeof quotas.PublishQuotaListSchema>>>().toEqualTypeOf<true>();
     expectTypeOf<Mutual<ui.Access, Derived<typeof wire.ConsoleAccessSchema>>>().toEqualTypeOf<true>();
+    expectTypeOf<Mutual<ui.MasterHeadroom, Derived<typeof wire.MasterHeadroomSchema>>>().toEqualTypeOf<true>();
+    expectTypeOf<Mutual<ui.StorageHeadroom, Derived<typeof wire.StorageHeadroomSchema>>>().toEqualTypeOf<true>();
   });
 
   it('stream lines and listing pages: what the server sends is what the console reads', () => {

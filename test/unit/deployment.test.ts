@@ -134,7 +134,7 @@ describe('docker-compose.yml', () => {
     expect(text(service('grafana').image, 'grafana image')).toMatch(/^grafana\/grafana:/);
   });
 
-  it('runs Redis with the shipped config: AOF on, appendfsync everysec, noeviction', () => {
+  it('runs Redis with the shipped config: AOF on, appendfsync everysec, a maxmemory, noeviction', () => {
     const redis = service('redis');
     const conf = bindMounts(redis).find((m) => m.host === './config/redis.conf');
     expect(conf).toBeDefined();
@@ -149,6 +149,8 @@ describe('docker-compose.yml', () => {
     expect(settings.get('appendonly')).toBe('yes');
     expect(settings.get('appendfsync')).toBe('everysec');
     expect(settings.get('maxmemory-policy')).toBe('noeviction');
+    // Never unlimited (docs/operations.md "Memory and retention"): a size Redis parses, above zero.
+    expect(settings.get('maxmemory')).toMatch(/^[1-9]\d*(b|kb|mb|gb)?$/i);
   });
 
   it.each(BROKERS)('%s sets only real config keys, with values the schema accepts', (name) => {

@@ -53,7 +53,8 @@ function publisherWith(answers: StandaloneResult[], cache: CacheReads = { get: (
   const publisher = new Publisher({
     cache: cache as unknown as EventTypeCache,
     pool: pool as unknown as WorkerPool,
-    logs: {} as PartitionLogs,
+    // No master of the storage is known to be full; the batches here never reach a write.
+    logs: { storageFull: () => undefined } as unknown as PartitionLogs,
     redis: { status: 'ready' } as unknown as RedisClient,
     config,
     redisTimeoutMs: 1000,

@@ -191,3 +191,23 @@ export interface Access {
   readonly event_type?: { readonly name: string; readonly read: boolean; readonly write: boolean; readonly admin: boolean };
   readonly subscription?: { readonly id: string; readonly read: boolean; readonly admin: boolean; readonly reset: boolean };
 }
+
+/** One Redis master's memory (`GET /ui/api/storage-headroom`). */
+export interface MasterHeadroom {
+  readonly storage: string;
+  readonly master: string;
+  readonly used_bytes: number;
+  readonly limit_bytes: number;
+  readonly limit_source: 'maxmemory' | 'system_memory' | 'unknown';
+  readonly mark_bytes: number | null;
+  readonly full: boolean;
+  readonly seconds_to_mark: number | null;
+}
+
+/** The Redis memory headroom the overview shows (`GET /ui/api/storage-headroom`). */
+export interface StorageHeadroom {
+  readonly masters: readonly MasterHeadroom[];
+  readonly event_types: readonly { readonly name: string; readonly bytes: number; readonly growth_bytes_per_second: number }[];
+  readonly redis_bytes_per_json_byte: number;
+  readonly ratio_measured: boolean;
+}

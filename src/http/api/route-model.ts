@@ -127,6 +127,7 @@ const PROBLEM_MEANING: Readonly<Record<number, string>> = {
   429: 'over a publishing quota (docs/publishing.md "Quotas"); nothing was written; `Retry-After`',
   501: 'not implemented',
   503: 'the node cannot serve it now (read-only mode, overload, storage unavailable, shutting down); `Retry-After`',
+  507: 'a Redis master is full (above the high-water mark, or out of memory); nothing was written; `Retry-After`',
 };
 
 /** Problem answers for the given statuses. */

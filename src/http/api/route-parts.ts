@@ -44,6 +44,12 @@ export function pageOf(query: { readonly offset?: number; readonly limit?: numbe
 
 /** `Location` of a created resource. */
 export const Location: HeaderSpec = { description: 'the created (or existing) resource', schema: Type.String(), required: true };
+/** `Warning` of an event type creation or update whose declared traffic cannot fit the Redis memory budget (RFC 9111 form; docs/operations.md "Memory and retention"). */
+export const CapacityWarning: HeaderSpec = {
+  description: 'RFC 9111 `299 - "<text>"`: the memory the event type\'s `default_statistic` and `retention_time` need exceeds the room below the high-water mark of its storage; nothing was refused for it',
+  schema: Type.String(),
+  required: false,
+};
 /** `X-Broker-StreamId` of a subscription stream. */
 export const STREAM_ID: HeaderSpec = { description: 'the stream\'s id: commits name it in `X-Broker-StreamId`', schema: Type.String({ format: 'uuid' }), required: true };
 

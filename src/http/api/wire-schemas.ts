@@ -17,7 +17,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { ProblemSchema, AuthorizationAttributeSchema, PageLinksSchema } from './wire/common.js';
 import { EventTypeAuthorizationSchema, EventTypeSchemaSchema, EventTypeStatisticsSchema, EventOwnerSelectorSchema, EventTypeRecordSchema, EventTypeInputSchema, CompatibilityCheckSchema, PartitionSchema, CursorSchema, ShiftedCursorSchema, CursorDistanceQuerySchema, CursorDistanceResultSchema, BatchItemResponseSchema, EventSchema } from './wire/event-types.js';
 import { SubscriptionCursorSchema, SubscriptionCursorWithoutTokenSchema, SubscriptionAuthorizationSchema, InitialCursorSchema, SubscriptionRecordSchema, SubscriptionInputSchema, SubscriptionListSchema, PartitionStatsSchema, SubscriptionStatsSchema, SubscriptionCursorsSchema, CursorCommitResultsSchema, StreamParametersBodySchema, StreamBatchSchema } from './wire/subscriptions.js';
-import { AdminAuthorizationSchema, BlacklistSchema, FeatureSchema, RedisConfigurationSchema, StorageViewSchema, StorageInputSchema, TimelineSchema, AvroSchemaVersionSchema, ConsoleAccessSchema } from './wire/settings.js';
+import { AdminAuthorizationSchema, BlacklistSchema, FeatureSchema, RedisConfigurationSchema, StorageViewSchema, StorageInputSchema, TimelineSchema, AvroSchemaVersionSchema, ConsoleAccessSchema, StorageHeadroomSchema } from './wire/settings.js';
 
 export * from './wire/common.js';
 export * from './wire/event-types.js';
@@ -68,5 +68,6 @@ export const NAMED_SCHEMAS: Readonly<Record<string, TSchema>> = {
   Timeline: TimelineSchema,
   AvroSchemaVersion: AvroSchemaVersionSchema,
   ConsoleAccess: ConsoleAccessSchema,
+  StorageHeadroom: StorageHeadroomSchema,
 };
 

@@ -8,8 +8,9 @@ import type { EventType } from '../../domain/event-type.js';
 import type { Subscription } from '../../domain/subscription.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
+import type { StorageHeadroomView } from '../../services/storage-headroom.js';
 import { empty, json, problems, routesOf, type Route } from '../api/route-model.js';
-import { ConsoleAccessSchema } from '../api/wire-schemas.js';
+import { ConsoleAccessSchema, StorageHeadroomSchema } from '../api/wire-schemas.js';
 import type { HttpAnswer, HttpServer, RequestContext } from '../server.js';
 
 /** One file of the console, read into memory at startup. */
@@ -96,6 +97,8 @@ export interface ConsoleDeps {
   readonly assets: ReadonlyMap<string, ConsoleAsset>;
   readonly access: AccessControl;
   readonly lookups: ConsoleLookups;
+  /** The Redis memory headroom the overview shows (absent: nothing known). */
+  readonly headroom?: () => StorageHeadroomView;
 }
 
 /** A console file: `/ui` and `/ui/` are `index.html`. */
@@ -115,7 +118,7 @@ const TEXT_ASSET = Type.String({ description: 'the file' });
 const route = routesOf<ConsoleDeps>();
 
 /**
- * The console (docs/console.md): its assets, public, and one authenticated helper route.
+ * The console (docs/console.md): its assets, public, and two authenticated helper routes.
  *
  * - `GET /ui`, `GET /ui/` → `index.html`; `GET /ui/<path>` → the asset of that path in the manifest
  *   ({@link loadConsoleAssets}), else 404. Public: the files carry no data; every API call the console
@@ -127,6 +130,7 @@ const route = routesOf<ConsoleDeps>();
  *   write, admin}, subscription?: {id, read, admin, reset}}` (`subscription.read`: its stats and cursors
  *   and streaming it; `reset`: admin plus reading every event type). Authenticated like the API (401
  *   without a valid token in modes `jwt` and `tokeninfo`); 404 for an unknown event type or subscription.
+ * - `GET /ui/api/storage-headroom` → the Redis memory headroom of the overview (authenticated).
  */
 export const CONSOLE_ROUTES: readonly Route<ConsoleDeps>[] = [
   route({
@@ -167,11 +171,36 @@ export const CONSOLE_ROUTES: readonly Route<ConsoleDeps>[] = [
       return { status: 200, body };
     },
   }),
+  route({
+    method: 'GET', path: '/ui/api/storage-headroom', operationId: 'consoleStorageHeadroom', tag: 'Console', access: 'authenticated',
+    summary: 'The Redis memory headroom (for the console\'s overview)',
+    description: 'Each Redis master this node writes to with its used bytes, limit, high-water mark and the projected seconds until the mark; the event types holding the most Redis bytes; the ratio of Redis bytes to event JSON bytes (docs/operations.md "Memory and retention"). What the node last read: no Redis round trip.',
+    responses: { '200': json('the headroom', StorageHeadroomSchema) },
+    handler: (_ctx, { headroom }) => {
+      const view = headroom?.() ?? { masters: [], eventTypes: [], ratio: { value: 0, measured: false } };
+      const body = {
+        masters: view.masters.map((m) => ({
+          storage: m.storage,
+          master: m.master,
+          used_bytes: m.usedBytes,
+          limit_bytes: m.limitBytes,
+          limit_source: m.limitSource,
+          mark_bytes: Number.isFinite(m.markBytes) ? m.markBytes : null,
+          full: m.full,
+          seconds_to_mark: Number.isFinite(m.secondsToMark) ? m.secondsToMark : null,
+        })),
+        event_types: view.eventTypes.map((e) => ({ name: e.eventType, bytes: e.bytes, growth_bytes_per_second: e.growthBytesPerSecond })),
+        redis_bytes_per_json_byte: view.ratio.value,
+        ratio_measured: view.ratio.measured,
+      };
+      return Promise.resolve({ status: 200, body });
+    },
+  }),
 ];
 
 /** Registers the console routes ({@link CONSOLE_ROUTES}) serving `assets`. */
-export function consoleRoutes(http: HttpServer, assets: ReadonlyMap<string, ConsoleAsset>, access: AccessControl, lookups: ConsoleLookups): void {
-  http.register(CONSOLE_ROUTES, { assets, access, lookups });
+export function consoleRoutes(http: HttpServer, assets: ReadonlyMap<string, ConsoleAsset>, access: AccessControl, lookups: ConsoleLookups, headroom?: () => StorageHeadroomView): void {
+  http.register(CONSOLE_ROUTES, { assets, access, lookups, ...(headroom ? { headroom } : {}) });
 }
 
 /** True when `check` does not throw (a 403 means false). */

@@ -8,7 +8,8 @@ import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
 import type { EventTypeRegistry, RegistryCaller } from '../../services/event-type-registry.js';
 import { empty, json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
-import { Bool, Location, NameParam, pageOf, Paging } from '../api/route-parts.js';
+import { Bool, CapacityWarning, Location, NameParam, pageOf, Paging } from '../api/route-parts.js';
+import { warningHeader } from '../../domain/memory-budget.js';
 import { CompatibilityCheckSchema, EventTypeInputSchema, EventTypeRecordSchema, EventTypeSchemaSchema, PageLinksSchema } from '../api/wire-schemas.js';
 import type { HttpServer } from '../server.js';
 
@@ -26,6 +27,17 @@ export interface EventTypeDeps {
   readonly access: AccessControl;
   readonly subscriptions: EventTypeSubscriptions;
   readonly audit: AuditLog;
+  /**
+   * The capacity check of a created or updated event type (docs/operations.md "Memory and retention"):
+   * the text of the answer's `Warning` header when its declared traffic cannot fit, else undefined. Never throws.
+   */
+  readonly capacity?: (record: EventType) => Promise<string | undefined>;
+}
+
+/** The `Warning` header of an event type change whose declared traffic cannot fit, or nothing. */
+async function capacityHeaders(record: EventType, capacity: EventTypeDeps['capacity']): Promise<Record<string, string>> {
+  const warning = await capacity?.(record);
+  return warning === undefined ? {} : { Warning: warningHeader(warning) };
 }
 
 /** The query of `POST /event-types/{name}/schemas`: `fetch` (any case; absent: false). */
@@ -74,15 +86,15 @@ export const EVENT_TYPE_ROUTES: readonly Route<EventTypeDeps>[] = [
   route({
     method: 'POST', path: '/event-types', operationId: 'createEventType', tag: 'Event types', access: 'authenticated', limited: true,
     summary: 'Create an event type',
-    description: 'Refused while the feature `disable_event_type_creation` is on; `authorization` is required with `force_event_type_authz`. Runs under the control-plane limiter.',
+    description: 'Refused while the feature `disable_event_type_creation` is on; `authorization` is required with `force_event_type_authz`. Runs under the control-plane limiter. A `Warning` header (`299 - "…"`) says when the memory its `default_statistic` and `retention_time` need exceeds the room below the high-water mark of its storage (docs/operations.md "Memory and retention"); it is created anyway.',
     body: jsonBody(EventTypeInputSchema),
-    responses: { '201': json('created', EventTypeRecordSchema, { Location }), ...problems(400, 403, 409, 422, 503) },
-    handler: async (ctx, { registry, access, audit }) => {
+    responses: { '201': json('created', EventTypeRecordSchema, { Location, Warning: CapacityWarning }), ...problems(400, 403, 409, 422, 503) },
+    handler: async (ctx, { registry, access, audit, capacity }) => {
       access.requireWritable();
       access.requireFeatureOff('disable_event_type_creation', 'Event type creation');
       const record = await registry.create(await ctx.json(), callerOf(ctx.subject, access));
       audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: record.name, op: 'C', next: record });
-      return { status: 201, body: record, headers: { Location: `/event-types/${record.name}` } };
+      return { status: 201, body: record, headers: { Location: `/event-types/${record.name}`, ...(await capacityHeaders(record, capacity)) } };
     },
   }),
   route({
@@ -93,10 +105,10 @@ export const EVENT_TYPE_ROUTES: readonly Route<EventTypeDeps>[] = [
   }),
   route({
     method: 'PUT', path: '/event-types/{name}', operationId: 'updateEventType', tag: 'Event types', access: 'authenticated', params: NameParam, limited: true,
-    summary: 'Update an event type', description: 'Needs the event type\'s `admins` (or an administrator). A schema change is checked against `compatibility_mode`.',
+    summary: 'Update an event type', description: 'Needs the event type\'s `admins` (or an administrator). A schema change is checked against `compatibility_mode`. A `Warning` header as on creation when its declared traffic cannot fit.',
     body: jsonBody(EventTypeInputSchema),
-    responses: { '200': json('the updated event type', EventTypeRecordSchema), ...problems(400, 403, 404, 409, 422, 503) },
-    handler: async (ctx, { registry, access, audit }) => {
+    responses: { '200': json('the updated event type', EventTypeRecordSchema, { Warning: CapacityWarning }), ...problems(400, 403, 404, 409, 422, 503) },
+    handler: async (ctx, { registry, access, audit, capacity }) => {
       access.requireWritable();
       const caller = callerOf(ctx.subject, access);
       let previous: EventType | undefined;
@@ -108,7 +120,7 @@ export const EVENT_TYPE_ROUTES: readonly Route<EventTypeDeps>[] = [
         },
       });
       audit.record({ subject: ctx.subject, resource: 'event_type', resourceId: record.name, op: 'U', previous, next: record });
-      return { status: 200, body: record };
+      return { status: 200, body: record, headers: await capacityHeaders(record, capacity) };
     },
   }),
   route({
@@ -203,8 +215,8 @@ export const EVENT_TYPE_ROUTES: readonly Route<EventTypeDeps>[] = [
 ];
 
 /** Registers the event type routes ({@link EVENT_TYPE_ROUTES}) with their services. */
-export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions, audit: AuditLog): void {
-  http.register(EVENT_TYPE_ROUTES, { registry, access, subscriptions, audit });
+export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions, audit: AuditLog, capacity?: EventTypeDeps['capacity']): void {
+  http.register(EVENT_TYPE_ROUTES, { registry, access, subscriptions, audit, ...(capacity ? { capacity } : {}) });
 }
 
 /**

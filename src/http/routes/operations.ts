@@ -1,15 +1,21 @@
 import { Type } from '@sinclair/typebox';
-import { brokerError, type ProblemTypeDescription } from '../../errors/catalog.js';
+import { brokerError, errorCatalog, type ProblemTypeDescription } from '../../errors/catalog.js';
 import { empty, json, problems, routesOf, type Route } from '../api/route-model.js';
 import type { HttpServer } from '../server.js';
 
-/** What `/metrics` answers: the node's Prometheus text (src/observability/metrics.ts). */
+/**
+ * What `/metrics` answers: the node's Prometheus text (src/observability/metrics.ts); and what
+ * `/health/storage` answers: whether the Redis masters this node writes to have room (absent: no
+ * master known, ready).
+ */
 export interface MetricsScrape {
   /** @param openMetrics OpenMetrics 1.0 with exemplars instead of Prometheus text format 0.0.4 */
   scrape(openMetrics: boolean): Promise<Buffer | string>;
   contentTypeOf(openMetrics: boolean): string;
   /** Whether the node keeps exemplars (tracing is on): only then is OpenMetrics answered. */
   readonly exemplars: boolean;
+  /** Whether every Redis master this node writes to has room (`/health/storage`); absent: none known, ready. */
+  readonly storageReadiness?: () => { readonly masters: number; readonly full: readonly unknown[] };
 }
 
 /**
@@ -32,17 +38,36 @@ export function prefersOpenMetrics(accept: string | undefined): boolean {
   return openMetrics > 0 && openMetrics >= text;
 }
 
+/** `Retry-After` of a `/health/storage` answered 503: as a `STORAGE_FULL` publish's. */
+const STORAGE_RETRY_AFTER = errorCatalog.STORAGE_FULL.headers['Retry-After'];
+
 const operation = routesOf<MetricsScrape>();
 
 /**
- * Liveness and metrics (docs/operations.md, docs/metrics.md). `/health` is public; `/metrics` is
- * authenticated like every other route (open in auth mode `off`).
+ * Liveness, storage readiness and metrics (docs/operations.md, docs/metrics.md). `/health` and
+ * `/health/storage` are public; `/metrics` is authenticated like every other route (open in auth mode `off`).
  */
 export const OPERATION_ROUTES: readonly Route<MetricsScrape>[] = [
   operation({
     method: 'GET', path: '/health', operationId: 'health', tag: 'Operations', access: 'public',
     summary: 'Liveness', responses: { '200': { description: 'the node serves', content: { 'text/plain': Type.Literal('OK') } }, ...problems(503) },
     handler: () => Promise.resolve({ status: 200, body: 'OK', contentType: 'text/plain' }),
+  }),
+  operation({
+    method: 'GET', path: '/health/storage', operationId: 'storageReadiness', tag: 'Operations', access: 'public',
+    summary: 'Readiness for publishing: whether the Redis masters have room',
+    description:
+      'Whether every Redis master this node writes to is below its high-water mark (config `redisMemory.highWaterPercent`). 200 `OK`; 503 with `Retry-After` and a line counting the full masters while publishes to their partitions are refused with 507. A node answering 503 here is healthy (`/health` stays 200) and serves everything else: reads, commits, streams, the control plane. Meant for a balancer that routes publishes (docs/operations.md "Memory and retention"); a liveness or whole-node readiness probe must stay on `/health`, since every node of a deployment shares the same masters.',
+    responses: {
+      '200': { description: 'every master has room', content: { 'text/plain': Type.String() } },
+      '503': { description: 'a master is at or above its high-water mark; `Retry-After`', content: { 'text/plain': Type.String() } },
+    },
+    handler: (_ctx, deps) => {
+      const readiness = deps.storageReadiness?.() ?? { masters: 0, full: [] };
+      if (readiness.full.length === 0) return Promise.resolve({ status: 200, body: `OK: ${readiness.masters} Redis master(s) below their high-water mark\n`, contentType: 'text/plain' });
+      const body = `FULL: ${readiness.full.length} of ${readiness.masters} Redis master(s) at or above their high-water mark; publishes to their partitions are refused with 507\n`;
+      return Promise.resolve({ status: 503, body, contentType: 'text/plain', headers: { 'Retry-After': STORAGE_RETRY_AFTER } });
+    },
   }),
   operation({
     method: 'GET', path: '/metrics', operationId: 'metrics', tag: 'Operations', access: 'authenticated',
@@ -61,9 +86,15 @@ export const OPERATION_ROUTES: readonly Route<MetricsScrape>[] = [
   }),
 ];
 
-/** Registers `/health` and `/metrics` ({@link OPERATION_ROUTES}). */
-export function operationRoutes(http: HttpServer, metrics: MetricsScrape): void {
-  http.register(OPERATION_ROUTES, metrics);
+/** Registers `/health`, `/health/storage` and `/metrics` ({@link OPERATION_ROUTES}). */
+export function operationRoutes(http: HttpServer, metrics: Omit<MetricsScrape, 'storageReadiness'>, storageReadiness?: MetricsScrape['storageReadiness']): void {
+  const scrape: MetricsScrape = {
+    scrape: (openMetrics) => metrics.scrape(openMetrics),
+    contentTypeOf: (openMetrics) => metrics.contentTypeOf(openMetrics),
+    exemplars: metrics.exemplars,
+    ...(storageReadiness ? { storageReadiness } : {}),
+  };
+  http.register(OPERATION_ROUTES, scrape);
 }
 
 /** The reference page's script (Redoc's standalone bundle, from the npm package `redoc`). */

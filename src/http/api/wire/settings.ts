@@ -47,3 +47,32 @@ export const ConsoleAccessSchema = Type.Object(
   Closed,
 );
 
+
+/** One Redis master's memory in `GET /ui/api/storage-headroom` (console). */
+export const MasterHeadroomSchema = Type.Object(
+  {
+    storage: Type.String({ description: 'the storage (Redis deployment) id; `default` for the node\'s own' }),
+    master: Type.String({ description: 'the master\'s address as the node reaches it' }),
+    used_bytes: Type.Integer({ description: 'used_memory' }),
+    limit_bytes: Type.Integer({ description: 'maxmemory, or the machine\'s memory when it has none; 0 when unknown' }),
+    limit_source: Type.Union([Type.Literal('maxmemory'), Type.Literal('system_memory'), Type.Literal('unknown')]),
+    mark_bytes: Type.Union([Type.Integer(), Type.Null()], { description: 'the high-water mark; null when the limit is unknown' }),
+    full: Type.Boolean({ description: 'at or above the mark: publishes to its partitions are refused with 507' }),
+    seconds_to_mark: Type.Union([Type.Number(), Type.Null()], { description: 'projected seconds until the mark at the last minute\'s net rate; null when not growing' }),
+  },
+  Closed,
+);
+
+/** `GET /ui/api/storage-headroom`: the Redis memory headroom (console overview). */
+export const StorageHeadroomSchema = Type.Object(
+  {
+    masters: Type.Array(MasterHeadroomSchema),
+    event_types: Type.Array(
+      Type.Object({ name: Type.String(), bytes: Type.Integer(), growth_bytes_per_second: Type.Number() }, Closed),
+      { description: 'the event types holding the most Redis bytes, largest first (at most 10)' },
+    ),
+    redis_bytes_per_json_byte: Type.Number({ description: 'Redis bytes per byte of event JSON: measured, or the documented assumption' }),
+    ratio_measured: Type.Boolean(),
+  },
+  Closed,
+);
