@@ -1,0 +1,217 @@
+/**
+ * Scenario `replicated-reads`: what readers waiting for replicas cost (docs/decisions/0029-reads-stop-at-the-high-watermark.md).
+ * A standalone master with one replica (both fresh `redis-server`s, nothing persisted) and one broker node
+ * at a time on it with `publish.minReplicas` 1, `consumption.waitForReplicas` false (readers take what the
+ * master has: the behaviour before the high watermark) and true (the default: every confirmed batch moves
+ * its partitions' watermark, one more script per written partition, and readers stop there), alternating
+ * for `ROUNDS` rounds (3; 1 with `BENCH_QUICK=1`), a fresh node and key prefix each time. Per node:
+ *
+ * - publish throughput: autocannon, 1000-event batches of ~520-byte order events over 8 partitions (the
+ *   `publish-batches` load), 4 connections, 2 s warm-up then 10 s measured;
+ * - publish-to-delivery latency: 1,000 events/s as single-event publishes on a 1 ms timer, read by one
+ *   subscription stream (`batch_limit` 1, committing as it goes) in this process, each event stamped with
+ *   its send time; 2 s warm-up then 10 s measured; the publish answers' latency too.
+ *
+ * Recorded: each figure's median over the rounds, per setting, and the ratio of throughputs and the
+ * difference of the p99s (with − without). Broker, both Redis servers and the load generator share the
+ * machine's cores.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
+import { startBroker, startRedis, type BrokerProcess, type RedisProcess } from '../scripts/local-processes.js';
+import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
+import { brokerWarnings, createEventType, loadRequest, median, round, runLoad, sleep, type Recorder, type Scenario } from './harness.js';
+import { Committer, createSubscription, openStream, percentile, quickMode, request } from './stream-client.js';
+
+const QUICK = quickMode();
+const ROUNDS = QUICK ? 1 : 3;
+const WARMUP_SECONDS = QUICK ? 1 : 2;
+const DURATION_SECONDS = QUICK ? 3 : 10;
+const PARTITIONS = 8;
+const BATCH = 1000;
+const CONNECTIONS = 4;
+/** Events per second of the latency point, one event per publish. */
+const RATE = 1000;
+/** How long to wait for the last events after the producer stopped. */
+const DRAIN_TIMEOUT_MS = 5000;
+
+const LATENCY_SCHEMA = { type: 'object', properties: { n: { type: 'integer' }, sent_at: { type: 'number' } }, required: ['n', 'sent_at'] } as const;
+
+const load = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ')[0] ?? '?';
+
+/** What one node measured. */
+interface Measured {
+  readonly eventsPerSecond: number;
+  readonly deliveryP50: number;
+  readonly deliveryP99: number;
+  readonly publishP50: number;
+  readonly publishP99: number;
+}
+
+async function inSync(replica: RedisProcess): Promise<void> {
+  const client = new Redis(replica.url, { maxRetriesPerRequest: 1 });
+  try {
+    const deadline = Date.now() + 10_000;
+    while (!(await client.info('replication')).includes('master_link_status:up')) {
+      if (Date.now() > deadline) throw new Error('the replica did not sync');
+      await sleep(50);
+    }
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** Publish throughput of the node: 1000-event batches, 4 connections. */
+async function throughput(recorder: Recorder, broker: BrokerProcess, label: string): Promise<number> {
+  const name = 'bench.order';
+  await createEventType(broker.url, businessEventType(name, ORDER_SCHEMA, PARTITIONS));
+  const random = prng(7);
+  const requests = Array.from({ length: 4 }, () => loadRequest(`/event-types/${name}/events`, Array.from({ length: BATCH }, () => orderEvent(random))));
+  await runLoad({ url: broker.url, requests, connections: CONNECTIONS, durationSeconds: WARMUP_SECONDS });
+  const r = await runLoad({ url: broker.url, requests, connections: CONNECTIONS, durationSeconds: DURATION_SECONDS });
+  recorder.log(`${label}: ${Math.round(r.eventsPerSecond)} events/s, p99 ${r.latencyMs.p99.toFixed(1)} ms, non-2xx ${r.non2xx}, errors ${r.errors}, load ${load()}`);
+  if (r.non2xx > 0 || r.errors > 0) recorder.alarm(`${label}: ${r.non2xx} non-2xx, ${r.errors} errors; first: ${String(r.firstFailure)}`);
+  return r.eventsPerSecond;
+}
+
+/** Publish-to-delivery latency at {@link RATE} single-event publishes per second. @returns delivery and publish p50/p99 (ms) */
+async function latency(recorder: Recorder, broker: BrokerProcess, label: string): Promise<Omit<Measured, 'eventsPerSecond'>> {
+  const name = 'bench.latency';
+  await createEventType(broker.url, businessEventType(name, LATENCY_SCHEMA, 4));
+  const id = await createSubscription(broker.url, 'bench-replicated-reads', name, 'begin');
+  const total = RATE * (WARMUP_SECONDS + DURATION_SECONDS);
+  const warmup = RATE * WARMUP_SECONDS;
+  const delivery = new Float64Array(total).fill(Number.NaN);
+  const published = new Uint8Array(total);
+  const publishMs: number[] = [];
+  let failures = 0;
+  let firstFailure: string | undefined;
+  let committer: Committer | undefined;
+  let delivered = 0;
+  let expected = Number.POSITIVE_INFINITY;
+  let allDelivered: (() => void) | undefined;
+  const stream = await openStream(
+    `${broker.url}/subscriptions/${id}/events?batch_limit=1&max_uncommitted_events=1000&batch_flush_timeout=1`,
+    { onOpen: (streamId) => void (streamId !== undefined && (committer = new Committer(`${broker.url}/subscriptions/${id}/cursors`, streamId))) },
+    (line) => {
+      const at = performance.now();
+      for (const event of line.events ?? []) {
+        const { n, sent_at: sentAt } = event as { n?: unknown; sent_at?: unknown };
+        if (typeof n !== 'number' || typeof sentAt !== 'number' || n < 0 || n >= total || !Number.isNaN(delivery[n] ?? 0)) continue;
+        delivery[n] = at - sentAt;
+        delivered += 1;
+      }
+      if (line.events?.length) committer?.add(line.cursor);
+      if (delivered >= expected) allDelivered?.();
+    },
+  );
+  const inFlight = new Set<Promise<void>>();
+  const started = performance.now();
+  let next = 0;
+  while (next < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * RATE));
+    while (next < due) {
+      const n = next++;
+      const sent = performance.now();
+      const body = JSON.stringify([{ metadata: { eid: randomUUID(), occurred_at: new Date().toISOString() }, n, sent_at: sent }]);
+      const sending = request('POST', `${broker.url}/event-types/${name}/events`, body).then(
+        ({ status, text }) => {
+          if (n >= warmup) publishMs.push(performance.now() - sent);
+          if (status === 200) published[n] = 1;
+          else {
+            failures += 1;
+            firstFailure ??= `${status} ${text.slice(0, 300)}`;
+          }
+        },
+        (err: unknown) => {
+          failures += 1;
+          firstFailure ??= err instanceof Error ? err.message : String(err);
+        },
+      );
+      const tracked = sending.finally(() => inFlight.delete(tracked));
+      inFlight.add(tracked);
+    }
+    await sleep(1);
+  }
+  await Promise.all(inFlight);
+  expected = published.reduce((sum, flag) => sum + flag, 0);
+  if (delivered < expected) await Promise.race([new Promise<void>((resolve) => (allDelivered = resolve)), sleep(DRAIN_TIMEOUT_MS), stream.ended]);
+  await committer?.flush();
+  stream.close();
+  const measured: number[] = [];
+  let missing = 0;
+  for (let n = warmup; n < total; n++) {
+    if (published[n] !== 1) continue;
+    const value = delivery[n] ?? Number.NaN;
+    if (Number.isNaN(value)) missing += 1;
+    else measured.push(value);
+  }
+  const sorted = Float64Array.from(measured).sort();
+  const publishSorted = Float64Array.from(publishMs).sort();
+  const result = {
+    deliveryP50: round(percentile(sorted, 50), 2),
+    deliveryP99: round(percentile(sorted, 99), 2),
+    publishP50: round(percentile(publishSorted, 50), 2),
+    publishP99: round(percentile(publishSorted, 99), 2),
+  };
+  recorder.log(
+    `${label}: ${RATE} events/s, ${measured.length} measured: delivery p50 ${result.deliveryP50} ms, p99 ${result.deliveryP99} ms; publish p50 ${result.publishP50} ms, p99 ${result.publishP99} ms; ${missing} not delivered, ${failures} publish failures, load ${load()}`,
+  );
+  if (failures > 0 || missing > 0) recorder.alarm(`${label}: ${failures} publishes failed (first: ${String(firstFailure)}), ${missing} events not delivered`);
+  return result;
+}
+
+async function run(recorder: Recorder): Promise<void> {
+  const master = await startRedis();
+  let replica: RedisProcess | undefined;
+  const results = new Map<boolean, Measured[]>([
+    [false, []],
+    [true, []],
+  ]);
+  try {
+    replica = await startRedis({ extraArgs: ['--replicaof', '127.0.0.1', String(master.port)] });
+    await inSync(replica);
+    for (let r = 1; r <= ROUNDS; r++) {
+      for (const waiting of [false, true]) {
+        const label = `round ${r}, readers ${waiting ? 'wait for replicas' : 'do not wait'}`;
+        const broker = await startBroker({
+          BROKER_REDIS_URL: master.url,
+          BROKER_REDIS_KEY_PREFIX: `rr${r}${waiting ? 'w' : 'n'}:`,
+          BROKER_PUBLISH_MIN_REPLICAS: '1',
+          BROKER_CONSUMPTION_WAIT_FOR_REPLICAS: String(waiting),
+          BROKER_LOG_LEVEL: 'warn',
+        });
+        try {
+          const eventsPerSecond = await throughput(recorder, broker, label);
+          const delivery = await latency(recorder, broker, label);
+          results.get(waiting)?.push({ eventsPerSecond, ...delivery });
+        } finally {
+          await sleep(1000);
+          await broker.stop('SIGTERM');
+          const warnings = brokerWarnings(broker.output());
+          if (warnings.length > 0) recorder.alarm(`${label}: broker wrote ${warnings.length} line(s) at warn or above; first: ${(warnings[0] ?? '').slice(0, 300)}`);
+        }
+      }
+    }
+  } finally {
+    await replica?.stop();
+    await master.stop();
+  }
+  const of = (waiting: boolean, pick: (m: Measured) => number): number => median((results.get(waiting) ?? []).map(pick));
+  for (const waiting of [false, true]) {
+    const setting = waiting ? 'readers wait for replicas' : 'readers do not wait';
+    recorder.add(`publish events/s, 1000-event batches, 4 connections, minReplicas 1, ${setting}`, Math.round(of(waiting, (m) => m.eventsPerSecond)), 'events/s');
+    recorder.add(`publish-to-delivery p50 at 1,000 events/s, ${setting}`, of(waiting, (m) => m.deliveryP50), 'ms');
+    recorder.add(`publish-to-delivery p99 at 1,000 events/s, ${setting}`, of(waiting, (m) => m.deliveryP99), 'ms');
+    recorder.add(`publish answer p99 at 1,000 events/s, ${setting}`, of(waiting, (m) => m.publishP99), 'ms');
+  }
+  recorder.add('publish events/s, readers waiting ÷ not waiting', round(of(true, (m) => m.eventsPerSecond) / of(false, (m) => m.eventsPerSecond), 2), 'ratio');
+  recorder.add('publish-to-delivery p99, readers waiting − not waiting', round(of(true, (m) => m.deliveryP99) - of(false, (m) => m.deliveryP99), 2), 'ms');
+}
+
+export const replicatedReads: Scenario = {
+  name: 'replicated-reads',
+  title: 'minReplicas 1 with readers waiting for replicas (high watermark) against not: publish events/s, publish-to-delivery p99',
+  run,
+};
