@@ -315,14 +315,15 @@ export class PartitionStore {
   /**
    * Prepares a partition of a new timeline to continue at internal offset `first` (its next event gets
    * `first`; its range is empty until then) and records the timeline's id in its meta hash (field
-   * `timeline`: appends for another id are refused) and its high watermark (`replicated` = `first`: no
-   * event of it lies below). Idempotent: an existing partition is left as it is (a meta written before
-   * timeline ids were recorded gets the field).
+   * `timeline`: appends for another id are refused) and, when reads wait for replicas, its high watermark
+   * (`replicated` = `first`: no event of it lies below). Idempotent: an existing partition is left as it
+   * is (a meta written before timeline ids were recorded gets the field).
    * @throws BrokerError 503 when Redis fails
    */
   async open(name: string, timeline: TimelineRef, partition: string, first: number): Promise<void> {
     const meta = this.keys.partitionMeta(name, timeline.order, partition);
-    await this.redis.multi().hsetnx(meta, 'next', first).hsetnx(meta, 'oldest', first).hsetnx(meta, 'timeline', timeline.id).hsetnx(meta, 'replicated', first).exec().catch(storageError);
+    const opening = this.redis.multi().hsetnx(meta, 'next', first).hsetnx(meta, 'oldest', first).hsetnx(meta, 'timeline', timeline.id);
+    await (this.guarded ? opening.hsetnx(meta, 'replicated', first) : opening).exec().catch(storageError);
   }
 
   /**
