@@ -13,14 +13,28 @@
  *   subscription stream (`batch_limit` 1, committing as it goes) in this process, each event stamped with
  *   its send time; 2 s warm-up then 10 s measured; the publish answers' latency too.
  *
- * Recorded: each figure's median over the rounds, per setting, and the ratio of throughputs and the
- * difference of the p99s (with − without). Broker, both Redis servers and the load generator share the
- * machine's cores.
+ * Then the storage side alone, without HTTP, validation or workers: {@link STORAGE_APPENDS} appends of 10
+ * pre-serialized events, one after the other from this process, alternating between the two settings
+ * append by append (so both see the same moments of a shared machine): through the replicated appender
+ * without and with the watermark move, each timed until its answer and until a reader woken by the
+ * partition's notice (the append notice, or the watermark's) read it through a partition store that stops,
+ * or does not stop, at the watermark.
+ *
+ * Recorded: each HTTP figure's median over the rounds, per setting, the ratio of throughputs and the
+ * difference of the p99s (with − without), and the storage side's p50/p99. Broker, both Redis servers and
+ * the load generator share the machine's cores.
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { startBroker, startRedis, type BrokerProcess, type RedisProcess } from '../scripts/local-processes.js';
+import { loadConfig } from '../src/config/load-config.js';
+import { createLogger } from '../src/observability/logger.js';
+import { createKeys } from '../src/storage/keys.js';
+import { PartitionStore, type PartitionAppend } from '../src/storage/partition-store.js';
+import { connectRedis } from '../src/storage/redis-connection.js';
+import { ReplicatedAppender } from '../src/storage/replicated-append.js';
+import { Scripts } from '../src/storage/scripts.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
 import { brokerWarnings, createEventType, loadRequest, median, round, runLoad, sleep, type Recorder, type Scenario } from './harness.js';
 import { Committer, createSubscription, openStream, percentile, quickMode, request } from './stream-client.js';
@@ -36,6 +50,8 @@ const CONNECTIONS = 4;
 const RATE = 1000;
 /** Events per publish of the latency point. */
 const EVENTS_PER_PUBLISH = 10;
+/** Appends of the storage-side comparison (half per setting). */
+const STORAGE_APPENDS = QUICK ? 200 : 4000;
 /** How long to wait for the last events after the producer stopped. */
 const DRAIN_TIMEOUT_MS = 5000;
 
@@ -168,6 +184,81 @@ async function latency(recorder: Recorder, broker: BrokerProcess, label: string)
   return result;
 }
 
+
+/** The storage side's p50/p99 (ms) per setting: until the append's answer, and until a woken reader read it. */
+interface StorageFigures {
+  readonly answerP50: number;
+  readonly answerP99: number;
+  readonly readableP50: number;
+  readonly readableP99: number;
+}
+
+/**
+ * The storage side alone (see the file's comment): appends alternating between the appender without the
+ * watermark move (read through a store that does not stop at it, woken by append notices) and with it
+ * (read through a store that stops there, woken by the watermark's notices).
+ */
+async function storageSide(recorder: Recorder, master: RedisProcess): Promise<Map<boolean, StorageFigures>> {
+  const config = loadConfig({ BROKER_REDIS_URL: master.url, BROKER_LOG_LEVEL: 'warn' });
+  const logger = createLogger(config);
+  const redis = await connectRedis(master.url, config.redis, logger);
+  const subscriber = redis.duplicate({ lazyConnect: true });
+  await subscriber.connect();
+  const keys = createKeys('rrs:');
+  const scripts = new Scripts(redis);
+  const timeline = { order: 1, id: randomUUID() };
+  const ignore = { observe: (): void => undefined };
+  const random = prng(11);
+  const data = Buffer.from(Array.from({ length: EVENTS_PER_PUBLISH }, () => JSON.stringify(orderEvent(random))).join('\n'));
+  const sides = await Promise.all(
+    [false, true].map(async (waiting) => {
+      const name = waiting ? 'rrs.on' : 'rrs.off';
+      const store = new PartitionStore(redis, scripts, keys, waiting ? ignore : undefined);
+      await store.open(name, timeline, '0', 0);
+      const appender = await ReplicatedAppender.open(redis, keys, 1, config.publish.replicaTimeoutMs, waiting);
+      return { waiting, name, store, appender, channel: store.noticeChannel(name, 1, '0'), answers: [] as number[], readable: [] as number[] };
+    }),
+  );
+  /** Per channel, the reader waiting for `next` to reach a value. */
+  const waiters = new Map<string, { until: number; wake: () => void }>();
+  subscriber.on('smessage', (channel: string, message: string) => {
+    const waiter = waiters.get(channel);
+    if (waiter !== undefined && Number(message) >= waiter.until) waiter.wake();
+  });
+  try {
+    await subscriber.ssubscribe(...sides.map((side) => side.channel));
+    const write: PartitionAppend = { partition: '0', count: EVENTS_PER_PUBLISH, data };
+    for (let i = 0; i < STORAGE_APPENDS; i++) {
+      const side = sides[i % 2] as (typeof sides)[number];
+      const started = performance.now();
+      // The next offset after this append, as the notice announces it.
+      const until = (Math.floor(i / 2) + 1) * EVENTS_PER_PUBLISH;
+      const woken = new Promise<void>((wake) => waiters.set(side.channel, { until, wake }));
+      const [written] = await side.appender.append(side.name, timeline, [write]);
+      side.answers.push(performance.now() - started);
+      if (!written?.ok) throw new Error(`append failed: ${JSON.stringify(written)}`);
+      await woken;
+      const slice = await side.store.read(side.name, 1, '0', until - EVENTS_PER_PUBLISH - 1, 1);
+      if (slice.segments[0]?.first !== until - EVENTS_PER_PUBLISH) throw new Error(`the reader did not find the append at ${until - EVENTS_PER_PUBLISH}`);
+      side.readable.push(performance.now() - started);
+    }
+  } finally {
+    for (const side of sides) side.appender.close();
+    subscriber.disconnect();
+    redis.disconnect();
+  }
+  const p = (values: readonly number[], q: number): number => round(percentile(Float64Array.from(values).sort(), q), 3);
+  const out = new Map<boolean, StorageFigures>();
+  for (const side of sides) {
+    const figures = { answerP50: p(side.answers, 50), answerP99: p(side.answers, 99), readableP50: p(side.readable, 50), readableP99: p(side.readable, 99) };
+    recorder.log(
+      `storage, readers ${side.waiting ? 'wait for replicas' : 'do not wait'}: ${side.answers.length} appends of ${EVENTS_PER_PUBLISH} events: answered p50 ${figures.answerP50} ms, p99 ${figures.answerP99} ms; read by a woken reader p50 ${figures.readableP50} ms, p99 ${figures.readableP99} ms; load ${load()}`,
+    );
+    out.set(side.waiting, figures);
+  }
+  return out;
+}
+
 async function run(recorder: Recorder): Promise<void> {
   const master = await startRedis();
   let replica: RedisProcess | undefined;
@@ -175,9 +266,11 @@ async function run(recorder: Recorder): Promise<void> {
     [false, []],
     [true, []],
   ]);
+  let storage: Map<boolean, StorageFigures> | undefined;
   try {
     replica = await startRedis({ extraArgs: ['--replicaof', '127.0.0.1', String(master.port)] });
     await inSync(replica);
+    storage = await storageSide(recorder, master);
     for (let r = 1; r <= ROUNDS; r++) {
       for (const waiting of [false, true]) {
         const label = `round ${r}, readers ${waiting ? 'wait for replicas' : 'do not wait'}`;
@@ -212,6 +305,15 @@ async function run(recorder: Recorder): Promise<void> {
     recorder.add(`publish-to-delivery p99 at 1,000 events/s (10 per publish), ${setting}`, of(waiting, (m) => m.deliveryP99), 'ms');
     recorder.add(`publish answer p50 at 1,000 events/s (10 per publish), ${setting}`, of(waiting, (m) => m.publishP50), 'ms');
     recorder.add(`publish answer p99 at 1,000 events/s (10 per publish), ${setting}`, of(waiting, (m) => m.publishP99), 'ms');
+  }
+  for (const waiting of [false, true]) {
+    const setting = waiting ? 'readers wait for replicas' : 'readers do not wait';
+    const figures = storage?.get(waiting);
+    if (figures === undefined) continue;
+    recorder.add(`storage: 10-event append answered p50, ${setting}`, figures.answerP50, 'ms');
+    recorder.add(`storage: 10-event append answered p99, ${setting}`, figures.answerP99, 'ms');
+    recorder.add(`storage: append to read by a woken reader p50, ${setting}`, figures.readableP50, 'ms');
+    recorder.add(`storage: append to read by a woken reader p99, ${setting}`, figures.readableP99, 'ms');
   }
   recorder.add('publish events/s, readers waiting ÷ not waiting', round(of(true, (m) => m.eventsPerSecond) / of(false, (m) => m.eventsPerSecond), 2), 'ratio');
   recorder.add('publish-to-delivery p99, readers waiting − not waiting', round(of(true, (m) => m.deliveryP99) - of(false, (m) => m.deliveryP99), 2), 'ms');
