@@ -303,8 +303,9 @@ function hostAndPort(node: string): { host: string; port: number } {
 /**
  * Appends with replica acknowledgement on a Redis Cluster (docs/operations.md "Durability"). `WAIT` counts the replicas of the node it runs on that acknowledged the writes
  * of its connection, and a cluster client sends each command to some node by its slot, so this keeps
- * its own connections per master ({@link REPLICATED_CONNECTIONS} each, opened on first use, closed
- * when a refreshed slot map no longer has that node as a master). A batch's writes are grouped by the
+ * its own connections per master ({@link REPLICATED_CONNECTIONS} each and the one that moves high
+ * watermarks, opened on first use, closed when a refreshed slot map no longer has that node as a master:
+ * a watermark is only ever moved on the master whose `WAIT` confirmed the writes). A batch's writes are grouped by the
  * master owning each partition's slot (the partition's hash tag, `keys.ts`, by the cluster client's
  * slot map); per master, the partitions' scripts and then `WAIT minReplicas timeoutMs` go on one of
  * its connections. A master whose `WAIT` reports fewer replicas fails only its partitions' writes
