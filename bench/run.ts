@@ -12,6 +12,7 @@
  *                        [filter]   # a subscription stream with a 10 % server-side filter against the same without
  *                        [queue]   # queue-mode subscriptions, 16 and 64 streams on 4 partitions, against stream mode
  *                        [tracing]   # publishing with traces off, on at 1 % and at 100 %, alternating rounds
+ *                        [replicated-reads]   # minReplicas 1 with readers waiting for replicas against not (a master and a replica)
  *   BENCH_QUICK=1 node dist/bench/run.js consume    # consumption scenarios: small sizes, to prove they work
  *
  * A missed target never fails the run: it is printed as MISSED. The exit code is 1 only when a
@@ -48,8 +49,9 @@ import { overload } from './overload.js';
 import { filter } from './filter.js';
 import { queue } from './queue.js';
 import { tracing } from './tracing.js';
+import { replicatedReads } from './replicated-reads.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario, publishIdempotent, overload, filter, queue, tracing];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario, publishIdempotent, overload, filter, queue, tracing, replicatedReads];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const DOCS_FILE = path.join(repoRoot, 'docs', 'benchmarks.md');
 const START_MARKER = '<!-- results:start -->';

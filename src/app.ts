@@ -53,6 +53,7 @@ import type { StoredTimeline } from './domain/timeline.js';
 import { Timelines } from './services/timelines.js';
 import { timelineRoutes } from './http/routes/timelines.js';
 import { openReplicatedAppender } from './storage/replicated-append.js';
+import { WatermarkRepair } from './storage/watermark-repair.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, type RedisClient } from './storage/redis-connection.js';
 import { Scripts } from './storage/scripts.js';
 import { assertRedisRequirements } from './storage/redis-checks.js';
@@ -111,7 +112,6 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const keys = createKeys(config.redis.keyPrefix);
   const scripts = new Scripts(redis);
   const eventTypeStore = new EventTypeStore(redis, scripts, keys);
-  const partitionStore = new PartitionStore(redis, scripts, keys);
   const cache = new EventTypeCache(eventTypeStore, redis, subscriber, keys, logger, { maxEntries: config.caches.eventTypeEntries, ttlMs: config.caches.eventTypeTtlMs });
   await cache.start();
   const initialAdmins = config.auth.initialAdmins.length > 0 ? config.auth.initialAdmins : [...UNAUTHENTICATED.attributes].map(([dataType, [value = '']]) => ({ data_type: dataType, value }));
@@ -134,7 +134,10 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   const wakeups = new PartitionWakeups(duplicateForShardedSubscribe(redis, logger), logger);
   // `publish.minReplicas`: appends to the node's deployment (any key namespace) wait for its replicas
   // (on a cluster, the replicas of each master written to).
-  const replicated = config.publish.minReplicas > 0 ? await openReplicatedAppender(redis, keys, config.publish.minReplicas, config.publish.replicaTimeoutMs) : undefined;
+  const replicated = config.publish.minReplicas > 0 ? await openReplicatedAppender(redis, keys, config.publish.minReplicas, config.publish.replicaTimeoutMs, config.consumption.waitForReplicas) : undefined;
+  // `consumption.waitForReplicas`: reads then stop at each partition's high watermark (docs/operations.md "Durability").
+  const watermarks = replicated && config.consumption.waitForReplicas ? new WatermarkRepair(replicated, redis, keys, logger, config.publish.replicaTimeoutMs) : undefined;
+  const partitionStore = new PartitionStore(redis, scripts, keys, watermarks);
   const storagePool = new StoragePool({
     node: { id: NODE_STORAGE_ID, redis, scripts, keys, partitions: partitionStore, wakeups, memory, ...(replicated ? { replicated } : {}) },
     records: storages,
@@ -142,6 +145,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     logger,
     publish: config.publish,
     memory: config.redisMemory,
+    waitForReplicas: config.consumption.waitForReplicas,
   });
   const logs = new PartitionLogs(storagePool);
   const publisher = new Publisher({
@@ -332,6 +336,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       await memory.stop();
       settings.stop();
       cache.stop();
+      watermarks?.close();
       replicated?.close();
       authenticator.close();
       await pool.close();

@@ -192,6 +192,11 @@ const consumptionSchema = Type.Object(
     maxStreamBufferBytes: positiveInt('most bytes one stream holds read but not yet taken by its client; reading pauses above', 65536),
     pollIntervalMs: positiveInt('safety-net poll of a partition with an idle reader (publishes wake readers at once)', 10),
     readEntries: positiveInt('stream entries (each one batch of one partition) fetched per read'),
+    /** Reads stop at the high watermark when appends wait for replicas (docs/operations.md "Durability"). */
+    waitForReplicas: Type.Boolean({
+      description:
+        'with `publish.minReplicas` ≥ 1: every reader (streams, server-sent events, dead letters, cursors at a time, stats and lag) is given an event only once the replicas are known to hold it, so a failover cannot take back an event already read nor give its offset to another event (docs/operations.md "Durability"); costs one more script per written partition of each acknowledged batch, and one more round trip to its master before the batch is answered. false = as soon as the master has it: one replica round trip sooner, but a failover may erase events already read. No effect with `publish.minReplicas` 0; give every node the same value',
+    }),
   },
   Closed,
 );

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { partitionIds } from '../domain/event-type.js';
 import type { EventType } from '../domain/event-type.js';
 import { checkBody } from '../domain/rule-problems.js';
-import { TimelineInputSchema, timelineView, type StoredTimeline, type TimelineView } from '../domain/timeline.js';
+import { firstOffset, TimelineInputSchema, timelineView, type StoredTimeline, type TimelineView } from '../domain/timeline.js';
 import { brokerError, invalidInput } from '../errors/catalog.js';
 import { scriptError } from '../storage/script-failures.js';
 import type { Logger } from '../observability/logger.js';
@@ -29,7 +29,10 @@ export interface CleanUpResult {
  * 1. every partition of the active timeline is closed in its storage (field `closed` in its meta,
  *    atomically with appends): from then on appends to it fail on every node and publishers wait
  *    (`publish.timelineSwitchWaitMs`, then 503), whichever cached copy of the event type they hold;
- *    closing reports each partition's last offset;
+ *    closing reports each partition's last offset; when reads wait for replicas (docs/operations.md
+ *    "Durability"), the closed partitions are then confirmed as they are, so their last events lie below
+ *    the high watermark before readers learn where the timeline ends (no later append can confirm them;
+ *    replicas that do not confirm fail the switch with 503, publishing still blocked);
  * 2. each partition of the new timeline is prepared in the target storage to continue at that offset + 1
  *    (offsets stay one dense sequence per partition, see `domain/timeline.ts`);
  * 3. the timelines are replaced in the registry by compare-and-set (the old one with its last offsets,
@@ -64,7 +67,8 @@ export class Timelines {
    * @param authorize runs once the event type is known. @throws BrokerError 403
    * @returns the new timeline
    * @throws BrokerError 400 (body not an object), 404 (event type), 403, 422 (storage_id missing or not
-   *   a registered storage; too many timelines), 409 (another switch of this event type won), 503
+   *   a registered storage; too many timelines), 409 (another switch of this event type won), 503 (also:
+   *   the replicas did not confirm the closed timeline's last events)
    */
   async create(name: string, body: unknown, authorize: (eventType: EventType) => void): Promise<TimelineView> {
     const checked = checkBody(TimelineInputSchema, body);
@@ -85,6 +89,7 @@ export class Timelines {
     const started = performance.now();
     // 1. Close the active timeline's partitions: publishing of this event type is blocked from here on.
     const lastOffsets = await Promise.all(ids.map((p) => source.partitions.close(name, active.order, p)));
+    await this.logs.confirmPartitions(name, active, ids.filter((p, i) => (lastOffsets[i] as number) >= firstOffset(active, Number(p))));
     const now = new Date().toISOString();
     const next: StoredTimeline = { id: randomUUID(), order: active.order + 1, storageId, createdAt: now, switchedAt: now, firstOffsets: lastOffsets.map((last) => last + 1) };
     // 2. The new timeline's partitions continue the offsets.

@@ -20,7 +20,11 @@ export interface Keys {
   eventTypeSchemas(name: string): string;
   /** Stream: one entry per (batch, partition), entry id `<events in partition after this entry>-0`. */
   partitionLog(name: string, timeline: number, partition: string): string;
-  /** Hash: per-partition counters (`next` = next offset to assign, `oldest` = first retained offset). */
+  /**
+   * Hash: per-partition counters (`next` = next offset to assign, `oldest` = first retained offset,
+   * `replicated` = one past the newest event the replicas are known to hold: the high watermark readers
+   * stop at when reads wait for replicas, docs/operations.md "Durability"; one value per partition).
+   */
   partitionMeta(name: string, timeline: number, partition: string): string;
   /** Sorted set: first offset received in each second (score = unix second), for retention. */
   partitionTimeIndex(name: string, timeline: number, partition: string): string;
@@ -44,6 +48,13 @@ export interface Keys {
   compactionLock(name: string): string;
   /** Sharded pub/sub channel (SPUBLISH, same slot as the partition): a batch was appended; readers wake. */
   partitionNotices(name: string, timeline: number, partition: string): string;
+  /**
+   * Sharded pub/sub channel (SPUBLISH, same slot as the partition): the partition's `replicated` offset
+   * moved (message: its new value); readers that wait for replicas listen here instead of
+   * {@link partitionNotices}, so they wake when what they may read grows, not when an append they may not
+   * read yet lands.
+   */
+  partitionReplicatedNotices(name: string, timeline: number, partition: string): string;
   /** Pub/sub channel announcing metadata changes (event type names) to every node. */
   readonly metadataChannel: string;
   /**
@@ -145,6 +156,7 @@ export function createKeys(prefix: string): Keys {
     partitionEids: (name, timeline, p, generation) => `${partition(name, timeline, p)}:eid-keys-${generation}`,
     compactionLock: (name) => `${prefix}{et:${checked(name, NAME, 'event type name')}}:compaction-lock`,
     partitionNotices: (name, timeline, p) => `${partition(name, timeline, p)}:notices`,
+    partitionReplicatedNotices: (name, timeline, p) => `${partition(name, timeline, p)}:replicated-notices`,
     metadataChannel: `${prefix}metadata-changes`,
     metadataChanges: `${registry}:metadata-changes`,
     subscriptionIds: `${registry}:subscriptions`,

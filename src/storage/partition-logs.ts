@@ -1,6 +1,7 @@
 import type { MasterMemory } from '../domain/memory-budget.js';
 import type { PartitionRange } from '../domain/offsets.js';
 import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
+import { brokerError } from '../errors/catalog.js';
 import { settleBy } from './deadline.js';
 import type { PartitionAppend, PartitionSlice, PartitionWrite } from './partition-store.js';
 import type { PartitionChangeFeed } from './partition-wakeups.js';
@@ -152,13 +153,33 @@ export class PartitionLogs {
   }
 
   /**
-   * Where publish notices of a partition arrive: the active timeline's notice channel and the hub of
-   * its storage. @throws BrokerError 503 when the storage cannot be opened
+   * Where the notices that a partition has more for readers arrive: the active timeline's channel —
+   * append notices, or the high watermark's when reads wait for replicas (`PartitionStore.noticeChannel`) —
+   * and the hub of its storage. @throws BrokerError 503 when the storage cannot be opened
    */
   async notices(name: string, timelines: TimelineMap, partition: string): Promise<{ wakeups: PartitionChangeFeed; channel: string; order: number }> {
     const active = timelines.active;
     const handle = await this.storageOf(active);
-    return { wakeups: handle.wakeups, channel: handle.keys.partitionNotices(name, active.order, partition), order: active.order };
+    return { wakeups: handle.wakeups, channel: handle.partitions.noticeChannel(name, active.order, partition), order: active.order };
+  }
+
+  /**
+   * Confirms the partitions of timeline `t` as they are, when its storage's reads wait for replicas
+   * (docs/operations.md "Durability", "Storages and timelines"): after a timeline is closed, so that its
+   * last events — appended, perhaps not yet confirmed — lie below its high watermark before readers are
+   * told where the timeline ends (a closed timeline takes no more appends that could confirm them). Nothing
+   * to do otherwise.
+   * @param partitions the partitions that hold events on `t` (one without any has nothing to confirm)
+   * @throws BrokerError 503 when a partition's replicas did not confirm within `publish.replicaTimeoutMs`
+   */
+  async confirmPartitions(name: string, t: StoredTimeline, partitions: readonly string[]): Promise<void> {
+    const handle = await this.storageOf(t);
+    if (!handle.partitions.guarded || handle.replicated === undefined) return;
+    const moved = await handle.replicated.confirm(partitions.map((partition) => ({ name, timeline: t.order, partition })), handle.keys);
+    const short = partitions.filter((_, i) => moved[i] !== true);
+    if (short.length > 0) {
+      throw brokerError('STORAGE_UNAVAILABLE', { reason: `the replicas did not confirm the last events of partitions ${short.join(', ')} of timeline ${t.order} of event type "${name}" within ${handle.replicated.timeoutMs} ms` });
+    }
   }
 
   /**

@@ -7,6 +7,8 @@ import type { ScriptArg, Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
 import { isOutOfMemory, storageFullDetail } from './storage-full.js';
 import { firstReceivedAtOrAfter } from '../domain/time-seek.js';
+import { readableEntries, readableNext } from '../domain/high-watermark.js';
+import type { WatermarkObserver } from './watermark-repair.js';
 
 /**
  * One partition's share of a batch: `count` JSON texts joined by `\n`. `compactionKeys` (one per event,
@@ -56,6 +58,20 @@ export function appendCall(keys: Keys, name: string, timeline: TimelineRef, writ
   }
   if (write.compactionKeys === undefined) return { script: 'publishBatch', keys: base, args: [write.count, data, timeline.id] };
   return { script: 'publishCompacted', keys: [...base, keys.partitionCompactionIndex(name, order, write.partition)], args: [write.count, data, timeline.id, ...write.compactionKeys] };
+}
+
+/**
+ * The `confirmReplicated` call that moves partition `partition`'s high watermark up to `confirmedNext`
+ * (0: moves nothing, writes, and answers the partition's `next`, which a following `WAIT` then confirms;
+ * docs/operations.md "Durability"). Shared with the replicated appender.
+ */
+export function confirmCall(keys: Keys, name: string, timeline: number, partition: string, confirmedNext: number): { script: 'confirmReplicated'; keys: string[]; args: ScriptArg[] } {
+  return { script: 'confirmReplicated', keys: [keys.partitionMeta(name, timeline, partition), keys.partitionReplicatedNotices(name, timeline, partition)], args: [confirmedNext] };
+}
+
+/** The partition's `next` from a `confirmReplicated` reply, or undefined when the partition is gone (PARTITION_MISSING). */
+export function confirmedNext(reply: unknown): number | undefined {
+  return failureOf(reply, ['PARTITION_MISSING']) === undefined ? Number(reply) : undefined;
 }
 
 /** The scripts that append a batch's share of one partition (see {@link appendCall}). */
@@ -117,13 +133,37 @@ export const SEEK_MAX_ENTRIES = 10_000;
 /**
  * Partition logs on Redis Streams with dense offsets (docs/architecture.md#34-the-write-publishbatch-dense-offsets-notices): one stream entry per partition per
  * batch, written by `publishBatch`; ranges are O(1) reads of the partition's counters.
+ *
+ * With a `watermark` (appends wait for replicas and so do reads: docs/operations.md "Durability"), every
+ * read stops at the partition's high watermark (`replicated` in its meta hash; src/domain/high-watermark.ts):
+ * ranges end below it, reads leave the entries at or past it out, and readers are woken by its notices
+ * ({@link noticeChannel}); each read that finds events beyond it tells the observer, which confirms a
+ * partition whose watermark stopped moving.
  */
 export class PartitionStore {
+  /**
+   * @param watermark set when reads wait for replicas: told of every partition a read finds with events
+   *   beyond its watermark
+   */
   constructor(
     private readonly redis: RedisClient,
     private readonly scripts: Scripts,
     private readonly keys: Keys,
+    private readonly watermark?: WatermarkObserver,
   ) {}
+
+  /** Whether reads stop at the high watermark (see the class). */
+  get guarded(): boolean {
+    return this.watermark !== undefined;
+  }
+
+  /**
+   * The channel whose notices announce that a partition has more for readers: the replicated-offset
+   * notices when reads wait for replicas, else the append notices (docs/architecture.md "Wake-ups on sharded channels").
+   */
+  noticeChannel(name: string, timeline: number, partition: string): string {
+    return this.guarded ? this.keys.partitionReplicatedNotices(name, timeline, partition) : this.keys.partitionNotices(name, timeline, partition);
+  }
 
   private keysOf(name: string, timeline: number, partition: string): [string, string, string] {
     return [this.keys.partitionMeta(name, timeline, partition), this.keys.partitionLog(name, timeline, partition), this.keys.partitionTimeIndex(name, timeline, partition)];
@@ -154,12 +194,21 @@ export class PartitionStore {
     return settleEachBy(written, deadlineAt, timedOut);
   }
 
-  /** The available range of each partition (`oldest` first retained offset, `newest` last written or oldest-1). */
+  /**
+   * The available range of each partition (`oldest` first retained offset, `newest` last written — or, when
+   * reads wait for replicas, last below the high watermark — or oldest-1).
+   */
   async ranges(name: string, timeline: number, partitions: readonly string[]): Promise<PartitionRange[]> {
     // One command per partition, sent together (one socket write per node). An explicit
     // pipeline would span the slots of every partition, which a cluster refuses.
-    const results = await Promise.all(partitions.map((p) => this.redis.hmget(this.keys.partitionMeta(name, timeline, p), 'next', 'oldest'))).catch(storageError);
-    return results.map(([next, oldest]) => ({ oldest: Number(oldest ?? 0), newest: Number(next ?? 0) - 1 }));
+    const fields = this.guarded ? ['next', 'oldest', 'replicated'] : ['next', 'oldest'];
+    const results = await Promise.all(partitions.map((p) => this.redis.hmget(this.keys.partitionMeta(name, timeline, p), ...fields))).catch(storageError);
+    return results.map(([next, oldest, replicated], i) => {
+      const counters = { next: Number(next ?? 0), oldest: Number(oldest ?? 0), replicated: replicated == null ? undefined : Number(replicated) };
+      const readable = readableNext(counters, this.guarded);
+      if (this.watermark) this.watermark.observe(name, timeline, partitions[i] as string, counters.replicated ?? 0, counters.next > readable);
+      return { oldest: counters.oldest, newest: readable - 1 };
+    });
   }
 
   /**
@@ -168,12 +217,29 @@ export class PartitionStore {
    * (docs/decisions/0001-one-stream-entry-per-partition-per-batch.md), as raw bytes. Entries are
    * `<offset after the entry>-0`, so the entry holding offset `after + 1` is the first with id ≥
    * `after + 2`. Events of the first entry at or before `after` are cut off. An expired `after` reads
-   * from the oldest retained entry.
+   * from the oldest retained entry. When reads wait for replicas, the watermark is read with the entries
+   * (one round trip: both are in the partition's slot) and entries ending past it are left out; whichever
+   * runs first, the result holds, as the watermark only moves up and the entries below it never change.
    * @returns one segment per entry (events joined by `\n`, contiguous offsets), in offset order
    * @throws BrokerError 503 when Redis fails
    */
   async read(name: string, timeline: number, partition: string, after: number, maxEntries: number): Promise<PartitionSlice> {
-    const entries = await this.redis.xrangeBuffer(this.keys.partitionLog(name, timeline, partition), `${after + 2}-0`, '+', 'COUNT', maxEntries).catch(storageError);
+    const log = this.keys.partitionLog(name, timeline, partition);
+    const [replicated, read] = await Promise.all([
+      this.guarded ? this.redis.hget(this.keys.partitionMeta(name, timeline, partition), 'replicated') : undefined,
+      this.redis.xrangeBuffer(log, `${after + 2}-0`, '+', 'COUNT', maxEntries),
+    ]).catch(storageError);
+    let entries = read;
+    let more = read.length >= maxEntries;
+    if (this.watermark) {
+      const watermark = Number(replicated ?? 0);
+      const readable = readableEntries(read.map(([id]) => Number.parseInt(id.toString(), 10)), watermark);
+      if (readable < read.length) {
+        entries = read.slice(0, readable);
+        more = false;
+      }
+      this.watermark.observe(name, timeline, partition, watermark, readable < read.length);
+    }
     const segments: EventSegment[] = [];
     for (const [id, fields] of entries) {
       const end = Number.parseInt(id.toString(), 10);
@@ -190,7 +256,7 @@ export class PartitionStore {
       }
       segments.push({ first, count: end - first, data });
     }
-    return { segments, more: entries.length >= maxEntries };
+    return { segments, more };
   }
 
   /**
@@ -255,13 +321,15 @@ export class PartitionStore {
   /**
    * Prepares a partition of a new timeline to continue at internal offset `first` (its next event gets
    * `first`; its range is empty until then) and records the timeline's id in its meta hash (field
-   * `timeline`: appends for another id are refused). Idempotent: an existing partition is left as it
+   * `timeline`: appends for another id are refused) and, when reads wait for replicas, its high watermark
+   * (`replicated` = `first`: no event of it lies below). Idempotent: an existing partition is left as it
    * is (a meta written before timeline ids were recorded gets the field).
    * @throws BrokerError 503 when Redis fails
    */
   async open(name: string, timeline: TimelineRef, partition: string, first: number): Promise<void> {
     const meta = this.keys.partitionMeta(name, timeline.order, partition);
-    await this.redis.multi().hsetnx(meta, 'next', first).hsetnx(meta, 'oldest', first).hsetnx(meta, 'timeline', timeline.id).exec().catch(storageError);
+    const opening = this.redis.multi().hsetnx(meta, 'next', first).hsetnx(meta, 'oldest', first).hsetnx(meta, 'timeline', timeline.id);
+    await (this.guarded ? opening.hsetnx(meta, 'replicated', first) : opening).exec().catch(storageError);
   }
 
   /**

@@ -2,11 +2,15 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { keySlot } from './key-slot.js';
 import type { Keys } from './keys.js';
 import { settleBy } from './deadline.js';
-import { appendCall, appendWrite, timedOut, writeFailure, type PartitionAppend, type PartitionWrite, type TimelineRef } from './partition-store.js';
+import { appendCall, appendWrite, confirmCall, confirmedNext, timedOut, writeFailure, type PartitionAppend, type PartitionWrite, type TimelineRef } from './partition-store.js';
 import { coalesceWrites, type RedisClient } from './redis-connection.js';
-import { Scripts } from './scripts.js';
+import { Scripts, type ScriptArg, type ScriptName } from './scripts.js';
 
-/** Connections reserved for acknowledged writes (per master on a cluster): a `WAIT` blocks its connection until replicas confirm. */
+/**
+ * Connections reserved for acknowledged writes (per master on a cluster): a `WAIT` blocks its connection
+ * until replicas confirm. Each master has one more, which never waits: the high watermark moves there
+ * (a move queued behind the next batch's `WAIT` on a lane would wait one more replica round trip).
+ */
 export const REPLICATED_CONNECTIONS = 4;
 
 /** Rounds of redirections (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, node unreachable) a cluster write follows before it fails, as ioredis's `maxRedirections`. */
@@ -15,10 +19,25 @@ export const MAX_REDIRECTIONS = 16;
 /** Pause before a round retried after TRYAGAIN, CLUSTERDOWN or an unreachable node, as ioredis's `retryDelayOn*`. */
 const RETRY_DELAY_MS = 100;
 
+/** A partition of a timeline: what a confirmation names. */
+export interface PartitionRef {
+  readonly name: string;
+  readonly timeline: number;
+  readonly partition: string;
+}
+
 /**
  * Appends confirmed by replicas (`publish.minReplicas` ≥ 1; docs/operations.md "Durability"), as {@link PartitionLogs}
  * uses them: a standalone deployment ({@link ReplicatedAppender}) or a Redis Cluster
  * ({@link ClusterReplicatedAppender}).
+ *
+ * With `watermark` on (readers wait for replicas), every write a `WAIT` confirmed moves its partition's
+ * high watermark (`confirmReplicated-2.lua`) before the append reports, on a connection to the same master
+ * that never waits: to the end of the write (the first offset it reports plus its event count), or — for an
+ * idempotent append, whose reply does not tell how many events it stored — to the `next` offset a
+ * `confirmReplicated` call sent right after it saw, which the same `WAIT` covers. A write the `WAIT` did not
+ * confirm leaves the watermark where it is. A move that fails (the master went away after confirming)
+ * leaves it behind: a later confirmed write or a {@link confirm} takes it on.
  */
 export interface ReplicatedAppend {
   /** Replicas that must confirm (≥ 1). */
@@ -36,6 +55,16 @@ export interface ReplicatedAppend {
    *   few replicas: `acknowledged by k of n replicas within t ms`, or `timed out`)
    */
   append(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], keys?: Keys, deadlineAt?: number): Promise<PartitionWrite[]>;
+  /**
+   * Confirms partitions as they are (docs/operations.md "Durability"): per partition a `confirmReplicated`
+   * call with 0 (a write that answers the partition's `next`), `WAIT`, and, confirmed, the watermark moved
+   * to that `next` — for a watermark left behind (its move failed, a failover, a partition written before
+   * watermarks, or by a node whose readers do not wait), and for the last events of a timeline being
+   * closed. Never throws.
+   * @param keys the key names of the storage (default: the appender's own)
+   * @returns per partition, in order: whether its watermark now reaches what it held when the call began
+   */
+  confirm(partitions: readonly PartitionRef[], keys?: Keys): Promise<boolean[]>;
   /** Closes the reserved connections. */
   close(): void;
 }
@@ -45,8 +74,8 @@ export interface ReplicatedAppend {
  * client, {@link ReplicatedAppender} for a standalone one.
  * @throws Error when the reserved connections cannot be opened
  */
-export async function openReplicatedAppender(redis: RedisClient, keys: Keys, minReplicas: number, timeoutMs: number): Promise<ReplicatedAppend> {
-  return redis instanceof Cluster ? ClusterReplicatedAppender.open(redis, keys, minReplicas, timeoutMs) : ReplicatedAppender.open(redis, keys, minReplicas, timeoutMs);
+export async function openReplicatedAppender(redis: RedisClient, keys: Keys, minReplicas: number, timeoutMs: number, watermark = true): Promise<ReplicatedAppend> {
+  return redis instanceof Cluster ? ClusterReplicatedAppender.open(redis, keys, minReplicas, timeoutMs, watermark) : ReplicatedAppender.open(redis, keys, minReplicas, timeoutMs, watermark);
 }
 
 /** One reserved connection with its scripts. */
@@ -55,32 +84,105 @@ interface Lane {
   readonly scripts: Scripts;
 }
 
-/** What one lane reported for a group of writes: each script's outcome, and the replicas' shortfall (undefined: confirmed). */
+/** A script call: its name, keys in its header's order, and arguments. */
+interface ScriptCall {
+  readonly script: ScriptName;
+  readonly keys: readonly string[];
+  readonly args: readonly ScriptArg[];
+}
+
+/** A write sent before a `WAIT`, and how its partition's high watermark follows once the `WAIT` confirmed it. */
+interface WaitedWrite {
+  /** An append, or the first step of a confirmation (`confirmReplicated` with 0). */
+  readonly call: ScriptCall;
+  /** The partition written. */
+  readonly target: PartitionRef;
+  /**
+   * The partition's `next` after the write, from its reply (undefined: nothing to move the watermark to);
+   * absent: the write's reply does not tell (an idempotent append), so a `confirmReplicated` call with 0
+   * goes right after it, and its reply tells.
+   */
+  readonly endOf?: (reply: unknown) => number | undefined;
+}
+
+/** What one lane reported for a group of writes. */
 interface LaneOutcome {
+  /** Each write's script outcome. */
   readonly scripts: PromiseSettledResult<unknown>[];
+  /** The replicas' shortfall (undefined: confirmed). */
   readonly shortfall: string | undefined;
+  /** Per write, whether its partition's watermark was moved to the end of the write. */
+  readonly moved: boolean[];
+}
+
+/** The {@link WaitedWrite} of an append: the end is the first offset the script reports plus the events it carries, unless it is idempotent (some may be left out). */
+function waitedAppend(keys: Keys, name: string, timeline: TimelineRef, write: PartitionAppend): WaitedWrite {
+  const target = { name, timeline: timeline.order, partition: write.partition };
+  const call = appendCall(keys, name, timeline, write);
+  if (write.idempotency !== undefined) return { call, target };
+  return {
+    call,
+    target,
+    endOf: (reply) => {
+      const written = appendWrite(reply);
+      return written.ok ? written.firstOffset + write.count : undefined;
+    },
+  };
+}
+
+/** The {@link WaitedWrite} that starts the confirmation of a partition as it is (its reply is its `next`). */
+function waitedConfirmation(keys: Keys, target: PartitionRef): WaitedWrite {
+  return { call: confirmCall(keys, target.name, target.timeline, target.partition, 0), target, endOf: confirmedNext };
 }
 
 /**
  * Issues the writes' scripts and then `WAIT minReplicas timeoutMs` on one connection, in that order, so
- * the `WAIT` covers exactly those writes (and earlier ones of that connection).
+ * the `WAIT` covers exactly those writes (and earlier ones of that connection, and everything the master
+ * wrote before them); once it confirmed, and with a `confirmLane` (the same master's connection that never
+ * waits), moves each written partition's high watermark to the end of its write (see {@link WaitedWrite}).
  * @param asking precede each script with `ASKING` (an ASK redirection during a slot migration)
  */
-async function writeAndWait(lane: Lane, calls: readonly ReturnType<typeof appendCall>[], minReplicas: number, timeoutMs: number, asking = false): Promise<LaneOutcome> {
-  const scripted = calls.map((call) => {
+async function writeAndWait(lane: Lane, confirmLane: Lane | undefined, writes: readonly WaitedWrite[], keys: Keys, minReplicas: number, timeoutMs: number, asking = false): Promise<LaneOutcome> {
+  const send = (call: ScriptCall): Promise<unknown> => {
     // Its reply is of no interest: a refused ASKING shows in the script's own reply.
     if (asking) lane.redis.asking().catch(() => undefined);
     return lane.scripts.run(call.script, call.keys, call.args);
+  };
+  const sent = writes.map((w) => {
+    const reply = send(w.call);
+    if (w.endOf !== undefined || confirmLane === undefined) return { reply, end: reply.then(w.endOf ?? (() => undefined)) };
+    // Sent right after the write on the same connection: the `next` it answers covers the write, and the WAIT covers it.
+    const marked = send(confirmCall(keys, w.target.name, w.target.timeline, w.target.partition, 0));
+    return { reply, end: Promise.all([reply, marked]).then(([, next]) => confirmedNext(next)) };
   });
   const waited = lane.redis.wait(minReplicas, timeoutMs);
-  const [scripts, replicas] = await Promise.all([Promise.allSettled(scripted), waited.then((n) => ({ n }), (err: unknown) => ({ err: err as Error }))]);
+  const [scripts, ends, replicas] = await Promise.all([
+    Promise.allSettled(sent.map((s) => s.reply)),
+    Promise.allSettled(sent.map((s) => s.end)),
+    waited.then((n) => ({ n }), (err: unknown) => ({ err: err as Error })),
+  ]);
   const shortfall =
     'err' in replicas
       ? `not confirmed by replicas: ${replicas.err.message}`
       : replicas.n < minReplicas
         ? `acknowledged by ${replicas.n} of ${minReplicas} replicas within ${timeoutMs} ms`
         : undefined;
-  return { scripts, shortfall };
+  const moved = writes.map(() => false);
+  if (shortfall === undefined && confirmLane !== undefined) {
+    await Promise.all(
+      writes.map(async (w, i) => {
+        const end = ends[i];
+        if (end?.status !== 'fulfilled' || end.value === undefined) return;
+        const call = confirmCall(keys, w.target.name, w.target.timeline, w.target.partition, end.value);
+        // A move that fails leaves the watermark behind; a later confirmed write or a confirmation takes it on.
+        moved[i] = await confirmLane.scripts.run(call.script, call.keys, call.args).then(
+          (reply) => confirmedNext(reply) !== undefined,
+          () => false,
+        );
+      }),
+    );
+  }
+  return { scripts, shortfall, moved };
 }
 
 /**
@@ -90,35 +192,40 @@ async function writeAndWait(lane: Lane, calls: readonly ReturnType<typeof append
  * `minReplicas` replicas; otherwise every one of its partitions is reported failed (the events stay on
  * the master: a client retry may duplicate them, as at-least-once allows). `WAIT` blocks its
  * connection, so batches are spread over {@link REPLICATED_CONNECTIONS} reserved connections instead
- * of the shared command connection.
+ * of the shared command connection; one more moves the high watermarks (see {@link ReplicatedAppend}).
  */
 export class ReplicatedAppender implements ReplicatedAppend {
   private next = 0;
 
   /**
    * @param lanes reserved connections (see {@link ReplicatedAppender.open})
+   * @param confirmLane the connection that moves the watermarks (never a `WAIT` on it)
    * @param minReplicas replicas that must confirm (≥ 1)
    * @param timeoutMs how long `WAIT` waits for them
+   * @param watermark whether confirmed appends move their partitions' high watermark (readers wait for replicas)
    */
   constructor(
     private readonly lanes: readonly Lane[],
+    private readonly confirmLane: Lane,
     private readonly keys: Keys,
     readonly minReplicas: number,
     readonly timeoutMs: number,
+    private readonly watermark = true,
   ) {}
 
-  /** Duplicates `redis` into {@link REPLICATED_CONNECTIONS} reserved connections and loads the scripts on each. */
-  static async open(redis: Redis, keys: Keys, minReplicas: number, timeoutMs: number): Promise<ReplicatedAppender> {
+  /** Duplicates `redis` into {@link REPLICATED_CONNECTIONS} reserved connections and the confirming one, and loads the scripts on each. */
+  static async open(redis: Redis, keys: Keys, minReplicas: number, timeoutMs: number, watermark = true): Promise<ReplicatedAppender> {
     const lanes = await Promise.all(
-      Array.from({ length: REPLICATED_CONNECTIONS }, async (_, i) => {
+      Array.from({ length: REPLICATED_CONNECTIONS + 1 }, async (_, i) => {
         // A WAIT may legitimately take `timeoutMs`; the command timeout must not fire first.
-        const lane = redis.duplicate({ connectionName: `broker-replicated-${i}`, commandTimeout: (redis.options.commandTimeout ?? 5000) + timeoutMs, lazyConnect: true });
+        const name = i < REPLICATED_CONNECTIONS ? `broker-replicated-${i}` : 'broker-replicated-confirm';
+        const lane = redis.duplicate({ connectionName: name, commandTimeout: (redis.options.commandTimeout ?? 5000) + timeoutMs, lazyConnect: true });
         coalesceWrites(lane);
         await lane.connect();
         return { redis: lane, scripts: new Scripts(lane) };
       }),
     );
-    return new ReplicatedAppender(lanes, keys, minReplicas, timeoutMs);
+    return new ReplicatedAppender(lanes.slice(0, REPLICATED_CONNECTIONS), lanes[REPLICATED_CONNECTIONS] as Lane, keys, minReplicas, timeoutMs, watermark);
   }
 
   /** See {@link ReplicatedAppend.append}: one `WAIT` covers the whole batch, so a shortfall fails every write. */
@@ -127,8 +234,11 @@ export class ReplicatedAppender implements ReplicatedAppend {
   }
 
   private async appendOnLane(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], keys: Keys): Promise<PartitionWrite[]> {
-    const lane = this.lanes[this.next++ % this.lanes.length] as Lane;
-    const { scripts, shortfall } = await writeAndWait(lane, writes.map((w) => appendCall(keys, name, timeline, w)), this.minReplicas, this.timeoutMs);
+    const { scripts, shortfall } = await this.writeOnLane(
+      writes.map((w) => waitedAppend(keys, name, timeline, w)),
+      keys,
+      this.watermark,
+    );
     return scripts.map((s): PartitionWrite => {
       if (s.status === 'rejected') return writeFailure(s.reason);
       const written = appendWrite(s.value);
@@ -136,16 +246,31 @@ export class ReplicatedAppender implements ReplicatedAppend {
     });
   }
 
+  /** See {@link ReplicatedAppend.confirm}: one `WAIT` for all the partitions. */
+  async confirm(partitions: readonly PartitionRef[], keys: Keys = this.keys): Promise<boolean[]> {
+    if (partitions.length === 0) return [];
+    return (await this.writeOnLane(partitions.map((p) => waitedConfirmation(keys, p)), keys, true)).moved;
+  }
+
+  private writeOnLane(writes: readonly WaitedWrite[], keys: Keys, watermark: boolean): Promise<LaneOutcome> {
+    const lane = this.lanes[this.next++ % this.lanes.length] as Lane;
+    return writeAndWait(lane, watermark ? this.confirmLane : undefined, writes, keys, this.minReplicas, this.timeoutMs);
+  }
+
   close(): void {
-    for (const lane of this.lanes) lane.redis.disconnect();
+    for (const lane of [...this.lanes, this.confirmLane]) lane.redis.disconnect();
   }
 }
 
-/** The reserved connections to one master (node `host:port`), used in turn. */
+/** The reserved connections to one master (node `host:port`), used in turn, and the one that moves its watermarks. */
 interface MasterLanes {
   readonly lanes: readonly Lane[];
+  readonly confirmLane: Lane;
   next: number;
 }
+
+/** What became of one write of a cluster round: its script's reply, the shortfall of its master's `WAIT` and whether its watermark moved, or the failure. */
+type RoutedWrite = { readonly ok: true; readonly reply: unknown; readonly shortfall: string | undefined; readonly moved: boolean } | { readonly ok: false; readonly reason: unknown };
 
 /** Where a write goes next in a cluster: a node `host:port` (undefined: the slot's master in the slot map), with `ASKING` or not. */
 interface Route {
@@ -178,8 +303,9 @@ function hostAndPort(node: string): { host: string; port: number } {
 /**
  * Appends with replica acknowledgement on a Redis Cluster (docs/operations.md "Durability"). `WAIT` counts the replicas of the node it runs on that acknowledged the writes
  * of its connection, and a cluster client sends each command to some node by its slot, so this keeps
- * its own connections per master ({@link REPLICATED_CONNECTIONS} each, opened on first use, closed
- * when a refreshed slot map no longer has that node as a master). A batch's writes are grouped by the
+ * its own connections per master ({@link REPLICATED_CONNECTIONS} each and the one that moves high
+ * watermarks, opened on first use, closed when a refreshed slot map no longer has that node as a master:
+ * a watermark is only ever moved on the master whose `WAIT` confirmed the writes). A batch's writes are grouped by the
  * master owning each partition's slot (the partition's hash tag, `keys.ts`, by the cluster client's
  * slot map); per master, the partitions' scripts and then `WAIT minReplicas timeoutMs` go on one of
  * its connections. A master whose `WAIT` reports fewer replicas fails only its partitions' writes
@@ -202,12 +328,14 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
    * @param cluster the deployment's cluster client: its slot map routes the writes
    * @param minReplicas replicas of each written master that must confirm (≥ 1)
    * @param timeoutMs how long each `WAIT` waits for them
+   * @param watermark whether confirmed appends move their partitions' high watermark (readers wait for replicas)
    */
   constructor(
     private readonly cluster: Cluster,
     private readonly keys: Keys,
     readonly minReplicas: number,
     readonly timeoutMs: number,
+    private readonly watermark = true,
   ) {
     cluster.on('refresh', this.onRefresh);
   }
@@ -216,8 +344,8 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
    * Creates the appender and opens the reserved connections to every master the slot map names.
    * @throws Error when a master cannot be connected to
    */
-  static async open(cluster: Cluster, keys: Keys, minReplicas: number, timeoutMs: number): Promise<ClusterReplicatedAppender> {
-    const appender = new ClusterReplicatedAppender(cluster, keys, minReplicas, timeoutMs);
+  static async open(cluster: Cluster, keys: Keys, minReplicas: number, timeoutMs: number, watermark = true): Promise<ClusterReplicatedAppender> {
+    const appender = new ClusterReplicatedAppender(cluster, keys, minReplicas, timeoutMs, watermark);
     try {
       await Promise.all([...appender.currentMasters()].map((node) => appender.lanesOf(node)));
     } catch (err) {
@@ -233,16 +361,38 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
   }
 
   private async appendRouted(name: string, timeline: TimelineRef, writes: readonly PartitionAppend[], keys: Keys): Promise<PartitionWrite[]> {
-    const calls = writes.map((w) => appendCall(keys, name, timeline, w));
-    const slots = calls.map((call) => keySlot(call.keys[0] as string));
-    const results: (PartitionWrite | undefined)[] = writes.map(() => undefined);
-    let pending = new Map<number, Route>(calls.map((_, i) => [i, { node: undefined, asking: false }]));
+    const routed = await this.routed(
+      writes.map((w) => waitedAppend(keys, name, timeline, w)),
+      keys,
+      this.watermark,
+    );
+    return routed.map((r): PartitionWrite => {
+      if (!r.ok) return writeFailure(r.reason);
+      const written = appendWrite(r.reply);
+      return !written.ok || r.shortfall === undefined ? written : { ok: false, reason: r.shortfall };
+    });
+  }
+
+  /** See {@link ReplicatedAppend.confirm}: one `WAIT` per master of the partitions. */
+  async confirm(partitions: readonly PartitionRef[], keys: Keys = this.keys): Promise<boolean[]> {
+    if (partitions.length === 0) return [];
+    return (await this.routed(partitions.map((p) => waitedConfirmation(keys, p)), keys, true)).map((r) => r.ok && r.moved);
+  }
+
+  /**
+   * Sends each write to the master of its partition's slot (grouped per master: the writes, then one
+   * `WAIT`, then the watermarks moved), following redirections round by round.
+   */
+  private async routed(writes: readonly WaitedWrite[], keys: Keys, watermark: boolean): Promise<RoutedWrite[]> {
+    const slots = writes.map((w) => keySlot(w.call.keys[0] as string));
+    const results: (RoutedWrite | undefined)[] = writes.map(() => undefined);
+    let pending = new Map<number, Route>(writes.map((_, i) => [i, { node: undefined, asking: false }]));
     for (let round = 0; pending.size > 0; round++) {
       const groups = new Map<string, { node: string; asking: boolean; indexes: number[] }>();
       for (const [i, route] of pending) {
         const node = route.node ?? this.cluster.slots[slots[i] as number]?.[0];
         if (node === undefined) {
-          results[i] = { ok: false, reason: `storage error: no master serves slot ${slots[i]}` };
+          results[i] = { ok: false, reason: new Error(`no master serves slot ${slots[i]}`) };
           continue;
         }
         const id = `${route.asking ? 'ask ' : ''}${node}`;
@@ -256,17 +406,16 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
       const lastRound = round + 1 >= MAX_REDIRECTIONS;
       await Promise.all(
         [...groups.values()].map(async ({ node, asking, indexes }) => {
-          const outcome = await this.writeOn(node, indexes.map((i) => calls[i] as ReturnType<typeof appendCall>), asking);
+          const outcome = await this.writeOn(node, indexes.map((i) => writes[i] as WaitedWrite), keys, watermark, asking);
           indexes.forEach((i, j) => {
             const script = outcome.scripts[j] as PromiseSettledResult<unknown>;
             if (script.status === 'fulfilled') {
-              const written = appendWrite(script.value);
-              results[i] = !written.ok || outcome.shortfall === undefined ? written : { ok: false, reason: outcome.shortfall };
+              results[i] = { ok: true, reply: script.value, shortfall: outcome.shortfall, moved: outcome.moved[j] === true };
               return;
             }
             const retry = redirection(script.reason);
             if (retry === undefined || lastRound || this.closed) {
-              results[i] = writeFailure(script.reason);
+              results[i] = { ok: false, reason: script.reason };
               return;
             }
             next.set(i, { node: retry.node, asking: retry.asking });
@@ -280,19 +429,19 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
       if (delay) await new Promise((resolve) => setTimeout(resolve, RETRY_DELAY_MS));
       if (refresh) await this.refreshSlots();
     }
-    return results.map((r) => r ?? { ok: false, reason: 'storage error: not written' });
+    return results.map((r) => r ?? { ok: false, reason: new Error('not written') });
   }
 
-  /** Runs the scripts and their `WAIT` on a connection to `node`; a node that cannot be connected to rejects every script. */
-  private async writeOn(node: string, calls: readonly ReturnType<typeof appendCall>[], asking: boolean): Promise<LaneOutcome> {
+  /** Runs the writes and their `WAIT` on a connection to `node`; a node that cannot be connected to rejects every script. */
+  private async writeOn(node: string, writes: readonly WaitedWrite[], keys: Keys, watermark: boolean, asking: boolean): Promise<LaneOutcome> {
     let master: MasterLanes;
     try {
       master = await this.lanesOf(node);
     } catch (err) {
-      return { scripts: calls.map(() => ({ status: 'rejected', reason: err })), shortfall: undefined };
+      return { scripts: writes.map(() => ({ status: 'rejected', reason: err })), shortfall: undefined, moved: writes.map(() => false) };
     }
     const lane = master.lanes[master.next++ % master.lanes.length] as Lane;
-    return writeAndWait(lane, calls, this.minReplicas, this.timeoutMs, asking);
+    return writeAndWait(lane, watermark ? master.confirmLane : undefined, writes, keys, this.minReplicas, this.timeoutMs, asking);
   }
 
   /** The reserved connections to `node`, opened on first use (a failed opening is tried again next time). */
@@ -320,8 +469,8 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
       lazyConnect: true,
       retryStrategy: (times) => Math.min(times * 100, 1000),
     };
-    const lanes = Array.from({ length: REPLICATED_CONNECTIONS }, (_, i): Lane => {
-      const redis = new Redis({ ...options, connectionName: `broker-replicated-${i}` });
+    const lanes = Array.from({ length: REPLICATED_CONNECTIONS + 1 }, (_, i): Lane => {
+      const redis = new Redis({ ...options, connectionName: i < REPLICATED_CONNECTIONS ? `broker-replicated-${i}` : 'broker-replicated-confirm' });
       // Failures reach the writes themselves (failed items); the cluster client logs the node's state.
       redis.on('error', () => undefined);
       return { redis, scripts: new Scripts(redis) };
@@ -336,7 +485,7 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
       for (const lane of lanes) lane.redis.disconnect();
       throw new Error('Connection is closed (the appender was closed)');
     }
-    return { lanes, next: 0 };
+    return { lanes: lanes.slice(0, REPLICATED_CONNECTIONS), confirmLane: lanes[REPLICATED_CONNECTIONS] as Lane, next: 0 };
   }
 
   /** Masters named by the cluster client's slot map (`host:port`). */
@@ -352,7 +501,7 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
     for (const [node, lanes] of this.masters) {
       if (masters.has(node)) continue;
       this.masters.delete(node);
-      lanes.then((m) => m.lanes.forEach((lane) => void lane.redis.quit().catch(() => lane.redis.disconnect())), () => undefined);
+      lanes.then((m) => [...m.lanes, m.confirmLane].forEach((lane) => void lane.redis.quit().catch(() => lane.redis.disconnect())), () => undefined);
     }
   }
 
@@ -364,7 +513,7 @@ export class ClusterReplicatedAppender implements ReplicatedAppend {
   close(): void {
     this.closed = true;
     this.cluster.off('refresh', this.onRefresh);
-    for (const lanes of this.masters.values()) lanes.then((m) => m.lanes.forEach((lane) => lane.redis.disconnect()), () => undefined);
+    for (const lanes of this.masters.values()) lanes.then((m) => [...m.lanes, m.confirmLane].forEach((lane) => lane.redis.disconnect()), () => undefined);
     this.masters.clear();
   }
 }

@@ -92,6 +92,8 @@ export const scriptFailureErrors = {
   publishCompacted: { TIMELINE_CLOSED: null, PARTITION_MISSING: null },
   publishIdempotent: { TIMELINE_CLOSED: null, PARTITION_MISSING: null },
   publishCompactedIdempotent: { TIMELINE_CLOSED: null, PARTITION_MISSING: null },
+  /** PARTITION_MISSING: the partition was deleted; there is nothing left to confirm. */
+  confirmReplicated: { PARTITION_MISSING: null },
 } as const satisfies { readonly [S in ScriptName]?: { readonly [F in ScriptFailure]?: ErrorCode | null } };
 
 type FailingScript = keyof typeof scriptFailureErrors;

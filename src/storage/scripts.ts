@@ -21,6 +21,7 @@ export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 
   | 'publishCompacted'
   | 'publishIdempotent'
   | 'publishCompactedIdempotent'
+  | 'confirmReplicated'
   | 'markDeleted'
   | 'compactPartition'
   | 'pruneCompactionIndex'

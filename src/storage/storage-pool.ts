@@ -10,6 +10,7 @@ import { RedisMemoryWatch } from './redis-memory.js';
 import { openReplicatedAppender, type ReplicatedAppend } from './replicated-append.js';
 import { Scripts } from './scripts.js';
 import type { StorageStore } from './storage-store.js';
+import { WatermarkRepair } from './watermark-repair.js';
 
 /** One storage as this node uses it: its connection, scripts, key names, partition logs and notice hub. */
 export interface StorageHandle {
@@ -41,6 +42,11 @@ export interface StoragePoolOptions {
   readonly publish?: Pick<BrokerConfig['publish'], 'minReplicas' | 'replicaTimeoutMs'>;
   /** How the memory of another deployment's masters is watched (`redisMemory`); default: a mark at 90 %, read every second. */
   readonly memory?: Pick<BrokerConfig['redisMemory'], 'highWaterPercent' | 'checkIntervalMs'>;
+  /**
+   * `consumption.waitForReplicas`: where appends wait for replicas, reads stop at the high watermark
+   * (docs/operations.md "Durability"). Default true.
+   */
+  readonly waitForReplicas?: boolean;
 }
 
 /**
@@ -56,12 +62,15 @@ export class StoragePool {
   private readonly opening = new Map<string, Promise<StorageHandle>>();
   /** Connections this pool opened (closed on stop); the node's own are closed by the app. */
   private readonly owned: { redis: RedisClient; wakeups: PartitionWakeups; memory: RedisMemoryWatch; replicated?: ReplicatedAppend }[] = [];
+  /** The watermark repairs of the storages this pool opened (stopped on close). */
+  private readonly repairs: WatermarkRepair[] = [];
 
   private readonly records: Pick<StorageStore, 'get'>;
   private readonly config: BrokerConfig['redis'];
   private readonly logger: Logger;
   private readonly publish: Pick<BrokerConfig['publish'], 'minReplicas' | 'replicaTimeoutMs'>;
   private readonly memory: Pick<BrokerConfig['redisMemory'], 'highWaterPercent' | 'checkIntervalMs'>;
+  private readonly waitForReplicas: boolean;
 
   constructor(options: StoragePoolOptions) {
     this.records = options.records;
@@ -69,6 +78,7 @@ export class StoragePool {
     this.logger = options.logger;
     this.publish = options.publish ?? { minReplicas: 0, replicaTimeoutMs: 1000 };
     this.memory = options.memory ?? { highWaterPercent: 90, checkIntervalMs: 1000 };
+    this.waitForReplicas = options.waitForReplicas ?? true;
     this.handles.set(NODE_STORAGE_ID, options.node);
   }
 
@@ -114,12 +124,12 @@ export class StoragePool {
     if (url === undefined && seeds === undefined) {
       // The node's deployment: its connections, notice hub, replica lanes and memory watch, with other key names.
       const { redis, scripts, wakeups, replicated, memory } = this.node;
-      return { id: record.id, redis, scripts, keys, wakeups, memory, partitions: new PartitionStore(redis, scripts, keys), ...(replicated ? { replicated } : {}) };
+      return { id: record.id, redis, scripts, keys, wakeups, memory, partitions: new PartitionStore(redis, scripts, keys, this.watermarks(replicated, redis, keys)), ...(replicated ? { replicated } : {}) };
     }
     const redis: RedisClient = seeds !== undefined ? await connectCluster(seeds, this.config, this.logger, `storage-${record.id}`) : await connectRedis(url ?? '', this.config, this.logger, `storage-${record.id}`);
     let replicated: ReplicatedAppend | undefined;
     if (this.publish.minReplicas > 0) {
-      replicated = await openReplicatedAppender(redis, keys, this.publish.minReplicas, this.publish.replicaTimeoutMs).catch((err: unknown) => {
+      replicated = await openReplicatedAppender(redis, keys, this.publish.minReplicas, this.publish.replicaTimeoutMs, this.waitForReplicas).catch((err: unknown) => {
         redis.disconnect();
         throw err;
       });
@@ -130,7 +140,7 @@ export class StoragePool {
     const memory = new RedisMemoryWatch(redis, record.id, this.memory, this.logger);
     await memory.start();
     this.owned.push({ redis, wakeups, memory, ...(replicated ? { replicated } : {}) });
-    return { id: record.id, redis, scripts, keys, wakeups, memory, partitions: new PartitionStore(redis, scripts, keys), ...(replicated ? { replicated } : {}) };
+    return { id: record.id, redis, scripts, keys, wakeups, memory, partitions: new PartitionStore(redis, scripts, keys, this.watermarks(replicated, redis, keys)), ...(replicated ? { replicated } : {}) };
   }
 
   /** Every opened storage's handle (the node's own first). */
@@ -138,8 +148,18 @@ export class StoragePool {
     return [...this.handles.values()];
   }
 
+  /** The watermark repair of a storage whose appends wait for replicas, when reads wait too; else undefined (reads do not stop at a watermark). */
+  private watermarks(replicated: ReplicatedAppend | undefined, redis: RedisClient, keys: Keys): WatermarkRepair | undefined {
+    if (replicated === undefined || !this.waitForReplicas) return undefined;
+    const repair = new WatermarkRepair(replicated, redis, keys, this.logger, this.publish.replicaTimeoutMs);
+    this.repairs.push(repair);
+    return repair;
+  }
+
   /** Closes the connections this pool opened (not the node's own). */
   async close(): Promise<void> {
+    for (const repair of this.repairs) repair.close();
+    this.repairs.length = 0;
     for (const { redis, wakeups, memory, replicated } of this.owned) {
       await memory.stop();
       replicated?.close();

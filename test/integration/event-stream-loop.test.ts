@@ -119,7 +119,7 @@ class TestPolicy implements StreamPolicy {
   }
 }
 
-const config = { maxStreamBufferBytes: 65_536, pollIntervalMs: 100, readEntries: 4 };
+const config = { maxStreamBufferBytes: 65_536, pollIntervalMs: 100, readEntries: 4, waitForReplicas: true };
 type Line = { cursor: number; events?: { n: number }[] };
 
 describe('event stream loop', () => {

@@ -12,7 +12,9 @@ describe('key builder', () => {
   const keys = createKeys('broker:');
 
   it("keeps a partition's keys in one slot and spreads partitions", () => {
-    const tags = new Set([keys.partitionLog('a.b', 1, '0'), keys.partitionMeta('a.b', 1, '0'), keys.partitionTimeIndex('a.b', 1, '0')].map(hashTag));
+    const tags = new Set(
+      [keys.partitionLog('a.b', 1, '0'), keys.partitionMeta('a.b', 1, '0'), keys.partitionTimeIndex('a.b', 1, '0'), keys.partitionNotices('a.b', 1, '0'), keys.partitionReplicatedNotices('a.b', 1, '0')].map(hashTag),
+    );
     expect(tags.size).toBe(1);
     expect(hashTag(keys.partitionLog('a.b', 1, '1'))).not.toBe(hashTag(keys.partitionLog('a.b', 1, '0')));
   });
