@@ -47,7 +47,7 @@ export default defineConfig({
     // `npm run test:coverage` (scripts/test-coverage.ts): src/ as tests import it, and the built node as
     // test processes run it (the setup file); node processes write their own through NODE_V8_COVERAGE.
     coverage: { provider: 'v8', include: ['src/**/*.ts'], reporter: ['json'] },
-    setupFiles: process.env.NODE_V8_COVERAGE === undefined ? [] : ['test/support/built-node-coverage.ts'],
+    setupFiles: ['test/support/exit-on-sigterm.ts', ...(process.env.NODE_V8_COVERAGE === undefined ? [] : ['test/support/built-node-coverage.ts'])],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
       {

@@ -22,6 +22,24 @@ export const repoRoot = (() => {
   return path.basename(up) === 'dist' ? path.dirname(up) : up;
 })();
 
+/**
+ * Children this process started and has not seen exit (detached ones are left out: their owner stops
+ * them on its own). When this process exits — a test file whose test timed out before its clean-up, a
+ * script that failed — they are killed with it, so nothing keeps a port, a core or memory afterwards.
+ */
+const liveChildren = new Set<ChildProcess>();
+let killOnExitInstalled = false;
+
+function killOnExit(child: ChildProcess): void {
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+  if (killOnExitInstalled) return;
+  killOnExitInstalled = true;
+  process.once('exit', () => {
+    for (const c of liveChildren) c.kill('SIGKILL');
+  });
+}
+
 async function waitForPort(port: number, timeoutMs: number, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -105,6 +123,7 @@ async function startRedisOnce(options: { appendonly?: boolean; extraArgs?: strin
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', options.appendonly ? 'yes' : 'no', '--maxmemory-policy', 'noeviction', ...(options.extraArgs ?? [])];
   const child = spawn('redis-server', args, { stdio: 'ignore', detached: options.detached === true });
   child.once('error', () => undefined);
+  if (options.detached !== true) killOnExit(child);
   await waitForPort(port, 10_000, child);
   return {
     port,
@@ -180,6 +199,7 @@ async function startBrokerOnce(env: Record<string, string>, port: number, option
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.detached === true,
   });
+  if (options.detached !== true) killOnExit(child);
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   try {

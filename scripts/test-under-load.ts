@@ -58,14 +58,19 @@ async function runVitest(project: string, files: readonly string[], report: stri
   return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
 }
 
+/** The first line of a failure that says something (vitest puts a placeholder line before a timeout's message). */
+function firstLine(message: string): string {
+  return message.split('\n').find((line) => line.trim() !== '' && !line.includes('STACK_TRACE_ERROR'))?.trim() ?? '';
+}
+
 function failuresOf(report: JsonReport): Failure[] {
   const out: Failure[] = [];
   for (const file of report.testResults) {
     const name = path.relative(repoRoot, file.name);
     const failed = file.assertionResults.filter((t) => t.status === 'failed');
-    for (const t of failed) out.push({ file: name, test: t.fullName, message: (t.failureMessages[0] ?? '').split('\n')[0] ?? '' });
+    for (const t of failed) out.push({ file: name, test: t.fullName, message: firstLine(t.failureMessages.join('\n')) });
     // A file that failed outside its tests (a hook, an import) has no failed test to name.
-    if (failed.length === 0 && file.message) out.push({ file: name, test: '(file)', message: file.message.split('\n')[0] ?? '' });
+    if (failed.length === 0 && file.message) out.push({ file: name, test: '(file)', message: firstLine(file.message) });
   }
   return out;
 }
@@ -80,7 +85,7 @@ async function main(): Promise<void> {
   if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(burners) || burners < 0) throw new Error('--runs must be a positive integer and --burners a non-negative one');
   const files = positionals.length > 0 ? positionals : STRESS_LANE_FILES;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'broker-stress-'));
-  const summary: { run: number; tests: number; failures: Failure[]; seconds: number }[] = [];
+  const summary: { run: number; tests: number; failures: Failure[]; seconds: number; load: string }[] = [];
   try {
     for (let run = 1; run <= runs; run++) {
       process.stdout.write(`\n== stress run ${run} of ${runs}: ${files.length} files, project ${values.project}, ${burners} CPU burners ==\n`);
@@ -93,14 +98,16 @@ async function main(): Promise<void> {
         for (const b of burning) b.kill('SIGKILL');
       }
       const parsed = JSON.parse(readFileSync(report, 'utf8')) as JsonReport;
-      summary.push({ run, tests: parsed.numTotalTests, failures: failuresOf(parsed), seconds: Math.round((performance.now() - started) / 1000) });
+      // The 5-minute load average at the run's end: burners, the lane, and whatever else ran on the machine.
+      const load = os.loadavg()[1]?.toFixed(1) ?? '?';
+      summary.push({ run, tests: parsed.numTotalTests, failures: failuresOf(parsed), seconds: Math.round((performance.now() - started) / 1000), load });
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
   process.stdout.write('\n== stress lane summary ==\n');
-  for (const { run, tests, failures, seconds } of summary) {
-    process.stdout.write(`run ${run}: ${tests} tests, ${failures.length} failed, ${seconds} s\n`);
+  for (const { run, tests, failures, seconds, load } of summary) {
+    process.stdout.write(`run ${run}: ${tests} tests, ${failures.length} failed, ${seconds} s, load average ${load} (${os.availableParallelism()} cores)\n`);
     for (const f of failures) process.stdout.write(`  ${f.file} > ${f.test}: ${f.message}\n`);
   }
   process.exitCode = summary.some((s) => s.failures.length > 0) ? 1 : 0;

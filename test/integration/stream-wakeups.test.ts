@@ -11,6 +11,12 @@ import { StreamClient } from '../support/stream-client.js';
 // went to sleep before it heard a notice sent meanwhile would deliver the event only at its next poll
 // (10 s while notices are live; queue-mode streams claim again at their next keep-alive, 1 s here).
 
+// The bound is on the wait for a wake-up: the node runs in this process, so while its event loop does not
+// run (the machine runs other processes on every core, or one long synchronous task holds it) nothing is
+// delivered however the reader waits. A sampler measures those pauses, and a round's delay counts only
+// its part outside them; every round's full delay is logged. A missed notice still shows in full: the
+// reader sleeps until a poll while this process runs.
+
 /** Rounds per stream kind (the stress lane, docs/getting-started.md, may ask for more). */
 const ROUNDS = Number(process.env.BROKER_TEST_WAKEUP_ROUNDS ?? 100);
 /** Publish answer to delivery, ms: well under the safety-net poll, with room for a busy machine. */
@@ -23,8 +29,41 @@ type Kind = (typeof KINDS)[number];
 const STREAM = 'batch_limit=1&batch_flush_timeout=1&stream_timeout=30';
 /** How long a round waits for its event before it counts it as missed (reported as `Infinity`), ms. */
 const WAIT_MS = 2_000;
-/** A round (a subscription, a stream, a publish, the event) takes well under a second even with every core busy. */
-const TEST_TIMEOUT_MS = ROUNDS * 1_000;
+/** A round (a subscription, a stream, a publish, the event) takes about 100 ms on a quiet machine and up to a second with every core taken many times over. */
+const TEST_TIMEOUT_MS = ROUNDS * 2_000;
+
+/** The sampler's tick, ms; a tick later than twice this is a pause of the process. */
+const TICK_MS = 10;
+
+/** Pauses of this process ({@link TICK_MS} sampler), as [from, to] in `performance.now()` ms. */
+const pauses: [number, number][] = [];
+let lastTick = performance.now();
+const sampler = setInterval(() => {
+  const now = performance.now();
+  if (now - lastTick > 2 * TICK_MS) pauses.push([lastTick + TICK_MS, now]);
+  lastTick = now;
+  while (pauses.length > 0 && (pauses[0]?.[1] ?? now) < now - 60_000) pauses.shift();
+}, TICK_MS);
+
+/** ms of [from, to] during which this process was paused. */
+function pausedDuring(from: number, to: number): number {
+  let paused = 0;
+  for (const [start, end] of pauses) paused += Math.max(0, Math.min(end, to) - Math.max(start, from));
+  return paused;
+}
+
+/** A round's result: ms from the publish answer to the event's arrival, and the part of it this process was paused. */
+interface Delay {
+  readonly ms: number;
+  readonly pausedMs: number;
+}
+
+/** The delay of an event that arrived at `arrived` after its publish was answered at `published`. */
+function delayOf(published: number, arrived: number): Delay {
+  return { ms: arrived - published, pausedMs: pausedDuring(published, arrived) };
+}
+
+const MISSED: Delay = { ms: Number.POSITIVE_INFINITY, pausedMs: 0 };
 
 let node: TestBroker;
 const load = { running: true, published: 0, done: Promise.resolve() };
@@ -51,6 +90,7 @@ beforeAll(async () => {
   for (const kind of KINDS) for (const tag of ['before-1', 'before-2']) await publishOne(kind, tag);
 });
 afterAll(async () => {
+  clearInterval(sampler);
   load.running = false;
   await load.done;
   await node.stop();
@@ -76,20 +116,20 @@ function orderNumbers(batch: { events?: Record<string, unknown>[] }): unknown[] 
 
 /**
  * One round on a JSON-lines stream: opens it, waits for its headers, publishes one event and waits for it.
- * @returns ms from the publish answer to the event's arrival
+ * @returns the event's delay after its publish answer
  */
-async function roundOnLines(kind: Kind, url: string, tag: string): Promise<number> {
+async function roundOnLines(kind: Kind, url: string, tag: string): Promise<Delay> {
   const stream = await StreamClient.open(url);
   expect(stream.status, JSON.stringify(stream.problem)).toBe(200);
   try {
     const published = await publishOne(kind, tag);
     for (;;) {
       const left = WAIT_MS - (performance.now() - published);
-      if (left <= 0) return Number.POSITIVE_INFINITY;
+      if (left <= 0) return MISSED;
       const batch = await stream.next(left).catch(() => null);
-      if (batch === null) return Number.POSITIVE_INFINITY;
+      if (batch === null) return MISSED;
       if (batch === undefined) throw new Error(`stream ended before ${tag} arrived`);
-      if (orderNumbers(batch).includes(tag)) return stream.arrivedAt(batch) - published;
+      if (orderNumbers(batch).includes(tag)) return delayOf(published, stream.arrivedAt(batch));
     }
   } finally {
     stream.close();
@@ -97,30 +137,38 @@ async function roundOnLines(kind: Kind, url: string, tag: string): Promise<numbe
 }
 
 /** Like {@link roundOnLines}, on a server-sent-event stream. */
-async function roundOnEvents(kind: Kind, url: string, tag: string): Promise<number> {
+async function roundOnEvents(kind: Kind, url: string, tag: string): Promise<Delay> {
   const stream = await SseClient.open(url);
   expect(stream.status, JSON.stringify(stream.problem)).toBe(200);
   try {
     const published = await publishOne(kind, tag);
     for (;;) {
       const left = WAIT_MS - (performance.now() - published);
-      if (left <= 0) return Number.POSITIVE_INFINITY;
+      if (left <= 0) return MISSED;
       const frame = await stream.next(left).catch(() => null);
-      if (frame === null) return Number.POSITIVE_INFINITY;
+      if (frame === null) return MISSED;
       if (frame === undefined) throw new Error(`stream ended before ${tag} arrived`);
-      if (frame.data !== undefined && orderNumbers(JSON.parse(frame.data) as { events?: Record<string, unknown>[] }).includes(tag)) return performance.now() - published;
+      if (frame.data !== undefined && orderNumbers(JSON.parse(frame.data) as { events?: Record<string, unknown>[] }).includes(tag)) return delayOf(published, performance.now());
     }
   } finally {
     stream.close();
   }
 }
 
-/** Runs `ROUNDS` rounds and checks every delay against the bound; the slowest ones name their round. */
-async function rounds(kind: Kind, round: (tag: string) => Promise<number>): Promise<void> {
-  const delays: number[] = [];
+/**
+ * Runs `ROUNDS` rounds and checks every delay, less the time this process was paused meanwhile, against
+ * the bound; the late ones name their round. Rounds over the bound only by a pause are logged.
+ */
+async function rounds(kind: Kind, round: (tag: string) => Promise<Delay>): Promise<void> {
+  const delays: Delay[] = [];
   for (let i = 0; i < ROUNDS; i++) delays.push(await round(`${kind}-${i}`));
-  const late = delays.flatMap((ms, i) => (ms > BOUND_MS ? [{ round: i, ms: Number.isFinite(ms) ? Math.round(ms) : 'missed' }] : []));
-  expect(late, `events delivered later than ${BOUND_MS} ms after their publish answer`).toEqual([]);
+  const described = (d: Delay, i: number) => ({ round: i, ms: Number.isFinite(d.ms) ? Math.round(d.ms) : 'missed', pausedMs: Math.round(d.pausedMs) });
+  const late = delays.flatMap((d, i) => (d.ms - d.pausedMs > BOUND_MS ? [described(d, i)] : []));
+  const paused = delays.flatMap((d, i) => (d.ms > BOUND_MS && d.ms - d.pausedMs <= BOUND_MS ? [described(d, i)] : []));
+  const finite = delays.map((d) => d.ms).filter(Number.isFinite).sort((a, b) => a - b);
+  console.info(`${kind}: ${ROUNDS} rounds, delay p50 ${Math.round(finite[Math.floor(finite.length / 2)] ?? 0)} ms, max ${Math.round(finite.at(-1) ?? 0)} ms, ${ROUNDS - finite.length} missed`);
+  if (paused.length > 0) console.info(`${kind}: over ${BOUND_MS} ms only while this process was paused: ${JSON.stringify(paused)}`);
+  expect(late, `events delivered later than ${BOUND_MS} ms after their publish answer, not counting pauses of this process`).toEqual([]);
   expect(load.published, 'the load producers ran meanwhile').toBeGreaterThan(0);
 }
 
