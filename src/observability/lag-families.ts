@@ -1,5 +1,6 @@
 import { familyHeader, labelText, sampleValue, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
 import type { LagSnapshot } from './meters.js';
+import { CONSUMER_STATUSES, type ConsumerStatus } from '../domain/consumer-status.js';
 
 // The consumer lag families of `/metrics` (docs/metrics.md "Consumer lag"), written by the node itself
 // from the lag snapshot read at scrape time.
@@ -21,7 +22,37 @@ const NEWEST_OFFSET: LagFamily = { name: 'broker_partition_newest_offset', help:
 const IN_FLIGHT: LagFamily = { name: 'broker_subscription_in_flight_events', help: 'Queue-mode subscriptions: events of a partition handed to streams and not acknowledged', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
 const REDELIVERY: LagFamily = { name: 'broker_subscription_redelivery_events', help: 'Queue-mode subscriptions: events of a partition waiting to be handed out again (timed out or handed back)', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
 
-export const LAG_FAMILIES: readonly LagFamily[] = [LAG_EVENTS, LAG_EVENTS_SUM, LAG_SECONDS, COMMITTED_OFFSET, NEWEST_OFFSET, IN_FLIGHT, REDELIVERY];
+const CONSUMER_STATUS: LagFamily = { name: 'broker_subscription_consumer_status', help: 'Consumer status of a subscription on a partition over the last consumerStatus.windowMs: 1 for the status it has (ok, lagging, stalled, stopped), 0 for the others', type: 'gauge', labelNames: [...SUBSCRIPTION_PARTITION_LABELS, 'status'] };
+const DRAIN_SECONDS: LagFamily = { name: 'broker_subscription_drain_seconds', help: 'Seconds until the unconsumed events of a subscription on a partition are consumed at its commit rate over the last consumerStatus.windowMs (absent when it committed nothing over it)', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
+
+export const LAG_FAMILIES: readonly LagFamily[] = [LAG_EVENTS, LAG_EVENTS_SUM, LAG_SECONDS, COMMITTED_OFFSET, NEWEST_OFFSET, IN_FLIGHT, REDELIVERY, CONSUMER_STATUS, DRAIN_SECONDS];
+
+/** The last consumer status of one subscription partition, as the status families write it. */
+export interface ConsumerStatusSample {
+  readonly subscriptionId: string;
+  readonly consumerGroup: string;
+  readonly eventType: string;
+  readonly partition: string;
+  readonly status: ConsumerStatus;
+  readonly drainSeconds: number | undefined;
+}
+
+/**
+ * Appends the consumer status families (docs/metrics.md "Consumer status"): one series per status value
+ * of each partition (1 for its status, 0 for the others) and its drain time when it is known. Written
+ * from the last evaluation, so a subscription that is gone has no series.
+ */
+export function writeConsumerStatusFamilies(out: ExpositionSink, samples: readonly ConsumerStatusSample[]): void {
+  const labels = samples.map((s) => labelText(SUBSCRIPTION_PARTITION_LABELS, [s.subscriptionId, s.consumerGroup, s.eventType, s.partition]));
+  out.push(familyHeader(CONSUMER_STATUS));
+  samples.forEach((s, i) => {
+    for (const status of CONSUMER_STATUSES) out.push(`${CONSUMER_STATUS.name}{${labels[i] as string},status="${status}"} ${status === s.status ? 1 : 0}\n`);
+  });
+  out.push(familyHeader(DRAIN_SECONDS));
+  samples.forEach((s, i) => {
+    if (s.drainSeconds !== undefined) out.push(`${DRAIN_SECONDS.name}{${labels[i] as string}} ${sampleValue(s.drainSeconds)}\n`);
+  });
+}
 
 /**
  * Appends the consumer lag families of one scrape to its text, straight from the snapshot (no series

@@ -3,7 +3,7 @@ import { ExpositionBuffer, familyHeader, HistogramValues, labelText, OPENMETRICS
 import { sampledTraceIdOf } from './traces.js';
 import type { Logger } from './logger.js';
 import { SubscriptionCounter } from './subscription-counter.js';
-import { LAG_FAMILIES, writeLagFamilies } from './lag-families.js';
+import { LAG_FAMILIES, writeConsumerStatusFamilies, writeLagFamilies, type ConsumerStatusSample } from './lag-families.js';
 import { STORAGE_FAMILIES, writeStorageFamilies } from './storage-families.js';
 import type {
   CommitResult,
@@ -128,6 +128,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
   private readonly lagCollectSeconds: Gauge;
   private readonly lagCollectErrors: Counter;
   private lagSource: { read: () => Promise<LagSnapshot>; logger: Logger } | undefined;
+  private consumerStatusSource: (() => readonly ConsumerStatusSample[]) | undefined;
   private readonly cacheEntries: Gauge<'cache'>;
   private cacheSizes: (() => Readonly<Record<string, number>>) | undefined;
 
@@ -338,6 +339,11 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     this.lagSource = { read, logger };
   }
 
+  /** Reads the last consumer status of every subscription partition at every scrape (docs/metrics.md "Consumer status"; from memory, no Redis round trip). */
+  observeConsumerStatus(read: () => readonly ConsumerStatusSample[]): void {
+    this.consumerStatusSource = read;
+  }
+
   /**
    * Refreshes the gauges read at scrape time and writes every family: the registry's, then the publish,
    * delivery and consumer lag families. Concurrent calls for one format share one scrape. Never rejects
@@ -366,6 +372,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     out.push(openMetrics ? openMetricsText(registryText) : registryText);
     this.writeOwnFamilies(out);
     writeLagFamilies(out, lag);
+    writeConsumerStatusFamilies(out, this.consumerStatusSource?.() ?? []);
     writeStorageFamilies(out, this.storageSource?.());
     if (openMetrics) out.push('# EOF\n');
     return out.toBuffer();

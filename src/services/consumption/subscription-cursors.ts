@@ -13,6 +13,7 @@ import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability
 import { lagSeconds, partitionLag } from './consumer-lag.js';
 import { consumptionModeOf } from '../../domain/consumption-mode.js';
 import type { QueueStateStore } from '../../storage/queue-state-store.js';
+import type { ConsumerStatusMonitor } from './consumer-status-monitor.js';
 
 /** Answer of a commit: 204 when every cursor advanced, else 200 with a result per cursor. */
 export type CommitAnswer = { status: 204 } | { status: 200; body: { items: { cursor: unknown; result: 'committed' | 'outdated' }[] } };
@@ -34,6 +35,8 @@ export class SubscriptionCursors {
     private readonly metrics: ConsumptionMeter = NO_CONSUMPTION_METER,
     /** The batches of queue-mode subscriptions (docs/consuming.md "Queue mode"). */
     private readonly queue?: Pick<QueueStateStore, 'settle' | 'clear' | 'partitions'>,
+    /** The last consumer status of each partition (docs/consuming.md "Consumer status"). */
+    private readonly consumerStatus?: Pick<ConsumerStatusMonitor, 'verdict'>,
   ) {}
 
   /**
@@ -234,6 +237,11 @@ export class SubscriptionCursors {
         const deadLetter = deadLetters.get(field);
         if (deadLetter !== undefined && deadLetter.failedSends > 0) entry.failed_send_count = deadLetter.failedSends;
         if (deadLetter?.searchUntil !== undefined && deadLetter.searchUntil > (committed ?? -1)) entry.dead_letter_search_until = p.timelines.format(p.partition, deadLetter.searchUntil);
+        const verdict = this.consumerStatus?.verdict(id, p.eventType, p.partition);
+        if (verdict !== undefined) {
+          entry.consumer_status = verdict.status;
+          if (verdict.drainSeconds !== undefined) entry.drain_seconds = verdict.drainSeconds;
+        }
         const expiredEvents = expired.get(field) ?? 0;
         if (expiredEvents > 0) entry.expired_events = expiredEvents;
         if (queued) {
