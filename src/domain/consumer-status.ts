@@ -40,8 +40,8 @@ export interface ConsumerVerdict {
  * 2. The samples do not cover the window yet (a partition seen for less than `windowMs`): `ok`.
  * 3. No stream held the partition in any sample of the window: `stopped`.
  * 4. The committed offset did not move over the window: `stalled`.
- * 5. The lag grows: every lag of the window's later half (by time) is above every lag of its earlier
- *    half (a commit's saw-tooth of a consumer that keeps up does not separate the halves): `lagging`.
+ * 5. The lag grows: split in thirds by time, every lag of each third is above every lag of the third
+ *    before it (the saw-tooth of a consumer that keeps up does not order the thirds): `lagging`.
  * 6. Otherwise `ok`.
  *
  * `drainSeconds` is the newest lag divided by the commit rate over the window (over what there is when
@@ -59,14 +59,25 @@ export function evaluateConsumer(samples: readonly ConsumerSample[], windowMs: n
   if (first.atMs > last.atMs - windowMs) return { status: 'ok', drainSeconds };
   if (!window.some((s) => s.held)) return { status: 'stopped', drainSeconds };
   if (last.committed === first.committed) return { status: 'stalled', drainSeconds };
-  const middle = first.atMs + (last.atMs - first.atMs) / 2;
-  let earlierMax = -Infinity;
-  let laterMin = Infinity;
+  return { status: lagGrows(window, first.atMs, last.atMs) ? 'lagging' : 'ok', drainSeconds };
+}
+
+/**
+ * Whether the lag grows across the window: split in thirds by time, every lag of a later third is above
+ * every lag of the third before it. A consumer that keeps up has a lag that moves up and down with its
+ * commits; for its samples to order themselves so by chance is rare (about 1 in 35,000 evaluations with
+ * 12 samples of independent lags), while a lag that grows by more than a commit's saw-tooth per third does.
+ */
+function lagGrows(window: readonly ConsumerSample[], fromMs: number, toMs: number): boolean {
+  const third = (toMs - fromMs) / 3;
+  const min = [Infinity, Infinity, Infinity];
+  const max = [-Infinity, -Infinity, -Infinity];
   for (const s of window) {
-    if (s.atMs <= middle) earlierMax = Math.max(earlierMax, s.unconsumed);
-    else laterMin = Math.min(laterMin, s.unconsumed);
+    const i = Math.min(2, Math.floor((s.atMs - fromMs) / third));
+    min[i] = Math.min(min[i] as number, s.unconsumed);
+    max[i] = Math.max(max[i] as number, s.unconsumed);
   }
-  return { status: laterMin > earlierMax ? 'lagging' : 'ok', drainSeconds };
+  return (min[1] as number) > (max[0] as number) && (min[2] as number) > (max[1] as number);
 }
 
 /** Index of the last sample taken at or before `fromMs` (0 when none is). */

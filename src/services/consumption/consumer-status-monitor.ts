@@ -117,9 +117,13 @@ function historyKey(subscriptionId: string, eventType: string, partition: string
   return `${subscriptionId}\n${eventType}\n${partition}`;
 }
 
-/** Whether a live stream reads the subscription, and the partitions a live stream holds (`eventType\npartition`). */
+/**
+ * Whether a live stream reads the subscription, and the partitions a live stream holds
+ * (`eventType\npartition`). A session whose stream ended and that only waits for its last commits (its
+ * commit window) holds nothing: no stream reads for it any more.
+ */
 function heldPartitions(state: SubscriptionState): { live: boolean; partitions: Set<string> } {
-  const live = new Set(state.sessions.filter((s) => s.expiresAt > state.nowMs).map((s) => s.id));
+  const live = new Set(state.sessions.filter((s) => s.expiresAt > state.nowMs && s.info.state === 'streaming').map((s) => s.id));
   const partitions = new Set<string>();
   for (const a of state.assignments) if (a.state !== 'unassigned' && live.has(a.session)) partitions.add(`${a.eventType}\n${a.partition}`);
   return { live: live.size > 0, partitions };
