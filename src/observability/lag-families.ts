@@ -13,7 +13,7 @@ export interface LagFamily extends FamilyDeclaration {
 const SUBSCRIPTION_PARTITION_LABELS = ['subscription_id', 'consumer_group', 'event_type', 'partition'] as const;
 
 const LAG_EVENTS: LagFamily = { name: 'broker_subscription_lag_events', help: 'Unconsumed events of a subscription on a partition (newest offset minus committed offset), read from Redis at scrape time', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
-const LAG_EVENTS_SUM: LagFamily = { name: 'broker_subscription_lag_events_sum', help: 'Unconsumed events of a subscription over the partitions of an event type', type: 'gauge', labelNames: ['subscription_id', 'consumer_group', 'event_type'] };
+const LAG_EVENTS_SUM: LagFamily = { name: 'broker_subscription_event_type_lag_events', help: 'Unconsumed events of a subscription over the partitions of an event type', type: 'gauge', labelNames: ['subscription_id', 'consumer_group', 'event_type'] };
 const LAG_SECONDS: LagFamily = { name: 'broker_subscription_lag_seconds', help: 'Age in seconds of the oldest unconsumed event of a subscription on a partition (by metadata.received_at; 0 when nothing is unconsumed)', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
 const COMMITTED_OFFSET: LagFamily = { name: 'broker_subscription_committed_offset', help: 'Committed offset (last consumed event; -1 = none) of a subscription on a partition', type: 'gauge', labelNames: SUBSCRIPTION_PARTITION_LABELS };
 const NEWEST_OFFSET: LagFamily = { name: 'broker_partition_newest_offset', help: 'Offset of the newest event of a partition (-1 before its first event)', type: 'gauge', labelNames: ['event_type', 'partition'] };

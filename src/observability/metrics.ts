@@ -146,6 +146,10 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     this.exemplars = options.exemplars === true;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+    // prom-client's counts of active handles, requests and resources are gauges named `_total`, which
+    // Prometheus's conventions (and `promtool check metrics`) keep for counters; the same counts by type
+    // remain (`broker_nodejs_active_handles` and the others, summed with `sum()`).
+    for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) this.registry.removeSingleMetric(`${METRIC_PREFIX}nodejs_${name}`);
 
     this.httpDuration = new Histogram({ name: 'broker_http_request_duration_seconds', help: 'HTTP requests by method, route pattern and status: seconds until the answer went out (for streams: until the stream started)', labelNames: ['method', 'route', 'status'], buckets: [...LATENCY_BUCKETS_SECONDS], registers });
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { parseExposition } from '../support/prometheus-text.js';
+import { promtoolAvailable, promtoolCheckMetrics } from '../support/promtool.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 
 // A short status window so the verdicts come within seconds: sampled every 100 ms over 1 s.
@@ -119,7 +120,12 @@ describe('consumer status of subscription partitions', () => {
       expect(others.map((p) => p.consumer_status)).toEqual(Array(PARTITIONS - 1).fill('ok'));
 
       // /metrics: one series per status value, 1 for the partition's own; the scaling endpoint counts it.
-      const exposition = parseExposition((await call(node.url, 'GET', '/metrics')).text);
+      const text = (await call(node.url, 'GET', '/metrics')).text;
+      if (promtoolAvailable()) {
+        const check = promtoolCheckMetrics(text);
+        expect(check.status, check.output).toBe(0);
+      }
+      const exposition = parseExposition(text);
       const status = exposition.samples.filter((s) => s.name === 'broker_subscription_consumer_status' && s.labels.subscription_id === id);
       expect(status).toHaveLength(PARTITIONS * 4);
       expect(status.filter((s) => s.value === 1).map((s) => `${s.labels.partition}:${s.labels.status}`).sort()).toContain('3:stalled');
