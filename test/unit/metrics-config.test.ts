@@ -61,6 +61,8 @@ describe('Grafana dashboard config/grafana/dashboards/broker.json', () => {
     expect(dashboard.uid).toBe('event-broker');
     const titles = dashboard.panels.map((p) => p.title);
     for (const title of ['Publish rate', 'Publish latency', 'Active streams', 'Consumer lag per subscription (events)', 'Consumer lag per subscription (seconds)']) expect(titles).toContain(title);
+    // Consumer status and time to drain (docs/consuming.md "Consumer status").
+    for (const title of ['Partitions by consumer status', 'Drain time per partition']) expect(titles).toContain(title);
     // Memory headroom (docs/operations.md "Memory and retention").
     for (const title of ['Redis memory per master', 'Time to the high-water mark', 'Publishes refused for storage', 'Redis bytes per event type']) expect(titles).toContain(title);
     const exprs = dashboard.panels.flatMap((p) => p.targets ?? []).map((t) => t.expr);
