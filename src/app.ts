@@ -230,7 +230,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   metrics.observeLag(() => lag.read(), logger);
   // The consumer status of every subscription partition (docs/consuming.md "Consumer status"): sampled in rounds,
   // read from memory by the stats, /metrics and the scaling endpoint.
-  const consumerStatus = new ConsumerStatusMonitor(() => lag.read(), subscriptionState, config.consumerStatus, logger);
+  const consumerStatus = new ConsumerStatusMonitor(() => lag.read(false), subscriptionState, config.consumerStatus, logger);
   metrics.observeConsumerStatus(() => consumerStatus.verdicts());
   const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics, queueState, consumerStatus);
   const timelines = new Timelines(eventTypeStore, cache, logs, storages, logger);

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { evaluateConsumer, trimSamples, type ConsumerSample, type ConsumerStatus } from '../../src/domain/consumer-status.js';
+import { createLogger } from '../../src/observability/logger.js';
+import type { LagSnapshot } from '../../src/observability/meters.js';
+import { ConsumerStatusMonitor } from '../../src/services/consumption/consumer-status-monitor.js';
+import type { SubscriptionState } from '../../src/storage/subscription-state-store.js';
 
 const WINDOW = 10_000;
 
@@ -60,5 +64,50 @@ describe('trimSamples', () => {
     const samples = over(5, () => [0, 1, true]);
     trimSamples(samples, WINDOW);
     expect(samples).toHaveLength(6);
+  });
+});
+
+describe('ConsumerStatusMonitor', () => {
+  const logger = createLogger({ logLevel: 'silent' });
+  const lagOf = (subscriptions: { id: string; partition: string; committed: number; unconsumed: number }[]): LagSnapshot => ({
+    partitions: [],
+    eventTypes: ['e'],
+    subscriptionIds: [...new Set(subscriptions.map((s) => s.id))],
+    subscriptions: subscriptions.map((s) => ({ subscriptionId: s.id, consumerGroup: 'g', eventType: 'e', partition: s.partition, committed: s.committed, unconsumedEvents: s.unconsumed, lagSeconds: undefined })),
+  });
+  /** Subscription `a` on partitions 0 and 1, held by a streaming session, partition 1 never committing. */
+  const held: SubscriptionState = {
+    nowMs: 0,
+    version: 1,
+    resetRunning: false,
+    sessions: [{ id: 's', expiresAt: 1, info: { requested: [], state: 'streaming', node: 'n' } }],
+    assignments: ['0', '1'].map((partition) => ({ eventType: 'e', partition, state: 'assigned', session: 's', nextSession: '', assignmentType: 'auto' })),
+  };
+
+  it('judges each partition from its samples, keeps at most a window of them, and forgets what ends', async () => {
+    let now = 0;
+    let snapshot = lagOf([]);
+    const monitor = new ConsumerStatusMonitor(() => Promise.resolve(snapshot), { read: () => Promise.resolve(held) }, { windowMs: WINDOW, intervalMs: 1000 }, logger, () => now);
+    const samples = (m: ConsumerStatusMonitor): number[] => [...(m as unknown as { histories: Map<string, { samples: unknown[] }> }).histories.values()].map((h) => h.samples.length);
+    for (let i = 0; i <= 30; i++) {
+      now = i * 1000;
+      snapshot = lagOf([
+        { id: 'a', partition: '0', committed: i * 10, unconsumed: i % 2 === 0 ? 0 : 5 },
+        { id: 'a', partition: '1', committed: 3, unconsumed: 10 + i },
+      ]);
+      await monitor.sample();
+    }
+    expect(monitor.verdict('a', 'e', '0')).toMatchObject({ status: 'ok', drainSeconds: 0 });
+    expect(monitor.verdict('a', 'e', '1')?.status).toBe('stalled');
+    expect(monitor.verdicts().map((v) => `${v.subscriptionId}/${v.partition}:${v.status}`)).toEqual(['a/0:ok', 'a/1:stalled']);
+    // Bounded: a window of 10 s sampled every second keeps 11 samples, whatever ran before.
+    expect(samples(monitor)).toEqual([11, 11]);
+
+    // A partition or subscription gone from the lag read is dropped at the next round; forget() drops at once.
+    snapshot = lagOf([{ id: 'a', partition: '0', committed: 400, unconsumed: 0 }]);
+    await monitor.sample();
+    expect(monitor.verdict('a', 'e', '1')).toBeUndefined();
+    monitor.forget('a');
+    expect(monitor.verdicts()).toEqual([]);
   });
 });

@@ -34,16 +34,16 @@ interface History {
  *
  * Bounded: a partition keeps at most `windowMs ÷ intervalMs + 2` samples, and only partitions of
  * subscriptions that exist and were streamed (committed offsets) are kept; a round drops the history of
- * a subscription that is gone, {@link forget} drops it at once. A round costs one lag read
- * (`ConsumerLagReader.read`: a bounded number of Redis round trips) and one state read per subscription,
- * sent together.
+ * a subscription that is gone, {@link forget} drops it at once. A round costs one lag read without the
+ * ages (`ConsumerLagReader.read(false)`: four steps of Redis round trips whatever the number of
+ * subscriptions) and one state read per subscription, sent together.
  */
 export class ConsumerStatusMonitor {
   private readonly histories = new Map<string, History>();
   private readonly rounds: PeriodicRounds;
 
   /**
-   * @param readLag the positions of every subscription (`ConsumerLagReader.read`)
+   * @param readLag the positions of every subscription (`ConsumerLagReader.read(false)`: the counts, not the ages)
    * @param state who holds each partition
    * @param now a monotonic clock (ms)
    */
