@@ -175,4 +175,16 @@ describe('consumer status of subscription partitions', () => {
       await publisher.stop();
     }
   });
+
+  it('the scaling figures of a queue-mode subscription: no bound on its consumers', async () => {
+    const name = `queue-${crypto.randomUUID().slice(0, 8)}`;
+    expect((await call(node.url, 'POST', '/event-types', businessEventType(name))).status).toBe(201);
+    const created = await call(node.url, 'POST', '/subscriptions', { owning_application: 'status-test', event_types: [name], read_from: 'begin', annotations: { 'broker.io/consumption-mode': 'queue' } });
+    expect(created.status, created.text).toBe(201);
+    const id = (created.json as { id: string }).id;
+    const scaling = await call(node.url, 'GET', `/subscriptions/${id}/scaling`);
+    expect(scaling.status).toBe(200);
+    expect(scaling.json).toMatchObject({ subscription_id: id, consumption_mode: 'queue', streams: 0, unconsumed_events: 0, drain_seconds: 0 });
+    expect(scaling.json).not.toHaveProperty('max_consumers');
+  });
 });
