@@ -12,6 +12,7 @@ export const CLUSTER_FILES = [
   'cluster-failover',
   'cluster-replicated-reads',
   'cluster-topology',
+  'consumer-status',
   'event-types',
   'idempotent-publishing',
   'ioredis-internals',

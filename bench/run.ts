@@ -25,6 +25,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../scripts/local-processes.js';
 import { commits } from './commits.js';
+import { consumerStatus } from './consumer-status.js';
 import { consume } from './consume.js';
 import { endToEnd } from './end-to-end.js';
 import { githubPayloads } from './github-payloads.js';
@@ -51,7 +52,7 @@ import { queue } from './queue.js';
 import { tracing } from './tracing.js';
 import { replicatedReads } from './replicated-reads.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario, publishIdempotent, overload, filter, queue, tracing, replicatedReads];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario, publishIdempotent, overload, filter, queue, tracing, replicatedReads, consumerStatus];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const DOCS_FILE = path.join(repoRoot, 'docs', 'benchmarks.md');
 const START_MARKER = '<!-- results:start -->';

@@ -66,6 +66,7 @@ import { operationRoutes } from './http/routes/operations.js';
 import { SubscriptionStore } from './storage/subscription-store.js';
 import { BrokerMetrics } from './observability/metrics.js';
 import { ConsumerLagReader } from './services/consumption/consumer-lag.js';
+import { ConsumerStatusMonitor } from './services/consumption/consumer-status-monitor.js';
 import { createTracing } from './observability/tracing.js';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
@@ -225,9 +226,13 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   // it, so a node hears only about the subscriptions it serves; its own connection, like the partition wake-ups'.
   const subscriptionNotices = new SubscriptionNotices(duplicateForShardedSubscribe(redis, logger, 'broker-subscription-notices'), keys, logger, config.redis.commandTimeoutMs);
   subscriptionStreams.start(subscriptionNotices);
-  const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics, queueState);
   const lag = new ConsumerLagReader(redis, keys, subscriptionStore, cache, logs, subscriptionState, queueState);
   metrics.observeLag(() => lag.read(), logger);
+  // The consumer status of every subscription partition (docs/consuming.md "Consumer status"): sampled in rounds,
+  // read from memory by the stats, /metrics and the scaling endpoint.
+  const consumerStatus = new ConsumerStatusMonitor(() => lag.read(false), subscriptionState, config.consumerStatus, logger);
+  metrics.observeConsumerStatus(() => consumerStatus.verdicts());
+  const subscriptionCursors = new SubscriptionCursors(subscriptionStreams, subscriptionState, logs, metrics, queueState, consumerStatus);
   const timelines = new Timelines(eventTypeStore, cache, logs, storages, logger);
   const retention = new RetentionTrimmer(redis, eventTypeStore, partitionStore, config.retention.checkIntervalMs, logger, logs, timelines);
   // Log compaction and deleted-events (docs/concepts.md "Retention and compaction"): one node per event type compacts (a lock in Redis), on
@@ -247,7 +252,10 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   audit.onChange((entry) => kpi.changed(entry));
   // A deleted subscription's series go with it.
   audit.onChange((entry) => {
-    if (entry.resource === 'subscription' && entry.op === 'D') metrics.forgetSubscription(entry.resourceId);
+    if (entry.resource === 'subscription' && entry.op === 'D') {
+      metrics.forgetSubscription(entry.resourceId);
+      consumerStatus.forget(entry.resourceId);
+    }
   });
   const streamed: StreamedListener = ({ subject, subscription, streamed: tallies }) => {
     if (!kpi.enabled) return;
@@ -319,6 +327,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       compactor.start();
       storageUsage.start();
       kpi.start();
+      consumerStatus.start();
       logger.info({ port, redis: embedded ? 'embedded' : cluster ? 'cluster' : 'external', workerThreads: pool.threads }, 'broker node listening');
       return port;
     },
@@ -330,6 +339,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
       const releasing = subscriptionStreams.close();
       await Promise.race([Promise.all([http.shutdown(), publisher.drain(), releasing, prepareExisting]), grace]);
       await kpi.stop();
+      await consumerStatus.stop();
       await retention.stop();
       await compactor.stop();
       await storageUsage.stop();

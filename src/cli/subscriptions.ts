@@ -61,7 +61,7 @@ export function registerSubscriptions(program: Command, session: CliSession): vo
 
   program
     .command('lag')
-    .description('unconsumed events (and their age) per partition of a subscription')
+    .description('unconsumed events (and their age), consumer status and time to drain per partition of a subscription')
     .argument('<subscription>', 'subscription id')
     .action(async (id: string, _options: unknown, command: Command) => {
       await lag(session.contextOf(command), id);
@@ -145,6 +145,8 @@ interface PartitionLag {
   readonly stream_id: string;
   readonly unconsumed_events?: number;
   readonly consumer_lag_seconds?: number;
+  readonly consumer_status?: string;
+  readonly drain_seconds?: number;
 }
 
 async function lag(ctx: CommandContext, id: string): Promise<void> {
@@ -162,6 +164,8 @@ async function lag(ctx: CommandContext, id: string): Promise<void> {
         stream_id: stringField(record, 'stream_id'),
         ...(typeof record.unconsumed_events === 'number' ? { unconsumed_events: record.unconsumed_events } : {}),
         ...(typeof record.consumer_lag_seconds === 'number' ? { consumer_lag_seconds: record.consumer_lag_seconds } : {}),
+        ...(typeof record.consumer_status === 'string' ? { consumer_status: record.consumer_status } : {}),
+        ...(typeof record.drain_seconds === 'number' ? { drain_seconds: record.drain_seconds } : {}),
       });
     }
   }
@@ -172,7 +176,18 @@ async function lag(ctx: CommandContext, id: string): Promise<void> {
   if (ctx.output.json) {
     return ctx.output.out(`${JSON.stringify({ subscription: id, unconsumed_events: total ?? null, consumer_lag_seconds: maxSeconds ?? null, partitions })}\n`);
   }
-  const rows = partitions.map((p) => [p.event_type, p.partition, p.state, p.unconsumed_events !== undefined ? formatCount(p.unconsumed_events) : '-', p.consumer_lag_seconds !== undefined ? String(p.consumer_lag_seconds) : '-', p.stream_id]);
-  const summary = total === undefined ? 'not streamed yet: no committed cursors, no lag\n' : `unconsumed events: ${formatCount(total)}${maxSeconds !== undefined && total > 0 ? `, the oldest ${maxSeconds} s old` : ''}\n`;
-  return ctx.output.out(formatTable(['EVENT TYPE', 'PARTITION', 'STATE', 'UNCONSUMED', 'LAG (S)', 'STREAM'], rows) + summary);
+  const rows = partitions.map((p) => [
+    p.event_type,
+    p.partition,
+    p.state,
+    p.unconsumed_events !== undefined ? formatCount(p.unconsumed_events) : '-',
+    p.consumer_lag_seconds !== undefined ? String(p.consumer_lag_seconds) : '-',
+    p.consumer_status ?? '-',
+    p.drain_seconds !== undefined ? String(p.drain_seconds) : '-',
+    p.stream_id,
+  ]);
+  const unhealthy = partitions.filter((p) => p.consumer_status !== undefined && p.consumer_status !== 'ok').length;
+  const health = unhealthy > 0 ? `; ${unhealthy} partition${unhealthy === 1 ? '' : 's'} not ok` : '';
+  const summary = total === undefined ? 'not streamed yet: no committed cursors, no lag\n' : `unconsumed events: ${formatCount(total)}${maxSeconds !== undefined && total > 0 ? `, the oldest ${maxSeconds} s old` : ''}${health}\n`;
+  return ctx.output.out(formatTable(['EVENT TYPE', 'PARTITION', 'STATE', 'UNCONSUMED', 'LAG (S)', 'STATUS', 'DRAIN (S)', 'STREAM'], rows) + summary);
 }

@@ -201,6 +201,17 @@ const consumptionSchema = Type.Object(
   Closed,
 );
 
+/** The consumer status of subscription partitions (docs/consuming.md "Consumer status"). */
+const consumerStatusSchema = Type.Object(
+  {
+    /** The sliding window a partition's status is evaluated over. */
+    windowMs: positiveInt('the sliding window each subscription partition\'s `consumer_status` is evaluated over: `stalled` and `stopped` need events waiting through a whole window, `lagging` a lag growing across it; `drain_seconds` uses the commit rate over it (docs/consuming.md "Consumer status")', 1000),
+    /** How often each node samples the positions. */
+    intervalMs: positiveInt('how often each node samples every subscription\'s committed offsets, lag and stream holders for the consumer status (one lag read and one state read per subscription; a partition keeps windowMs ÷ intervalMs + 2 samples)', 10),
+  },
+  Closed,
+);
+
 /**
  * Traces over OpenTelemetry (docs/tracing.md): off by default, and then nothing of it runs (no span
  * objects, no header parsing). On, a publish continues the W3C trace of its `traceparent` header and spans
@@ -273,6 +284,7 @@ export const configSchema = Type.Object(
     compaction: compactionSchema,
     subscriptions: subscriptionsSchema,
     consumption: consumptionSchema,
+    consumerStatus: consumerStatusSchema,
     caches: cachesSchema,
     node: nodeSchema,
     tracing: tracingSchema,

@@ -10,6 +10,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH } from './event-type-input.js';
 import { parseOffset, type PartitionRange } from './offsets.js';
 import type { TimelineMap } from './timeline.js';
+import { CONSUMER_STATUSES } from './consumer-status.js';
 import { READ_FROM } from './subscription-input.js';
 import { AttributeList, Closed, StringEnum, StringMap, Timestamp, type DeepReadonly } from './wire-parts.js';
 
@@ -107,6 +108,8 @@ export const PartitionStatsSchema = Type.Object(
     in_flight_events: Type.Optional(Type.Integer({ minimum: 0, description: 'queue mode (docs/consuming.md "Queue mode"): events handed to streams and not acknowledged yet' })),
     redelivery_events: Type.Optional(Type.Integer({ minimum: 0, description: 'queue mode: events waiting to be handed out again (their batch timed out or was handed back)' })),
     undelivered_events: Type.Optional(Type.Integer({ minimum: 0, description: 'queue mode: events never handed out yet' })),
+    consumer_status: Type.Optional(StringEnum(CONSUMER_STATUSES, { description: 'the consumer\'s state on the partition over the last `consumerStatus.windowMs` (docs/consuming.md "Consumer status"): `ok`, `lagging` (commits advance, the lag grows), `stalled` (events wait, commits stopped while a stream holds the partition), `stopped` (events wait, no stream); absent before the subscription was streamed' })),
+    drain_seconds: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds until the unconsumed events are consumed at the commit rate of the last `consumerStatus.windowMs`; absent when nothing was committed over it' })),
   },
   Closed,
 );

@@ -3,7 +3,7 @@ import { ExpositionBuffer, familyHeader, HistogramValues, labelText, OPENMETRICS
 import { sampledTraceIdOf } from './traces.js';
 import type { Logger } from './logger.js';
 import { SubscriptionCounter } from './subscription-counter.js';
-import { LAG_FAMILIES, writeLagFamilies } from './lag-families.js';
+import { LAG_FAMILIES, writeConsumerStatusFamilies, writeLagFamilies, type ConsumerStatusSample } from './lag-families.js';
 import { STORAGE_FAMILIES, writeStorageFamilies } from './storage-families.js';
 import type {
   CommitResult,
@@ -128,6 +128,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
   private readonly lagCollectSeconds: Gauge;
   private readonly lagCollectErrors: Counter;
   private lagSource: { read: () => Promise<LagSnapshot>; logger: Logger } | undefined;
+  private consumerStatusSource: (() => readonly ConsumerStatusSample[]) | undefined;
   private readonly cacheEntries: Gauge<'cache'>;
   private cacheSizes: (() => Readonly<Record<string, number>>) | undefined;
 
@@ -145,6 +146,10 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     this.exemplars = options.exemplars === true;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+    // prom-client's counts of active handles, requests and resources are gauges named `_total`, which
+    // Prometheus's conventions (and `promtool check metrics`) keep for counters; the same counts by type
+    // remain (`broker_nodejs_active_handles` and the others, summed with `sum()`).
+    for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) this.registry.removeSingleMetric(`${METRIC_PREFIX}nodejs_${name}`);
 
     this.httpDuration = new Histogram({ name: 'broker_http_request_duration_seconds', help: 'HTTP requests by method, route pattern and status: seconds until the answer went out (for streams: until the stream started)', labelNames: ['method', 'route', 'status'], buckets: [...LATENCY_BUCKETS_SECONDS], registers });
 
@@ -338,6 +343,11 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     this.lagSource = { read, logger };
   }
 
+  /** Reads the last consumer status of every subscription partition at every scrape (docs/metrics.md "Consumer status"; from memory, no Redis round trip). */
+  observeConsumerStatus(read: () => readonly ConsumerStatusSample[]): void {
+    this.consumerStatusSource = read;
+  }
+
   /**
    * Refreshes the gauges read at scrape time and writes every family: the registry's, then the publish,
    * delivery and consumer lag families. Concurrent calls for one format share one scrape. Never rejects
@@ -366,6 +376,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     out.push(openMetrics ? openMetricsText(registryText) : registryText);
     this.writeOwnFamilies(out);
     writeLagFamilies(out, lag);
+    writeConsumerStatusFamilies(out, this.consumerStatusSource?.() ?? []);
     writeStorageFamilies(out, this.storageSource?.());
     if (openMetrics) out.push('# EOF\n');
     return out.toBuffer();

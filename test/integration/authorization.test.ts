@@ -593,7 +593,7 @@ describe('read access to the event types of a subscription', () => {
     expectStatus(await api(CAROL, 'POST', '/subscriptions', { owning_application: owner, event_types: [A], read_from: 'begin' }), 201);
   });
 
-  it('resetting the cursors, reading the cursors and reading the stats of a subscription on B are 403 for carol, even as its admin and reader', async () => {
+  it('resetting the cursors, reading the cursors, the stats and the scaling figures of a subscription on B are 403 for carol, even as its admin and reader', async () => {
     const id = await createSubscription([A, B], { admins: [user('carol'), user('bob')], readers: [user('carol'), user('bob')] }, BOB);
     const denied = `Access on READ event-type:${B} denied`;
     expectForbidden(await api(CAROL, 'PATCH', `/subscriptions/${id}/cursors`, { items: [] }), denied);
@@ -604,10 +604,14 @@ describe('read access to the event types of a subscription', () => {
     expectForbidden(await api(CAROL, 'GET', `/subscriptions/${id}/cursors`), denied);
     expectForbidden(await api(CAROL, 'GET', `/subscriptions/${id}/stats`), denied);
     expectForbidden(await api(CAROL, 'GET', `/subscriptions/${id}/stats?show_time_lag=true`), denied);
+    expectForbidden(await api(CAROL, 'GET', `/subscriptions/${id}/scaling`), denied);
     const stats = await api(BOB, 'GET', `/subscriptions/${id}/stats`);
     expectStatus(stats, 200);
     const unconsumed = (stats.json as { items: { event_type: string; partitions: { unconsumed_events?: number }[] }[] }).items.find((i) => i.event_type === B)?.partitions[0]?.unconsumed_events;
     expect(unconsumed).toBe(2);
+    const scaling = await api(BOB, 'GET', `/subscriptions/${id}/scaling`);
+    expectStatus(scaling, 200);
+    expect(scaling.json).toMatchObject({ subscription_id: id, consumption_mode: 'stream', streams: 0, unconsumed_events: 2 });
     expectStatus(await api(BOB, 'GET', `/subscriptions/${id}/cursors`), 200);
     expectForbiddenStream(await openStream(CAROL, id), denied);
   });

@@ -307,6 +307,49 @@ describe('the console and events that expired unread', () => {
   });
 });
 
+describe('the console and the consumer status', () => {
+  // BROKER_TEST_SCREENSHOTS=<directory> keeps a picture of the page (stalled-partition.png) for the docs.
+  it('colours each partition by its consumer status: a stalled partition beside ok ones', { timeout: 60_000 }, async () => {
+    const node = await startTestBroker({ BROKER_CONSUMER_STATUS_WINDOW_MS: '1000', BROKER_CONSUMER_STATUS_INTERVAL_MS: '100' });
+    try {
+      const name = `console.status-${randomUUID().slice(0, 8)}`;
+      const body = {
+        name,
+        owning_application: 'console-test',
+        category: 'business',
+        enrichment_strategies: ['metadata_enrichment'],
+        partition_strategy: 'user_defined',
+        default_statistic: { messages_per_minute: 1, message_size: 1, read_parallelism: 4, write_parallelism: 4 },
+        schema: { type: 'json_schema', schema: '{"type":"object"}' },
+      };
+      expect((await call(node.url, 'POST', '/event-types', body)).status).toBe(201);
+      const events = Array.from({ length: 40 }, (_, i) => ({ metadata: { eid: randomUUID(), occurred_at: new Date().toISOString(), partition: String(i % 4) } }));
+      expect((await call(node.url, 'POST', `/event-types/${name}/events`, events)).status).toBe(200);
+      const created = await call(node.url, 'POST', '/subscriptions', { owning_application: 'billing', event_types: [name], read_from: 'begin' });
+      const id = (created.json as { id: string }).id;
+      // The consumer commits what it gets of partitions 0, 2 and 3; partition 1's events wait while its stream holds it.
+      const stream = await StreamClient.open(`${node.url}/subscriptions/${id}/events?batch_limit=10&batch_flush_timeout=1&max_uncommitted_events=100`);
+      const streamId = stream.headers.get('x-broker-streamid') ?? '';
+      const batches = await stream.events(40);
+      const commit = await call(node.url, 'POST', `/subscriptions/${id}/cursors`, { items: batches.filter((b) => b.cursor.partition !== '1').map((b) => b.cursor) }, { 'X-Broker-StreamId': streamId });
+      expect(commit.status, commit.text).toBe(204);
+
+      const { page, errors } = await openPage();
+      await page.goto(`${node.url}/ui#/subscriptions/${id}`);
+      await page.waitForFunction(() => Array.from((globalThis as unknown as InPage).document.querySelectorAll('[data-test=consumer-status]')).map((e) => e.textContent).join(',') === 'ok,stalled,ok,ok', { timeout: WAIT_MS, polling: 100 });
+      expect(await textsIn(page, '[data-test=consumer-status] .status-stalled')).toEqual(['stalled']);
+      expect(await textsIn(page, '[data-test=consumer-status] .status-ok')).toEqual(['ok', 'ok', 'ok']);
+      const shots = process.env.BROKER_TEST_SCREENSHOTS;
+      if (shots !== undefined && shots !== '') await page.screenshot({ path: `${shots}/stalled-partition.png`, fullPage: true });
+      stream.close();
+      expect(errors).toEqual([]);
+      await page.close();
+    } finally {
+      await node.stop();
+    }
+  });
+});
+
 describe('the console and queue-mode subscriptions', () => {
   it('says a subscription is in queue mode and shows its events in flight per partition', { timeout: 60_000 }, async () => {
     const name = `console.queue-${randomUUID().slice(0, 8)}`;

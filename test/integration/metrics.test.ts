@@ -175,7 +175,7 @@ describe('GET /metrics', () => {
         expect(Math.abs(seconds - fromStats)).toBeLessThanOrEqual(1 + (statsDone - from) / 1000);
       }
       const sum = Object.values(unconsumed).reduce((a, b) => a + b, 0);
-      expect(valueOf(m, 'broker_subscription_lag_events_sum', { subscription_id: id, consumer_group: 'billing', event_type: NAME })).toBe(sum);
+      expect(valueOf(m, 'broker_subscription_event_type_lag_events', { subscription_id: id, consumer_group: 'billing', event_type: NAME })).toBe(sum);
     };
 
     const openFrom = Date.now();

@@ -23,7 +23,7 @@ class Reference {
   readonly duration = new Histogram({ name: 'broker_publish_duration_seconds', help: 'x', labelNames: ['event_type'], buckets: [...LATENCY_BUCKETS_SECONDS], registers: this.registers });
   readonly size = new Histogram({ name: 'broker_publish_batch_size_events', help: 'x', labelNames: ['event_type'], buckets: [...BATCH_SIZE_BUCKETS_EVENTS], registers: this.registers });
   readonly lagEvents = new Gauge({ name: 'broker_subscription_lag_events', help: 'x', labelNames: SUBSCRIPTION_PARTITION_LABELS, registers: this.registers });
-  readonly lagEventsSum = new Gauge({ name: 'broker_subscription_lag_events_sum', help: 'x', labelNames: ['subscription_id', 'consumer_group', 'event_type'], registers: this.registers });
+  readonly lagEventsSum = new Gauge({ name: 'broker_subscription_event_type_lag_events', help: 'x', labelNames: ['subscription_id', 'consumer_group', 'event_type'], registers: this.registers });
   readonly lagSeconds = new Gauge({ name: 'broker_subscription_lag_seconds', help: 'x', labelNames: SUBSCRIPTION_PARTITION_LABELS, registers: this.registers });
   readonly committed = new Gauge({ name: 'broker_subscription_committed_offset', help: 'x', labelNames: SUBSCRIPTION_PARTITION_LABELS, registers: this.registers });
   readonly newest = new Gauge({ name: 'broker_partition_newest_offset', help: 'x', labelNames: ['event_type', 'partition'], registers: this.registers });
@@ -117,7 +117,7 @@ const FAMILIES = [
   'broker_publish_duration_seconds',
   'broker_publish_batch_size_events',
   'broker_subscription_lag_events',
-  'broker_subscription_lag_events_sum',
+  'broker_subscription_event_type_lag_events',
   'broker_subscription_lag_seconds',
   'broker_subscription_committed_offset',
   'broker_partition_newest_offset',

@@ -61,6 +61,8 @@ describe('Grafana dashboard config/grafana/dashboards/broker.json', () => {
     expect(dashboard.uid).toBe('event-broker');
     const titles = dashboard.panels.map((p) => p.title);
     for (const title of ['Publish rate', 'Publish latency', 'Active streams', 'Consumer lag per subscription (events)', 'Consumer lag per subscription (seconds)']) expect(titles).toContain(title);
+    // Consumer status and time to drain (docs/consuming.md "Consumer status").
+    for (const title of ['Partitions by consumer status', 'Drain time per partition']) expect(titles).toContain(title);
     // Memory headroom (docs/operations.md "Memory and retention").
     for (const title of ['Redis memory per master', 'Time to the high-water mark', 'Publishes refused for storage', 'Redis bytes per event type']) expect(titles).toContain(title);
     const exprs = dashboard.panels.flatMap((p) => p.targets ?? []).map((t) => t.expr);
@@ -132,7 +134,7 @@ describe('config/prometheus.yml', () => {
   it('documents the Kafka consumer-lag relabelling for metrics the broker registers', async () => {
     const { names } = await registered();
     const text = read('config/prometheus.yml');
-    for (const name of ['broker_subscription_lag_events', 'broker_subscription_lag_events_sum', 'broker_subscription_lag_seconds', 'broker_partition_newest_offset', 'broker_subscription_committed_offset']) {
+    for (const name of ['broker_subscription_lag_events', 'broker_subscription_event_type_lag_events', 'broker_subscription_lag_seconds', 'broker_partition_newest_offset', 'broker_subscription_committed_offset']) {
       expect(names.has(name)).toBe(true);
       expect(text).toContain(`regex: ${name}\n`);
     }
@@ -164,7 +166,7 @@ describe('config/prometheus.yml', () => {
     };
     const labels = { subscription_id: 'f0e1', consumer_group: 'billing', event_type: 'order.created', partition: '3' };
     expect(relabel({ __name__: 'broker_subscription_lag_events', ...labels })).toMatchObject({ __name__: 'kafka_consumergroup_lag', consumergroup: 'f0e1', topic: 'order.created', partition: '3' });
-    expect(relabel({ __name__: 'broker_subscription_lag_events_sum', subscription_id: 'f0e1', consumer_group: 'billing', event_type: 'order.created' })).toMatchObject({
+    expect(relabel({ __name__: 'broker_subscription_event_type_lag_events', subscription_id: 'f0e1', consumer_group: 'billing', event_type: 'order.created' })).toMatchObject({
       __name__: 'kafka_consumergroup_lag_sum',
       consumergroup: 'f0e1',
       topic: 'order.created',
@@ -186,7 +188,7 @@ describe('the checks used above', () => {
     expect(labelsIn(expr)).toEqual(['le', 'route', 'method', 'status']);
     const { names, labels } = await registered();
     expect(names.has('broker_made_up_total')).toBe(false);
-    expect([...(labels.get('broker_subscription_lag_events_sum') ?? [])].sort()).toEqual(['consumer_group', 'event_type', 'subscription_id']);
+    expect([...(labels.get('broker_subscription_event_type_lag_events') ?? [])].sort()).toEqual(['consumer_group', 'event_type', 'subscription_id']);
     expect([...(labels.get('broker_publish_duration_seconds_bucket') ?? [])]).toEqual(['event_type']);
   });
 });

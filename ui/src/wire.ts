@@ -87,6 +87,10 @@ export interface PartitionStats {
   readonly state: 'unassigned' | 'reassigning' | 'assigned';
   readonly unconsumed_events?: number;
   readonly consumer_lag_seconds?: number;
+  /** The consumer's state on the partition over the broker's status window (docs/consuming.md "Consumer status"). */
+  readonly consumer_status?: 'ok' | 'lagging' | 'stalled' | 'stopped';
+  /** Seconds until the unconsumed events are consumed at the recent commit rate. */
+  readonly drain_seconds?: number;
   readonly stream_id: string;
   readonly assignment_type: 'auto' | 'direct';
   /** Dead-letter queue: sends of its events that ended without a commit. */

@@ -16,7 +16,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { ProblemSchema, AuthorizationAttributeSchema, PageLinksSchema } from './wire/common.js';
 import { EventTypeAuthorizationSchema, EventTypeSchemaSchema, EventTypeStatisticsSchema, EventOwnerSelectorSchema, EventTypeRecordSchema, EventTypeInputSchema, CompatibilityCheckSchema, PartitionSchema, CursorSchema, ShiftedCursorSchema, CursorDistanceQuerySchema, CursorDistanceResultSchema, BatchItemResponseSchema, EventSchema } from './wire/event-types.js';
-import { SubscriptionCursorSchema, SubscriptionCursorWithoutTokenSchema, SubscriptionAuthorizationSchema, InitialCursorSchema, SubscriptionRecordSchema, SubscriptionInputSchema, SubscriptionListSchema, PartitionStatsSchema, SubscriptionStatsSchema, SubscriptionCursorsSchema, CursorCommitResultsSchema, StreamParametersBodySchema, StreamBatchSchema } from './wire/subscriptions.js';
+import { SubscriptionCursorSchema, SubscriptionCursorWithoutTokenSchema, SubscriptionAuthorizationSchema, InitialCursorSchema, SubscriptionRecordSchema, SubscriptionInputSchema, SubscriptionListSchema, PartitionStatsSchema, SubscriptionStatsSchema, SubscriptionScalingSchema, SubscriptionCursorsSchema, CursorCommitResultsSchema, StreamParametersBodySchema, StreamBatchSchema } from './wire/subscriptions.js';
 import { AdminAuthorizationSchema, BlacklistSchema, FeatureSchema, RedisConfigurationSchema, StorageViewSchema, StorageInputSchema, TimelineSchema, AvroSchemaVersionSchema, ConsoleAccessSchema, StorageHeadroomSchema } from './wire/settings.js';
 
 export * from './wire/common.js';
@@ -55,6 +55,7 @@ export const NAMED_SCHEMAS: Readonly<Record<string, TSchema>> = {
   SubscriptionList: SubscriptionListSchema,
   PartitionStats: PartitionStatsSchema,
   SubscriptionStats: SubscriptionStatsSchema,
+  SubscriptionScaling: SubscriptionScalingSchema,
   SubscriptionCursors: SubscriptionCursorsSchema,
   CursorCommitResults: CursorCommitResultsSchema,
   StreamParameters: StreamParametersBodySchema,

@@ -10,7 +10,7 @@ import { SubscriptionStreamQuerySchema } from '../../domain/stream-parameters.js
 import type { ConcurrencyLimiter } from '../concurrency-limiter.js';
 import { empty, json, jsonBody, problems, routesOf, type ResponseSpec, type Route } from '../api/route-model.js';
 import { Bool, STREAM_ID, stream, SubscriptionParam } from '../api/route-parts.js';
-import { CursorCommitResultsSchema, StreamParametersBodySchema, SubscriptionCursorsSchema, SubscriptionStatsSchema } from '../api/wire-schemas.js';
+import { CursorCommitResultsSchema, StreamParametersBodySchema, SubscriptionCursorsSchema, SubscriptionScalingSchema, SubscriptionStatsSchema } from '../api/wire-schemas.js';
 import type { HttpServer } from '../server.js';
 import type { Tracing } from '../../observability/traces.js';
 import { BrokerError } from '../../errors/catalog.js';
@@ -146,6 +146,13 @@ export const SUBSCRIPTION_STREAM_ROUTES: readonly Route<SubscriptionStreamDeps>[
       status: 200,
       body: await cursors.stats(ctx.input.params.subscription_id, ctx.input.query.show_time_lag === 'true', readable(access, ctx.subject)),
     }),
+  }),
+  route({
+    method: 'GET', path: '/subscriptions/{subscription_id}/scaling', operationId: 'getSubscriptionScaling', tag: 'Subscription streams', access: 'authenticated', params: SubscriptionParam,
+    summary: 'Lag and usable consumers of a subscription, for an autoscaler',
+    description: 'The stats summed over the subscription\'s partitions, flat for an autoscaler that reads one JSON field (KEDA\'s `metrics-api` trigger, docs/operations.md "Autoscaling consumers"): `unconsumed_events`, `consumer_lag_seconds` and `drain_seconds` (their maximum over partitions), the live `streams` and `max_consumers` — the partition count in stream mode, absent in queue mode (any number of streams share the work). Authorized like the stats: read access to every event type of the subscription.',
+    responses: { '200': json('the subscription\'s lag and consumers', SubscriptionScalingSchema), ...problems(403, 404) },
+    handler: async (ctx, { cursors, access }) => ({ status: 200, body: await cursors.scaling(ctx.input.params.subscription_id, readable(access, ctx.subject)) }),
   }),
 ];
 

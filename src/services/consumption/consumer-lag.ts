@@ -105,9 +105,11 @@ export class ConsumerLagReader {
    * Newest offsets of every partition of every event type, and per subscription and partition the
    * committed offset, unconsumed events and lag in seconds. Subscriptions never streamed (no committed
    * offsets yet) and event types that no longer exist are left out, as in the stats.
+   * @param ages false: leave out the lag in seconds (`lagSeconds` undefined), and with it step (5)'s reads
+   *   of stream entries (the consumer status needs only the counts)
    * @throws BrokerError 503 when Redis fails
    */
-  async read(): Promise<LagSnapshot> {
+  async read(ages = true): Promise<LagSnapshot> {
     const [names, ids, time] = await Promise.all([
       this.redis.smembers(this.keys.eventTypeNames).catch(storageError),
       this.subscriptions.idsNewestFirst(0),
@@ -152,7 +154,7 @@ export class ConsumerLagReader {
           const committed = committedOffsets.get(offsetField(name, partition));
           if (committed === undefined) continue;
           const lag = partitionLag(committed, range);
-          const oldest = lag.unconsumed === 0 ? undefined : `${name}\n${partition}\n${lag.consumedThrough}`;
+          const oldest = lag.unconsumed === 0 || !ages ? undefined : `${name}\n${partition}\n${lag.consumedThrough}`;
           if (oldest !== undefined && !lookups.has(oldest)) {
             const known = this.receivedAt.get(oldest);
             const lookup = known !== undefined ? Promise.resolve(known) : receivedAtAfter(this.partitions, { eventType: name, timelines: eventType.timelines, partition }, lag.consumedThrough);
@@ -173,12 +175,12 @@ export class ConsumerLagReader {
       const value = values[i];
       if (value !== null && value !== undefined) receivedAt.set(key, value);
     });
-    this.receivedAt = receivedAt;
+    if (ages) this.receivedAt = receivedAt;
     return {
       partitions,
       eventTypes: [...eventTypes.keys()],
       subscriptionIds: records.map((r) => r.id),
-      subscriptions: rows.map((r) => ({ ...r.sample, lagSeconds: r.oldest === undefined ? 0 : ageSeconds(receivedAt.get(r.oldest) ?? null, nowMs) })),
+      subscriptions: rows.map((r) => ({ ...r.sample, lagSeconds: !ages ? undefined : r.oldest === undefined ? 0 : ageSeconds(receivedAt.get(r.oldest) ?? null, nowMs) })),
     };
   }
 }

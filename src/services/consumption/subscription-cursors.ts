@@ -13,6 +13,20 @@ import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability
 import { lagSeconds, partitionLag } from './consumer-lag.js';
 import { consumptionModeOf } from '../../domain/consumption-mode.js';
 import type { QueueStateStore } from '../../storage/queue-state-store.js';
+import type { ConsumerStatusMonitor } from './consumer-status-monitor.js';
+
+/** The answer of `GET /subscriptions/{id}/scaling` (`SubscriptionScalingSchema`, src/http/api/wire/subscriptions.ts). */
+export interface SubscriptionScaling {
+  readonly subscription_id: string;
+  readonly consumption_mode: 'stream' | 'queue';
+  readonly partitions: number;
+  readonly max_consumers?: number;
+  readonly streams: number;
+  readonly unconsumed_events: number;
+  readonly consumer_lag_seconds: number;
+  readonly drain_seconds?: number;
+  readonly not_ok_partitions: number;
+}
 
 /** Answer of a commit: 204 when every cursor advanced, else 200 with a result per cursor. */
 export type CommitAnswer = { status: 204 } | { status: 200; body: { items: { cursor: unknown; result: 'committed' | 'outdated' }[] } };
@@ -34,6 +48,8 @@ export class SubscriptionCursors {
     private readonly metrics: ConsumptionMeter = NO_CONSUMPTION_METER,
     /** The batches of queue-mode subscriptions (docs/consuming.md "Queue mode"). */
     private readonly queue?: Pick<QueueStateStore, 'settle' | 'clear' | 'partitions'>,
+    /** The last consumer status of each partition (docs/consuming.md "Consumer status"). */
+    private readonly consumerStatus?: Pick<ConsumerStatusMonitor, 'verdict'>,
   ) {}
 
   /**
@@ -234,6 +250,11 @@ export class SubscriptionCursors {
         const deadLetter = deadLetters.get(field);
         if (deadLetter !== undefined && deadLetter.failedSends > 0) entry.failed_send_count = deadLetter.failedSends;
         if (deadLetter?.searchUntil !== undefined && deadLetter.searchUntil > (committed ?? -1)) entry.dead_letter_search_until = p.timelines.format(p.partition, deadLetter.searchUntil);
+        const verdict = this.consumerStatus?.verdict(id, p.eventType, p.partition);
+        if (verdict !== undefined) {
+          entry.consumer_status = verdict.status;
+          if (verdict.drainSeconds !== undefined) entry.drain_seconds = verdict.drainSeconds;
+        }
         const expiredEvents = expired.get(field) ?? 0;
         if (expiredEvents > 0) entry.expired_events = expiredEvents;
         if (queued) {
@@ -249,6 +270,39 @@ export class SubscriptionCursors {
     );
     return {
       items: [...byEventType].map(([event_type, partitions]) => ({ event_type, partitions: partitions.sort((x, y) => Number(x.partition) - Number(y.partition)) })),
+    };
+  }
+
+  /**
+   * One subscription's lag and how many consumers it can use, for an autoscaler (`GET
+   * /subscriptions/{id}/scaling`; docs/operations.md "Autoscaling consumers"): the stats summed over its
+   * partitions (unconsumed events summed, lag seconds and drain time their maximum), its consumption
+   * mode, its live streams and, in stream mode, its partition count as the most consumers it can use.
+   * @param authorize as for {@link stats}
+   * @throws BrokerError 403 (from `authorize`), 404, 503
+   */
+  async scaling(id: string, authorize?: (subscription: ResolvedSubscription) => void): Promise<SubscriptionScaling> {
+    let mode: 'stream' | 'queue' = 'stream';
+    const [stats, state] = await Promise.all([
+      this.stats(id, true, (subscription) => {
+        authorize?.(subscription);
+        mode = this.queue !== undefined && consumptionModeOf(subscription.record.annotations) === 'queue' ? 'queue' : 'stream';
+      }),
+      this.state.read(id),
+    ]);
+    const partitions = stats.items.flatMap((i) => i.partitions);
+    const drains = partitions.filter((p) => (p.unconsumed_events ?? 0) > 0).map((p) => p.drain_seconds);
+    const known = drains.filter((d): d is number => d !== undefined);
+    return {
+      subscription_id: id,
+      consumption_mode: mode,
+      partitions: partitions.length,
+      ...(mode === 'stream' ? { max_consumers: partitions.length } : {}),
+      streams: state.sessions.filter((s) => s.expiresAt > state.nowMs && s.info.state === 'streaming').length,
+      unconsumed_events: partitions.reduce((sum, p) => sum + (p.unconsumed_events ?? 0), 0),
+      consumer_lag_seconds: partitions.reduce((max, p) => Math.max(max, p.consumer_lag_seconds ?? 0), 0),
+      ...(known.length > 0 && known.length === drains.length ? { drain_seconds: Math.max(...known) } : drains.length === 0 ? { drain_seconds: 0 } : {}),
+      not_ok_partitions: partitions.filter((p) => p.consumer_status !== undefined && p.consumer_status !== 'ok').length,
     };
   }
 

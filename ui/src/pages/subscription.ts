@@ -76,18 +76,20 @@ export function SubscriptionPage({ id }: { id: string }): View {
     <${Section} title="Partitions" actions=${html`<span class="muted">refreshed every ${POLL_MS / 1000} s</span>`}>
       <${ErrorBox} error=${live.error} />
       <table class="grid" data-test="lag-table">
-        <thead><tr><th>Event type</th><th>Partition</th><th>State</th><th>Committed offset</th><th>Unconsumed events</th><th>Time lag</th><th title="Events retention removed before this subscription read them">Expired unread</th>${queueMode ? html`<th title="Handed to streams, not acknowledged">In flight</th><th title="Of those, waiting to be handed out again">Redelivery</th>` : html`<th>Stream</th><th>Assignment</th>`}</tr></thead>
+        <thead><tr><th>Event type</th><th>Partition</th><th>State</th><th>Committed offset</th><th>Unconsumed events</th><th>Time lag</th><th title="ok · lagging: commits advance, the lag grows · stalled: events wait, no commits while a stream holds the partition · stopped: events wait, no stream">Status</th><th title="Time until the unconsumed events are consumed at the recent commit rate">Drain time</th><th title="Events retention removed before this subscription read them">Expired unread</th>${queueMode ? html`<th title="Handed to streams, not acknowledged">In flight</th><th title="Of those, waiting to be handed out again">Redelivery</th>` : html`<th>Stream</th><th>Assignment</th>`}</tr></thead>
         <tbody>${rows.map(
           (r) => html`<tr>
             <td>${r.eventType}</td><td>${r.partition}</td><td>${r.state}</td>
             <td><code>${committed.get(`${r.eventType}\u0000${r.partition}`) ?? '–'}</code></td>
             <td class="num" data-test="unconsumed">${r.unconsumed_events ?? '–'}</td>
             <td class="num">${duration(r.consumer_lag_seconds)}</td>
+            <td data-test="consumer-status">${r.consumer_status === undefined ? '–' : html`<span class=${`status status-${r.consumer_status}`}>${r.consumer_status}</span>`}</td>
+            <td class="num" data-test="drain">${duration(r.drain_seconds)}</td>
             <td class="num" data-test="expired">${r.expired_events ?? 0}</td>
             ${queueMode ? html`<td class="num" data-test="in-flight">${r.in_flight_events ?? 0}</td><td class="num">${r.redelivery_events ?? 0}</td>` : html`<td><code>${r.stream_id || '–'}</code></td><td>${r.assignment_type}</td>`}
           </tr>`,
         )}</tbody>
-        <tfoot><tr><th colspan="4">Total</th><th class="num" data-test="total-unconsumed">${totalUnconsumed(rows)}</th><th></th><th class="num" data-test="total-expired">${rows.reduce((s, r) => s + (r.expired_events ?? 0), 0)}</th><th colspan="2"></th></tr></tfoot>
+        <tfoot><tr><th colspan="4">Total</th><th class="num" data-test="total-unconsumed">${totalUnconsumed(rows)}</th><th colspan="3"></th><th class="num" data-test="total-expired">${rows.reduce((s, r) => s + (r.expired_events ?? 0), 0)}</th><th colspan="2"></th></tr></tfoot>
       </table>
       ${rows.some((r) => r.unconsumed_events === undefined) ? html`<p class="muted">Unconsumed events are known once the subscription was first streamed or its cursors reset.</p>` : null}
       ${rows.some((r) => (r.expired_events ?? 0) > 0) ? html`<p class="muted" data-test="expired-note">Retention removed some events before this subscription read them: its streams continued at the oldest event kept.</p>` : null}

@@ -45,6 +45,26 @@ export const SubscriptionStatsSchema = Type.Object(
   Closed,
 );
 
+/**
+ * `GET /subscriptions/{id}/scaling` answer (docs/operations.md "Autoscaling consumers"): one subscription's
+ * lag and how many consumers it can use, flat so that an autoscaler reading one JSON field (KEDA's
+ * `metrics-api` trigger) finds each figure at the top level.
+ */
+export const SubscriptionScalingSchema = Type.Object(
+  {
+    subscription_id: Type.String(),
+    consumption_mode: Type.Union([Type.Literal('stream'), Type.Literal('queue')], { description: '`stream`: one stream per partition; `queue`: any number of streams share every partition' }),
+    partitions: Type.Integer({ minimum: 0, description: 'partitions of the subscription over its event types' }),
+    max_consumers: Type.Optional(Type.Integer({ minimum: 0, description: 'stream mode: the most streams that get partitions (one per partition; more streams sit idle); absent in queue mode, where any number of streams share the work' })),
+    streams: Type.Integer({ minimum: 0, description: 'live streams of the subscription now' }),
+    unconsumed_events: Type.Integer({ minimum: 0, description: 'unconsumed events over every partition (0 before the subscription was first streamed)' }),
+    consumer_lag_seconds: Type.Integer({ minimum: 0, description: 'age of the oldest unconsumed event over every partition (0 when nothing waits or it cannot be told)' }),
+    drain_seconds: Type.Optional(Type.Integer({ minimum: 0, description: 'the longest time to drain of a partition at its recent commit rate; absent when no partition with unconsumed events has a rate' })),
+    not_ok_partitions: Type.Integer({ minimum: 0, description: 'partitions whose `consumer_status` is not `ok` (docs/consuming.md "Consumer status")' }),
+  },
+  Closed,
+);
+
 /** `GET /subscriptions/{id}/cursors` answer (commit and reset bodies: `SubscriptionCursorsInputSchema`, src/domain/cursor-input.ts). */
 export const SubscriptionCursorsSchema = Type.Object({ items: Type.Array(SubscriptionCursorSchema) });
 
