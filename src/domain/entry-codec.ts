@@ -1,5 +1,5 @@
 /**
- * The stored form of a batch entry's events (docs/architecture.md "3.4 The write"; docs/decisions/0032-events-stored-compressed.md):
+ * The stored form of a batch entry's events (docs/architecture.md "3.4 The write: `publishBatch`, dense offsets, notices"; docs/decisions/0032-events-stored-compressed.md):
  * the events' JSON texts joined by `\n`, either as they are (stream entry field `d`) or as one zstd frame
  * of those bytes (field `z`). The field name is the entry's format marker, so a log mixes both and entries
  * written before compression existed read as they always did.
