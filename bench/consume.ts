@@ -14,6 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { decodeEntry } from '../src/domain/entry-codec.js';
 import { businessEventType, prng } from './events.js';
 import { MB, createEventType, keysMatching, loadRequest, publishAll, recordCpu, round, startStack, stackMeter, type CpuUse, type LoadRequest, type Recorder, type Scenario, type Stack } from './harness.js';
 import { Committer, connectionRetries, createSubscription, openStream, quickMode, type StreamLine } from './stream-client.js';
@@ -103,9 +104,9 @@ async function inspect(recorder: Recorder, client: Redis): Promise<string[]> {
   const logs = await keysMatching(client, `${KEY_PREFIX}{et:${EVENT_TYPE}:*}*:log`);
   if (logs.length !== PARTITIONS) throw new Error(`expected ${PARTITIONS} partition logs, found ${logs.length}`);
   const first = logs[0] ?? '';
-  const [entry] = await client.xrange(first, '-', '+', 'COUNT', 1);
-  const data = entry?.[1][3] ?? '';
-  const count = Number(entry?.[1][1] ?? 0);
+  const [entry] = await client.xrangeBuffer(first, '-', '+', 'COUNT', 1);
+  const data = decodeEntry(entry?.[1][2] ?? 'd', entry?.[1][3] ?? Buffer.alloc(0));
+  const count = Number(entry?.[1][1]?.toString() ?? 0);
   if (count === 0) throw new Error('unexpected stream entry layout');
   recorder.add('event size (JSON as stored and delivered, enriched)', Math.round((Buffer.byteLength(data) - (count - 1)) / count), 'bytes');
   return logs;
@@ -114,7 +115,7 @@ async function inspect(recorder: Recorder, client: Redis): Promise<string[]> {
 /**
  * Baseline: every partition log read with XRANGE, XRANGE_COUNT entries per call, the partitions
  * concurrently on one connection (as the broker reads), each entry split into events like
- * `PartitionStore.read`. Bytes are the events' JSON texts.
+ * `PartitionStore.read` (compressed entries decompressed as it does). Bytes are the events' JSON texts.
  */
 async function xrangeBaseline(client: Redis, logs: readonly string[], stack: Stack): Promise<Reading> {
   const readAll = async (key: string, maxCalls: number): Promise<{ events: number; bytes: number }> => {
@@ -122,15 +123,15 @@ async function xrangeBaseline(client: Redis, logs: readonly string[], stack: Sta
     let bytes = 0;
     let start = '-';
     for (let call = 0; call < maxCalls; call++) {
-      const entries = await client.xrange(key, start, '+', 'COUNT', XRANGE_COUNT);
+      const entries = await client.xrangeBuffer(key, start, '+', 'COUNT', XRANGE_COUNT);
       if (entries.length === 0) break;
       const slice: string[] = [];
       for (const [id, fields] of entries) {
-        for (const text of (fields[3] ?? '').split('\n')) {
+        for (const text of decodeEntry(fields[2] ?? 'd', fields[3] ?? Buffer.alloc(0)).toString().split('\n')) {
           bytes += text.length;
           slice.push(text);
         }
-        start = `(${id}`;
+        start = `(${id.toString()}`;
       }
       events += slice.length;
     }

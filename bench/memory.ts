@@ -6,6 +6,7 @@
  * and a business one (enriched metadata makes the stored JSON larger than the sent JSON).
  */
 import { Redis } from 'ioredis';
+import { decodeEntry } from '../src/domain/entry-codec.js';
 import { SMALL_BUSINESS_SCHEMA, SMALL_SCHEMA, businessEventType, prng, smallBusinessEvent, smallEvent, undefinedEventType } from './events.js';
 import { createEventType, keysMatching, loadRequest, post, round, runBounded, sleep, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
 
@@ -72,7 +73,8 @@ async function measurePhase(recorder: Recorder, brokerUrl: string, client: Redis
   for (let i = 0; i + 1 < fields.length; i += 2) {
     const field = fields[i]?.toString();
     if (field === 'n') count = Number(fields[i + 1]?.toString());
-    if (field === 'd') data = fields[i + 1];
+    const value = fields[i + 1];
+    if ((field === 'd' || field === 'z') && value !== undefined) data = decodeEntry(field, value);
   }
   if (data === undefined || count === 0) throw new Error(`${phase.label}: unexpected stream entry layout: ${fields.map((f) => f.toString().slice(0, 40)).join(' ')}`);
   // The entry holds the events' JSON texts joined by "\n": the separators are not part of the JSON.

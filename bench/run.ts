@@ -12,6 +12,7 @@
  *                        [filter]   # a subscription stream with a 10 % server-side filter against the same without
  *                        [queue]   # queue-mode subscriptions, 16 and 64 streams on 4 partitions, against stream mode
  *                        [tracing]   # publishing with traces off, on at 1 % and at 100 %, alternating rounds
+ *                        [storage]   # events stored compressed against plain, alternating rounds
  *                        [replicated-reads]   # minReplicas 1 with readers waiting for replicas against not (a master and a replica)
  *   BENCH_QUICK=1 node dist/bench/run.js consume    # consumption scenarios: small sizes, to prove they work
  *
@@ -51,8 +52,9 @@ import { filter } from './filter.js';
 import { queue } from './queue.js';
 import { tracing } from './tracing.js';
 import { replicatedReads } from './replicated-reads.js';
+import { storage } from './storage.js';
 
-const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario, publishIdempotent, overload, filter, queue, tracing, replicatedReads, consumerStatus];
+const SCENARIOS: readonly Scenario[] = [publishBatches, githubPayloads, singleEvent, auth, memory, consume, endToEnd, commits, scaleOut, compaction, compression, churn, fanOut, publishSpread, catalogScale, rebalance, idleStreams, coldPublish, demoScenario, publishIdempotent, overload, filter, queue, tracing, replicatedReads, consumerStatus, storage];
 const RESULTS_FILE = path.join(repoRoot, 'bench', 'results.jsonl');
 const DOCS_FILE = path.join(repoRoot, 'docs', 'benchmarks.md');
 const START_MARKER = '<!-- results:start -->';

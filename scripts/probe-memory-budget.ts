@@ -8,7 +8,9 @@
 //   npm run build && node dist/scripts/probe-memory-budget.js [--maxmemory-mb 256] [--seconds 20] [--connections 8] [--root <checkout>]
 //
 // `--root` runs the node built in another checkout (its `dist/src/main.js`), e.g. an export of an
-// earlier commit, for a before/after comparison on the same machine in the same session.
+// earlier commit, for a before/after comparison on the same machine in the same session. The node gets this
+// process's environment: the guide's body compresses almost away when stored (docs/decisions/0032-events-stored-compressed.md),
+// so set BROKER_PUBLISH_STORED_COMPRESSION=false to see Redis fill within the run.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import autocannon from 'autocannon';

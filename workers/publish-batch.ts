@@ -13,6 +13,7 @@ import { parseEventBatch } from '../src/domain/event-batch-parse.js';
 import type { EventBatchLayout } from '../src/domain/event-batch-scan.js';
 import { rejectedItems } from '../src/domain/batch-items.js';
 import { EID_KEY_BYTES, eidHash, writeEidKey } from '../src/domain/idempotency.js';
+import { encodeEntries, ZSTD_FIELD } from '../src/domain/entry-codec.js';
 import type { PublishStep } from '../src/domain/batch-item-response.js';
 import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
 import { MAX_EVENT_LINKS, type PartitionPayload, type PublishResult, type PublishTask, type PublishTaskSpec, type SchemaCost } from './publish-protocol.js';
@@ -128,6 +129,9 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   if (spec.idempotencyWindowSeconds !== undefined) attachEidKeys(partitions, batch, itemPartitions);
   let bytes = 0;
   for (const payload of partitions) bytes += payload.data.byteLength - (payload.count - 1);
+  // Stored compressed (src/domain/entry-codec.ts) except where a script splits the texts: compacted types
+  // store one entry per event, idempotent appends leave out the events stored before.
+  if (task.storedCompressionMinBytes !== undefined && spec.compacted !== true && spec.idempotencyWindowSeconds === undefined) compressPayloads(partitions, task.storedCompressionMinBytes);
   return { kind: 'accepted', itemPartitions, partitions, bytes, ...(schemaCost ? { schemaCost } : {}), ...(links !== undefined && links.length > 0 ? { links } : {}) };
 }
 
@@ -176,6 +180,18 @@ function attachEidKeys(partitions: PartitionPayload[], batch: readonly BatchEven
   partitions.forEach((p, i) => {
     partitions[i] = { ...p, eidKeys: keys.subarray(start, start + p.count * EID_KEY_BYTES) };
     start += p.count * EID_KEY_BYTES;
+  });
+}
+
+/** Replaces each payload of at least `minBytes` whose zstd frame pays by that frame ({@link encodeEntries}). */
+function compressPayloads(partitions: PartitionPayload[], minBytes: number): void {
+  const encoded = encodeEntries(
+    partitions.map((p) => p.data),
+    minBytes,
+  );
+  encoded.forEach((entry, i) => {
+    const payload = partitions[i];
+    if (payload !== undefined && entry.format === ZSTD_FIELD) partitions[i] = { ...payload, data: entry.data, compressed: true };
   });
 }
 

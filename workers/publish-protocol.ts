@@ -38,6 +38,12 @@ export interface PublishTask {
   readonly spanCtx?: string;
   /** Tracing: the batch's span is recorded, so the worker times its work ({@link PublishTiming}) and returns the contexts the events carry (`links`). */
   readonly traced?: true;
+  /**
+   * Events stored compressed (docs/operations.md "Memory and retention"): a partition's events of at least
+   * this many bytes (joined by `\n`) are stored as one zstd frame (src/domain/entry-codec.ts) unless the
+   * event type is compacted or idempotent; absent when `publish.storedCompression` is off.
+   */
+  readonly storedCompressionMinBytes?: number;
 }
 
 /** When a worker worked on a traced batch: epoch milliseconds with fractions (`performance.timeOrigin + performance.now()` of its thread). */
@@ -172,11 +178,16 @@ export interface SchemaCost {
   readonly compileMs: number;
 }
 
-/** The events of one partition, serialized: the JSON texts joined by `\n` (JSON text never contains a raw newline). */
+/**
+ * The events of one partition, serialized: the JSON texts joined by `\n` (JSON text never contains a raw
+ * newline), or one zstd frame of them when `compressed` (src/domain/entry-codec.ts).
+ */
 export interface PartitionPayload {
   readonly partition: number;
   readonly count: number;
   readonly data: Uint8Array;
+  /** `data` is one zstd frame of the texts joined by `\n`: stored in stream entry field `z` instead of `d`. */
+  readonly compressed?: true;
   /** `metadata.partition_compaction_key` of each event, in order; exactly when the event type's spec is `compacted`. */
   readonly compactionKeys?: string[];
   /**
@@ -214,7 +225,7 @@ export type PublishResult = (
        */
       readonly itemPartitions: Uint32Array;
       readonly partitions: PartitionPayload[];
-      /** Total bytes of the serialized events. */
+      /** Total bytes of the serialized events (as JSON texts, before any compression). */
       readonly bytes: number;
     }
 ) & { readonly timing?: PublishTiming };

@@ -5,6 +5,7 @@
  * {@link StoredTexts}.
  */
 import type { EventBatchLayout } from '../src/domain/event-batch-scan.js';
+import { decodeEntry, ZSTD_FIELD } from '../src/domain/entry-codec.js';
 import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
 import type { PartitionPayload, PublishTask, PublishTaskSpec } from './publish-protocol.js';
 
@@ -184,8 +185,8 @@ export class StoredTexts {
 
 /**
  * The `metadata.eid` of each event of an accepted batch, in input order ('' when it has none), read back
- * from its stored text: event i is the next line of partition `itemPartitions[i]`'s payload (a stored
- * text never holds a raw newline). Only a 207 answer needs them, so the worker does not send them with
+ * from its stored text: event i is the next line of partition `itemPartitions[i]`'s payload, decompressed
+ * when it is (a stored text never holds a raw newline). Only a 207 answer needs them, so the worker does not send them with
  * every batch (1,000 strings cloned into the main thread per 1000-event batch). Parses
  * every event: for that rare answer only (docs/publishing.md "Answers": each 207 item carries its event's eid).
  * @param partitions the payloads of {@link StoredTexts.payloads}, each partition once
@@ -194,7 +195,10 @@ export class StoredTexts {
  */
 export function eidsOfPayloads(partitions: readonly PartitionPayload[], itemPartitions: Uint32Array): string[] {
   const lines = new Map<number, string[]>();
-  for (const { partition, data } of partitions) lines.set(partition, Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8').split('\n'));
+  for (const { partition, data, compressed } of partitions) {
+    const stored = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    lines.set(partition, (compressed === true ? decodeEntry(ZSTD_FIELD, stored) : stored).toString('utf8').split('\n'));
+  }
   const next = new Map<number, number>();
   return Array.from(itemPartitions, (partition) => {
     const line = next.get(partition) ?? 0;

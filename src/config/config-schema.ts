@@ -125,6 +125,18 @@ const publishSchema = Type.Object(
     }),
     /** Batches with bodies up to this size are processed on the main thread (0 = always in workers). */
     inlineMaxBytes: Type.Integer({ minimum: 0, maximum: 65536, description: 'batches with bodies up to this size skip the worker hop and are validated on the main thread (0 = always in workers)' }),
+    /** Events stored zstd-compressed (docs/operations.md "Memory and retention"; docs/decisions/0032-events-stored-compressed.md). */
+    storedCompression: Type.Boolean({
+      description:
+        "store a batch's events in a partition as one zstd frame (level 1, compressed in the validation worker threads; readers decompress) when they make at least `publish.storedCompressionMinBytes` and the frame saves at least 10 %. Compacted and idempotent event types are stored plain. Logs mix both forms; switching it off or on affects only new entries. Nodes of versions before it cannot read compressed entries (docs/decisions/0032-events-stored-compressed.md)",
+    }),
+    /** Smallest share of a batch in one partition (its events' JSON texts joined by `\n`, bytes) that is stored compressed. */
+    storedCompressionMinBytes: Type.Integer({
+      minimum: 0,
+      maximum: 16777216,
+      description:
+        "smallest share of a batch in one partition, in bytes of its events' JSON (joined by newlines), stored compressed; smaller shares (typically a single event) are stored plain, where the frame saves few bytes and every read would pay a decompression (docs/decisions/0032-events-stored-compressed.md)",
+    }),
     /** Replicas that must confirm a batch (`WAIT`) before it is acknowledged (0 = none). */
     minReplicas: Type.Integer({
       minimum: 0,

@@ -219,6 +219,7 @@ export class Publisher {
       flowId: context.flowId,
       ...(trace?.spanCtx === undefined ? {} : { spanCtx: trace.spanCtx }),
       ...(trace?.recording === true ? { traced: true as const } : {}),
+      ...(this.config.storedCompression ? { storedCompressionMinBytes: this.config.storedCompressionMinBytes } : {}),
     };
     // A small batch costs less to validate than to hand to a thread and back (docs/architecture.md
     // "Inline or worker"): it runs here, bounded by its size, but only when this thread holds the
@@ -266,6 +267,7 @@ export class Publisher {
         partition: String(p.partition),
         count: p.count,
         data: p.data,
+        ...(p.compressed === true ? { compressed: true } : {}),
         ...(p.compactionKeys ? { compactionKeys: p.compactionKeys } : {}),
         ...(window !== undefined && p.eidKeys ? { idempotency: { eidKeys: p.eidKeys, windowSeconds: window, maxEids } } : {}),
       }),

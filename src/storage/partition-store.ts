@@ -9,9 +9,10 @@ import { isOutOfMemory, storageFullDetail } from './storage-full.js';
 import { firstReceivedAtOrAfter } from '../domain/time-seek.js';
 import { readableEntries, readableNext } from '../domain/high-watermark.js';
 import type { WatermarkObserver } from './watermark-repair.js';
+import { decodeEntry, PLAIN_FIELD, ZSTD_FIELD } from '../domain/entry-codec.js';
 
 /**
- * One partition's share of a batch: `count` JSON texts joined by `\n`. `compactionKeys` (one per event,
+ * One partition's share of a batch: `count` JSON texts joined by `\n` (or one zstd frame of them: `compressed`). `compactionKeys` (one per event,
  * in order) is set exactly for compacted event types (cleanup_policy `compact`, `compact_and_delete`): their events are then written one
  * stream entry each with their key, and the partition's compaction index points each key at its newest.
  */
@@ -19,6 +20,12 @@ export interface PartitionAppend {
   readonly partition: string;
   readonly count: number;
   readonly data: Uint8Array;
+  /**
+   * `data` is one zstd frame of the texts joined by `\n` (src/domain/entry-codec.ts), stored in the
+   * entry's field `z`. Only for plain appends: never with `compactionKeys` or `idempotency`, whose
+   * scripts split the texts.
+   */
+  readonly compressed?: boolean;
   readonly compactionKeys?: readonly string[];
   /**
    * Idempotent publishing (docs/publishing.md "Idempotent publishing"): the 16-byte key of each event's
@@ -49,6 +56,10 @@ export function appendCall(keys: Keys, name: string, timeline: TimelineRef, writ
   const { order } = timeline;
   const base = [keys.partitionMeta(name, order, write.partition), keys.partitionLog(name, order, write.partition), keys.partitionTimeIndex(name, order, write.partition), keys.partitionNotices(name, order, write.partition)];
   const idempotency = write.idempotency;
+  if (write.compressed === true) {
+    if (idempotency !== undefined || write.compactionKeys !== undefined) throw new Error('a compressed append cannot be compacted or idempotent: their scripts split the texts');
+    return { script: 'publishBatch', keys: base, args: [write.count, data, timeline.id, ZSTD_FIELD] };
+  }
   if (idempotency !== undefined) {
     const eids = [keys.partitionEids(name, order, write.partition, 'a'), keys.partitionEids(name, order, write.partition, 'b')];
     const eidKeys = Buffer.from(idempotency.eidKeys.buffer, idempotency.eidKeys.byteOffset, idempotency.eidKeys.byteLength);
@@ -216,7 +227,9 @@ export class PartitionStore {
    * stream entries, each one batch's share of the partition
    * (docs/decisions/0001-one-stream-entry-per-partition-per-batch.md), as raw bytes. Entries are
    * `<offset after the entry>-0`, so the entry holding offset `after + 1` is the first with id ≥
-   * `after + 2`. Events of the first entry at or before `after` are cut off. An expired `after` reads
+   * `after + 2`. Compressed entries (field `z`: src/domain/entry-codec.ts) are decompressed here, so
+   * every reader gets the texts joined by `\n` whichever way they were stored. Events of the first entry
+   * at or before `after` are cut off. An expired `after` reads
    * from the oldest retained entry. When reads wait for replicas, the watermark is read with the entries
    * (one round trip: both are in the partition's slot) and entries ending past it are left out; whichever
    * runs first, the result holds, as the watermark only moves up and the entries below it never change.
@@ -244,10 +257,10 @@ export class PartitionStore {
     for (const [id, fields] of entries) {
       const end = Number.parseInt(id.toString(), 10);
       const count = Number((fields[1] ?? Buffer.alloc(0)).toString());
-      let data = fields[3] ?? Buffer.alloc(0);
       let first = end - count;
       let skip = after + 1 - first;
       if (skip >= count) continue;
+      let data = decodeEntry(fields[2] ?? PLAIN_FIELD, fields[3] ?? Buffer.alloc(0));
       let position = 0;
       for (; skip > 0; skip--) position = data.indexOf(NEWLINE, position) + 1;
       if (position > 0) {

@@ -5,6 +5,7 @@ import { fnv1a32 } from '../../src/domain/partitioner.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { call, harnessRedis, startTestBroker, uniquePrefix, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
+import { decodeEntry } from '../../src/domain/entry-codec.js';
 
 /**
  * Idempotent publishing (docs/publishing.md "Idempotent publishing"): with the event type annotation
@@ -45,8 +46,9 @@ const eidOf = (event: Record<string, unknown>): string => (event.metadata as { e
 async function storedEids(name: string): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
   for (let p = 0; p < 4; p++) {
-    for (const [, fields] of await redis.xrange(first.keys.partitionLog(name, 1, String(p)), '-', '+')) {
-      const data = fields[fields.indexOf('d') + 1] ?? '';
+    // Read as the broker reads: an event type the annotation is off for stores its batches compressed (field `z`).
+    for (const [, fields] of await redis.xrangeBuffer(first.keys.partitionLog(name, 1, String(p)), '-', '+')) {
+      const data = decodeEntry(fields[2] ?? 'd', fields[3] ?? Buffer.alloc(0)).toString();
       for (const text of data.split('\n')) {
         const eid = (JSON.parse(text) as { metadata: { eid: string } }).metadata.eid;
         counts.set(eid, (counts.get(eid) ?? 0) + 1);

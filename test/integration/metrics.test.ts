@@ -4,6 +4,7 @@ import { call, harnessRedis, startTestBroker, type TestBroker } from '../support
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { parseExposition, valueOf, type Exposition } from '../support/prometheus-text.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
+import { decodeEntry } from '../../src/domain/entry-codec.js';
 
 /**
  * `GET /metrics` (docs/metrics.md "Metric reference", "Consumer lag"): counters move by what was published, streamed and
@@ -46,9 +47,9 @@ function events(count: number, partitions: readonly string[]): Record<string, un
 
 /** UTF-8 bytes of the events stored in a partition, as the publisher counts them (JSON texts, no separators). */
 async function storedBytes(partition: string): Promise<number> {
-  const entries = await redis.xrange(broker.keys.partitionLog(NAME, 1, partition), '-', '+');
+  const entries = await redis.xrangeBuffer(broker.keys.partitionLog(NAME, 1, partition), '-', '+');
   let bytes = 0;
-  for (const [, fields] of entries) for (const text of (fields[fields.indexOf('d') + 1] ?? '').split('\n')) bytes += Buffer.byteLength(text);
+  for (const [, fields] of entries) for (const text of decodeEntry(fields[2] ?? 'd', fields[3] ?? Buffer.alloc(0)).toString().split('\n')) bytes += Buffer.byteLength(text);
   return bytes;
 }
 

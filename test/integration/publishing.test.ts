@@ -5,6 +5,7 @@ import { formatOffset } from '../../src/domain/offsets.js';
 import type { RedisClient } from '../../src/storage/redis-connection.js';
 import { afterChangeNotice, call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent, schemaText } from '../support/fixtures.js';
+import { decodeEntry } from '../../src/domain/entry-codec.js';
 
 let broker: TestBroker;
 let redis: RedisClient;
@@ -22,9 +23,9 @@ const fourPartitions = { default_statistic: { messages_per_minute: 1, message_si
 
 /** Every stored event of a partition, parsed, in offset order (read straight from the stream). */
 async function storedEvents(name: string, partition: string): Promise<Record<string, unknown>[]> {
-  const entries = await redis.xrange(broker.keys.partitionLog(name, 1, partition), '-', '+');
+  const entries = await redis.xrangeBuffer(broker.keys.partitionLog(name, 1, partition), '-', '+');
   return entries.flatMap(([, fields]) => {
-    const data = fields[fields.indexOf('d') + 1] ?? '';
+    const data = decodeEntry(fields[2] ?? 'd', fields[3] ?? Buffer.alloc(0)).toString();
     return data.split('\n').map((text) => JSON.parse(text) as Record<string, unknown>);
   });
 }
