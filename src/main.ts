@@ -22,8 +22,9 @@ async function main(): Promise<void> {
   }
   const { createApp } = await import('./app.js');
   let config;
+  const warnings: string[] = [];
   try {
-    config = loadConfig();
+    config = loadConfig(process.env, (message) => warnings.push(message));
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`broker: ${err.message}\n`);
@@ -32,6 +33,7 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config);
+  for (const message of warnings) logger.warn(message);
   applyHeapGrowth(config.node.heapGrowingPercent, logger);
   const fail = (err: unknown): never => {
     const message = err instanceof EmbeddedRedisError || err instanceof Error ? err.message : String(err);

@@ -89,7 +89,7 @@ const httpSchema = Type.Object(
     /** Such requests that may wait for a slot; one more is refused with 503 (OVERLOADED). */
     controlQueueLength: Type.Integer({ minimum: 0, maximum: 10000, description: 'such requests that may wait for a slot; beyond it they are refused with 503 (`OVERLOADED`, `Retry-After: 1`) with nothing done' }),
     /** Bounded admission of publishing (docs/publishing.md "Refusals and deadlines"; docs/decisions/0025-publish-admission-by-bytes-in-flight.md). */
-    publishMaxBytesInFlight: positiveInt(
+    publishMaxInFlightBytes: positiveInt(
       'bytes of publish bodies (as declared by `Content-Length`, or as received and inflated) this node reads, validates and writes at once; a publish that would pass it is refused at once with 503 (`PUBLISH_OVERLOADED`, `Retry-After: 1`) before its body is read, nothing of it written. One publish is always admitted when none is in flight, whatever its size. 16 MiB is about 30 batches of 1,000 events of 520 bytes: 4 times what 8 connections publishing such batches hold, and about 0.2 s of the work of a node that validates and writes 90 MB/s (docs/decisions/0025-publish-admission-by-bytes-in-flight.md)',
       1024,
     ),

@@ -46,7 +46,7 @@ export interface RequestContext {
   /**
    * Keeps what the request holds of the node's publish admission (routes declared `admitted`) until
    * `work` settles, even after the answer went out: work the answer no longer waits for (a batch still
-   * in a worker when its deadline passed) stays counted in `http.publishMaxBytesInFlight`. Nothing on
+   * in a worker when its deadline passed) stays counted in `http.publishMaxInFlightBytes`. Nothing on
    * other routes.
    */
   holdUntil(work: Promise<unknown>): void;

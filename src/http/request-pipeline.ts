@@ -1,7 +1,7 @@
 /**
  * The one pipeline every request runs through (docs/architecture.md §3.1): flow id
  * (echoed or generated, docs/http-api.md "Headers") → 503 while draining → 413 declared oversize →
- * 415 body media type → authentication → publish admission (503 beyond `http.publishMaxBytesInFlight`
+ * 415 body media type → authentication → publish admission (503 beyond `http.publishMaxInFlightBytes`
  * or `http.publishMaxQueueDelayMs`, before the body is read) → control-plane limiter slot → path, query and headers checked
  * against the route's schemas (src/http/request-inputs.ts) → handler → answer (gzip for large
  * bodies), stream (src/http/stream-writer.ts) or RFC 7807 problem → metrics, access-log entry and log

@@ -15,7 +15,7 @@ afterEach(async () => {
 });
 
 function httpServer(): HttpServer {
-  const server = new HttpServer({ maxBodyBytes: 1024, maxInflatedBodyBytes: 1024, maxControlBodyBytes: 1024, controlConcurrency: 1, controlQueueLength: 0, publishMaxBytesInFlight: 1024, corsAllowedOrigins: [] }, new NoAuthentication(), createLogger({ logLevel: 'silent' }));
+  const server = new HttpServer({ maxBodyBytes: 1024, maxInflatedBodyBytes: 1024, maxControlBodyBytes: 1024, controlConcurrency: 1, controlQueueLength: 0, publishMaxInFlightBytes: 1024, corsAllowedOrigins: [] }, new NoAuthentication(), createLogger({ logLevel: 'silent' }));
   servers.push(server);
   return server;
 }

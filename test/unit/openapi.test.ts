@@ -24,7 +24,7 @@ const paths = document.paths as Record<string, Record<string, { operationId: str
 
 function server(): HttpServer {
   return new HttpServer(
-    { maxBodyBytes: 1024, maxInflatedBodyBytes: 1024, maxControlBodyBytes: 1024, controlConcurrency: 1, controlQueueLength: 0, publishMaxBytesInFlight: 1024, corsAllowedOrigins: [] },
+    { maxBodyBytes: 1024, maxInflatedBodyBytes: 1024, maxControlBodyBytes: 1024, controlConcurrency: 1, controlQueueLength: 0, publishMaxInFlightBytes: 1024, corsAllowedOrigins: [] },
     new NoAuthentication(),
     createLogger({ logLevel: 'silent' }),
   );

@@ -199,7 +199,7 @@ export interface RouteRunning {
   /**
    * Publishing: the request holds its body's bytes of the node's publish admission from before its body
    * is read until it is answered, and is refused with 503 PUBLISH_OVERLOADED when they would pass
-   * `http.publishMaxBytesInFlight`, or PUBLISH_QUEUE_DELAYED while the worker threads' queue delay is beyond
+   * `http.publishMaxInFlightBytes`, or PUBLISH_QUEUE_DELAYED while the worker threads' queue delay is beyond
    * `http.publishMaxQueueDelayMs` (src/http/publish-admission.ts; docs/publishing.md "Refusals and deadlines").
    */
   readonly admitted?: boolean;
