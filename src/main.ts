@@ -11,7 +11,7 @@ import { ConfigError, loadConfig } from './config/load-config.js';
 import { checkHttpEngine } from './http/engine-check.js';
 import { assertPortFree } from './http/port-check.js';
 import { createLogger } from './observability/logger.js';
-import { EmbeddedRedisError } from './storage/embedded-redis.js';
+import { EmbeddedRedisError } from './storage/redis/embedded-redis.js';
 
 async function main(): Promise<void> {
   // Before the engine is imported (app.js imports it), which would print its fallback warning and go on.

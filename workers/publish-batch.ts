@@ -6,14 +6,14 @@
  * partition payloads are built in stored-texts.ts.
  */
 import type { ValidateFunction } from 'ajv';
-import { describeValidationError } from '../src/domain/schema-compiler.js';
-import { hashPartition, userDefinedPartition } from '../src/domain/partitioner.js';
-import { eventOwner } from '../src/domain/event-owner.js';
-import { parseEventBatch } from '../src/domain/event-batch-parse.js';
-import type { EventBatchLayout } from '../src/domain/event-batch-scan.js';
-import { rejectedItems } from '../src/domain/batch-items.js';
-import { EID_KEY_BYTES, eidHash, writeEidKey } from '../src/domain/idempotency.js';
-import type { PublishStep } from '../src/domain/batch-item-response.js';
+import { describeValidationError } from '../src/domain/schema/schema-compiler.js';
+import { hashPartition, userDefinedPartition } from '../src/domain/event-type/partitioner.js';
+import { eventOwner } from '../src/domain/event-type/event-owner.js';
+import { parseEventBatch } from '../src/domain/batch/event-batch-parse.js';
+import type { EventBatchLayout } from '../src/domain/batch/event-batch-scan.js';
+import { rejectedItems } from '../src/domain/batch/batch-items.js';
+import { EID_KEY_BYTES, eidHash, writeEidKey } from '../src/domain/batch/idempotency.js';
+import type { PublishStep } from '../src/domain/batch/batch-item-response.js';
 import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
 import { MAX_EVENT_LINKS, type PartitionPayload, type PublishResult, type PublishTask, type PublishTaskSpec, type SchemaCost } from './publish-protocol.js';
 import type { SpanContextHeaders } from '../src/observability/traces.js';

@@ -5,10 +5,10 @@
  * (src/domain/publish-spec.ts, src/domain/batch-item-response.ts): the main thread's services and the
  * domain use them without reaching into workers/.
  */
-import type { JsonValue } from '../src/domain/json-schema-walk.js';
-import type { BatchItemResponse } from '../src/domain/batch-item-response.js';
-import type { PublishSpec } from '../src/domain/publish-spec.js';
-import type { SchemaCostLimits } from '../src/domain/schema-cost.js';
+import type { JsonValue } from '../src/domain/schema/json-schema-walk.js';
+import type { BatchItemResponse } from '../src/domain/batch/batch-item-response.js';
+import type { PublishSpec } from '../src/domain/batch/publish-spec.js';
+import type { SchemaCostLimits } from '../src/domain/schema/schema-cost.js';
 import type { SpanContextHeaders } from '../src/observability/traces.js';
 
 /**

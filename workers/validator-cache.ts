@@ -6,10 +6,10 @@
  */
 import type { ValidateFunction } from 'ajv';
 import { LRUCache } from 'lru-cache';
-import { compileSchema, createSchemaCompiler, primeValidator } from '../src/domain/schema-compiler.js';
-import type { JsonObject } from '../src/domain/json-schema-walk.js';
-import { primingInstance } from '../src/domain/priming-instance.js';
-import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema-cost.js';
+import { compileSchema, createSchemaCompiler, primeValidator } from '../src/domain/schema/schema-compiler.js';
+import type { JsonObject } from '../src/domain/schema/json-schema-walk.js';
+import { primingInstance } from '../src/domain/schema/priming-instance.js';
+import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema/schema-cost.js';
 import type { CompileResult, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
 
 /**

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type HyperExpress from 'hyper-express';
 import { brokerError, type BrokerError } from '../errors/catalog.js';
-import { parseUntrustedJson } from '../domain/json-limits.js';
+import { parseUntrustedJson } from '../domain/json/json-limits.js';
 import { inflateZstdBody } from './compression.js';
 import { receiveDeclaredBody } from './engine-workarounds.js';
 

@@ -5,7 +5,7 @@
  */
 import type { Logger } from '../observability/logger.js';
 import type { Subject } from '../auth/subject.js';
-import type { StreamingAnswer } from '../domain/stream-sink.js';
+import type { StreamingAnswer } from '../domain/stream/stream-sink.js';
 import type { CheckedInputs } from './request-inputs.js';
 
 /** The HTTP methods routes are registered for. */

@@ -9,7 +9,7 @@
  * parsed on the main thread.
  */
 import type { Static, TObject } from '@sinclair/typebox';
-import { checkInput, precompileInputs, type InputPart } from '../domain/input-check.js';
+import { checkInput, precompileInputs, type InputPart } from '../domain/json/input-check.js';
 import { invalidInput } from '../errors/catalog.js';
 import type { RouteSpec } from './api/route-model.js';
 

@@ -1,15 +1,15 @@
-import { partitionIds } from '../domain/event-type.js';
-import { parseOffset, shiftOffset, type PartitionRange } from '../domain/offsets.js';
-import type { PartitionRecord } from '../domain/partition-record.js';
-import type { TimelineMap } from '../domain/timeline.js';
-import { checkCursorBody, CursorDistancesInputSchema, CursorsLagInputSchema, PartitionCursorsSchema, repeatedPartition, ShiftedCursorsInputSchema } from '../domain/cursor-input.js';
-import { checkInput } from '../domain/input-check.js';
-import type { RuleResult } from '../domain/rule-problems.js';
+import { partitionIds } from '../domain/event-type/event-type.js';
+import { parseOffset, shiftOffset, type PartitionRange } from '../domain/cursor/offsets.js';
+import type { PartitionRecord } from '../domain/event-type/partition-record.js';
+import type { TimelineMap } from '../domain/storages/timeline.js';
+import { checkCursorBody, CursorDistancesInputSchema, CursorsLagInputSchema, PartitionCursorsSchema, repeatedPartition, ShiftedCursorsInputSchema } from '../domain/cursor/cursor-input.js';
+import { checkInput } from '../domain/json/input-check.js';
+import type { RuleResult } from '../domain/event-type/rule-problems.js';
 import { brokerError, invalidInput } from '../errors/catalog.js';
-import { parseUntrustedJson } from '../domain/json-limits.js';
+import { parseUntrustedJson } from '../domain/json/json-limits.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
-import { parseSeekTime } from '../domain/time-seek.js';
+import { parseSeekTime } from '../domain/cursor/time-seek.js';
 
 /** A cursor as clients send it (docs/concepts.md "Offsets and cursors"). */
 export interface Cursor {

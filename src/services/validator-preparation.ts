@@ -7,11 +7,11 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../observability/logger.js';
-import { instantiateValidator, primeValidator } from '../domain/schema-compiler.js';
-import type { PublishSpec } from '../domain/publish-spec.js';
+import { instantiateValidator, primeValidator } from '../domain/schema/schema-compiler.js';
+import type { PublishSpec } from '../domain/batch/publish-spec.js';
 import type { SchemaCost } from '../../workers/publish-protocol.js';
 import { compiledValidatorBytes, DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
-import type { EventTypeCache } from './event-type-cache.js';
+import type { EventTypeCache } from './event-types/event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
 /**

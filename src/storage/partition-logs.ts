@@ -1,11 +1,11 @@
-import type { MasterMemory } from '../domain/memory-budget.js';
-import type { PartitionRange } from '../domain/offsets.js';
-import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
+import type { MasterMemory } from '../domain/storages/memory-budget.js';
+import type { PartitionRange } from '../domain/cursor/offsets.js';
+import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/storages/timeline.js';
 import { brokerError } from '../errors/catalog.js';
-import { settleBy } from './deadline.js';
+import { settleBy } from '../util/deadline.js';
 import type { PartitionAppend, PartitionSlice, PartitionWrite } from './partition-store.js';
 import type { PartitionChangeFeed } from './partition-wakeups.js';
-import type { RedisMemoryWatch } from './redis-memory.js';
+import type { RedisMemoryWatch } from './redis/redis-memory.js';
 import type { StorageHandle, StoragePool } from './storage-pool.js';
 
 /**

@@ -1,13 +1,13 @@
-import type { PartitionRange } from '../domain/offsets.js';
-import type { StoredTimeline } from '../domain/timeline.js';
+import type { PartitionRange } from '../domain/cursor/offsets.js';
+import type { StoredTimeline } from '../domain/storages/timeline.js';
 import type { Keys } from './keys.js';
-import { settleEachBy } from './deadline.js';
-import { storageError, type RedisClient } from './redis-connection.js';
+import { settleEachBy } from '../util/deadline.js';
+import { storageError, type RedisClient } from './redis/redis-connection.js';
 import type { ScriptArg, Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
 import { isOutOfMemory, storageFullDetail } from './storage-full.js';
-import { firstReceivedAtOrAfter } from '../domain/time-seek.js';
-import { readableEntries, readableNext } from '../domain/high-watermark.js';
+import { firstReceivedAtOrAfter } from '../domain/cursor/time-seek.js';
+import { readableEntries, readableNext } from '../domain/cursor/high-watermark.js';
 import type { WatermarkObserver } from './watermark-repair.js';
 
 /**

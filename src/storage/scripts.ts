@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { projectRoot } from '../config/load-config.js';
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from './redis/redis-connection.js';
 import { DIRECT_ARGUMENT_MIN_BYTES, DirectArgumentsCommand } from './direct-arguments.js';
 
 /**

@@ -1,7 +1,7 @@
-import { observeWatermark, stallDue, type WatermarkStall } from '../domain/high-watermark.js';
+import { observeWatermark, stallDue, type WatermarkStall } from '../domain/cursor/high-watermark.js';
 import type { Logger } from '../observability/logger.js';
 import type { Keys } from './keys.js';
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from './redis/redis-connection.js';
 import type { PartitionRef, ReplicatedAppend } from './replicated-append.js';
 
 /** What reads report of the high watermarks they meet (`PartitionStore`, when reads wait for replicas). */

@@ -4,7 +4,7 @@ import ajvFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
 import { NoAuthentication } from '../../src/auth/authenticator.js';
 import { buildOpenApiDocument, type JsonDocValue } from '../../src/http/api/openapi.js';
-import { INPUT_SCHEMA_EXTENSIONS } from '../../src/domain/input-check.js';
+import { INPUT_SCHEMA_EXTENSIONS } from '../../src/domain/json/input-check.js';
 import { routeKey, routesOf } from '../../src/http/api/route-model.js';
 import { findRoute, missingRoutes, ROUTES } from '../../src/http/api/route-table.js';
 import { NAMED_SCHEMAS } from '../../src/http/api/wire-schemas.js';

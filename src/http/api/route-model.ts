@@ -7,7 +7,7 @@
  * their schemas, and the test support validates answers against them (docs/http-api.md).
  */
 import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
-import type { StreamingAnswer } from '../../domain/stream-sink.js';
+import type { StreamingAnswer } from '../../domain/stream/stream-sink.js';
 import type { HttpAnswer, Method, RequestContext } from '../handler.js';
 import { BatchItemResponsesSchema, ProblemSchema } from './wire-schemas.js';
 

@@ -1,7 +1,7 @@
 /** Pieces several route declarations share (parameters, headers, stream answers). */
 import { Type } from '@sinclair/typebox';
 import { StreamBatchSchema } from './wire-schemas.js';
-import { streamQueryProperties } from '../../domain/stream-parameters.js';
+import { streamQueryProperties } from '../../domain/stream/stream-parameters.js';
 import { EVENT_STREAM_MEDIA, JSON_STREAM_MEDIA, type HeaderSpec, type ResponseSpec } from './route-model.js';
 
 /** `{name}`: an event type. */

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { DeletedEventsInputSchema } from '../../domain/deleted-events.js';
+import { DeletedEventsInputSchema } from '../../domain/storages/deleted-events.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { DeletedEvents } from '../../services/deleted-events.js';

@@ -1,15 +1,15 @@
 import { Type } from '@sinclair/typebox';
 import { WILDCARD } from '../../auth/authorization-plugin.js';
 import type { Subject } from '../../auth/subject.js';
-import { ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES, type AuthorizationAttribute, type EventType } from '../../domain/event-type.js';
-import { CompatibilityCheckInputSchema, SchemaVersionInputSchema } from '../../domain/schema-version-input.js';
+import { ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES, type AuthorizationAttribute, type EventType } from '../../domain/event-type/event-type.js';
+import { CompatibilityCheckInputSchema, SchemaVersionInputSchema } from '../../domain/schema/schema-version-input.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
-import type { EventTypeRegistry, RegistryCaller } from '../../services/event-type-registry.js';
+import type { EventTypeRegistry, RegistryCaller } from '../../services/event-types/event-type-registry.js';
 import { empty, json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { Bool, CapacityWarning, Location, NameParam, pageOf, Paging } from '../api/route-parts.js';
-import { warningHeader } from '../../domain/memory-budget.js';
+import { warningHeader } from '../../domain/storages/memory-budget.js';
 import { CompatibilityCheckSchema, EventTypeInputSchema, EventTypeRecordSchema, EventTypeSchemaSchema, PageLinksSchema } from '../api/wire-schemas.js';
 import type { HttpServer } from '../server.js';
 

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { LowLevelStreams } from '../../services/consumption/low-level-streams.js';
+import type { LowLevelStreams } from '../../services/consumption/stream/low-level-streams.js';
 import { problems, routesOf, type Route } from '../api/route-model.js';
 import { NameParam, stream, streamQuery } from '../api/route-parts.js';
 import type { HttpServer } from '../server.js';

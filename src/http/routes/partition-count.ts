@@ -1,7 +1,7 @@
-import { PartitionCountInputSchema } from '../../domain/repartitioning.js';
+import { PartitionCountInputSchema } from '../../domain/event-type/repartitioning.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
-import { requireRepartitioning, type Repartitioning } from '../../services/repartitioning.js';
+import { requireRepartitioning, type Repartitioning } from '../../services/event-types/repartitioning.js';
 import { empty, jsonBody, problems, routesOf, type Route, type RouteHandler } from '../api/route-model.js';
 import { NameParam } from '../api/route-parts.js';
 import type { HttpServer } from '../server.js';

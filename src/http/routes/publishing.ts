@@ -1,11 +1,11 @@
 import { Type } from '@sinclair/typebox';
 import type { PublishOutcome, Publisher } from '../../services/publisher.js';
 import type { CursorService } from '../../services/cursor-service.js';
-import { CursorDistancesInputSchema, CursorsLagInputSchema, ShiftedCursorsInputSchema } from '../../domain/cursor-input.js';
+import { CursorDistancesInputSchema, CursorsLagInputSchema, ShiftedCursorsInputSchema } from '../../domain/cursor/cursor-input.js';
 import { brokerError, BrokerError } from '../../errors/catalog.js';
 import type { PublishBatchResult, PublishCounts, PublishMeter } from '../../observability/meters.js';
 import type { AccessControl } from '../../services/access-control.js';
-import type { EventTypeRegistry } from '../../services/event-type-registry.js';
+import type { EventTypeRegistry } from '../../services/event-types/event-type-registry.js';
 import type { KpiCollector } from '../../services/kpi.js';
 import { batchItems, empty, json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { NameParam } from '../api/route-parts.js';

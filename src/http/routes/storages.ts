@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { NODE_STORAGE_ID, parseStorage, storageNotFound, storageView, type Storage } from '../../domain/storage.js';
+import { NODE_STORAGE_ID, parseStorage, storageNotFound, storageView, type Storage } from '../../domain/storages/storage.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';

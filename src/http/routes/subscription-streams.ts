@@ -4,9 +4,9 @@ import type { SubscriptionStreams } from '../../services/consumption/subscriptio
 import type { AccessControl } from '../../services/access-control.js';
 import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription } from '../../services/consumption/subscription-streams.js';
-import { SubscriptionCursorsInputSchema } from '../../domain/cursor-input.js';
-import { negotiateStreamFormat } from '../../domain/stream-format.js';
-import { SubscriptionStreamQuerySchema } from '../../domain/stream-parameters.js';
+import { SubscriptionCursorsInputSchema } from '../../domain/cursor/cursor-input.js';
+import { negotiateStreamFormat } from '../../domain/stream/stream-format.js';
+import { SubscriptionStreamQuerySchema } from '../../domain/stream/stream-parameters.js';
 import type { ConcurrencyLimiter } from '../concurrency-limiter.js';
 import { empty, json, jsonBody, problems, routesOf, type ResponseSpec, type Route } from '../api/route-model.js';
 import { Bool, STREAM_ID, stream, SubscriptionParam } from '../api/route-parts.js';

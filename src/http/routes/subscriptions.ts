@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { Subscription, SubscriptionAuthorization } from '../../domain/subscription.js';
+import type { Subscription, SubscriptionAuthorization } from '../../domain/subscription/subscription.js';
 import type { AuditLog } from '../../services/audit-log.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';

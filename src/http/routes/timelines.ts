@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import { TimelineInputSchema } from '../../domain/timeline.js';
+import { TimelineInputSchema } from '../../domain/storages/timeline.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
-import type { Timelines } from '../../services/timelines.js';
+import type { Timelines } from '../../services/event-types/timelines.js';
 import { json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { NameParam } from '../api/route-parts.js';
 import { TimelineSchema } from '../api/wire-schemas.js';

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream-parameters.js';
-import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
-import { checkCursorBody, SubscriptionCursorsInputSchema, type SubscriptionCursorsInput } from '../../domain/cursor-input.js';
-import type { PartitionStats, SubscriptionCursor } from '../../domain/subscription.js';
+import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream/stream-parameters.js';
+import { parseOffset, type PartitionRange } from '../../domain/cursor/offsets.js';
+import { checkCursorBody, SubscriptionCursorsInputSchema, type SubscriptionCursorsInput } from '../../domain/cursor/cursor-input.js';
+import type { PartitionStats, SubscriptionCursor } from '../../domain/subscription/subscription.js';
 import { brokerError, invalidInput } from '../../errors/catalog.js';
 import { scriptError } from '../../storage/script-failures.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
@@ -11,7 +11,7 @@ import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription, SubscriptionPartition, SubscriptionStreams } from './subscription-streams.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability/meters.js';
 import { lagSeconds, partitionLag } from './consumer-lag.js';
-import { consumptionModeOf } from '../../domain/consumption-mode.js';
+import { consumptionModeOf } from '../../domain/subscription/consumption-mode.js';
 import type { QueueStateStore } from '../../storage/queue-state-store.js';
 
 /** Answer of a commit: 204 when every cursor advanced, else 200 with a result per cursor. */
