@@ -61,7 +61,7 @@ function rejection(events: readonly BatchEvent[], failures: ReadonlyMap<number, 
 /**
  * Processes one batch.
  * @returns `malformed` (answer 400) when the body is not a UTF-8 JSON array of objects nested at most
- *   `MAX_JSON_DEPTH` levels (src/domain/json-limits.ts); `rejected`
+ *   `MAX_JSON_DEPTH` levels (src/domain/json/json-limits.ts); `rejected`
  *   (answer 422) when any event fails validation, size or partitioning, listing every failure;
  *   otherwise `accepted` with the serialized events grouped per partition, in input order.
  * @throws Error when the effective schema does not compile (a registry bug; answered 500)

@@ -110,8 +110,8 @@ export class ValidatorCache {
 
   /**
    * The validator of a spec's effective schema, compiled on first use and then run over the schema's
-   * priming instance (`primeValidator`, src/domain/priming-instance.ts), with its cost (the static
-   * analysis of src/domain/schema-cost.ts against the main thread's budget, and the compilation time).
+   * priming instance (`primeValidator`, src/domain/schema/priming-instance.ts), with its cost (the static
+   * analysis of src/domain/schema/schema-cost.ts against the main thread's budget, and the compilation time).
    * @throws Error when the schema does not compile, or is not held and the spec lacks its text
    */
   get(spec: Pick<PublishTaskSpec, 'schemaKey' | 'effectiveSchema'>): CompiledSchema {

@@ -156,7 +156,7 @@ const eventTypesSchema = Type.Object(
     schemaCompileTimeoutMs: positiveInt('a schema whose checks (meta-schema, validation cost, compilation; each in a worker) take longer is refused (422); the service\'s own event types, registered at start-up, have 60 s; the same limit bounds compiling a new validator in every worker when an event type is created or changed'),
     /** How long a starting node waits for the validators of existing event types before it listens, so its first batches do not each pay a compilation. */
     prepareAtStartMs: positiveInt('a starting node compiles the validators of the event types that exist (the most recently changed, as many as the worker validator cache holds: caches.workerValidatorEntries and caches.workerValidatorBytes) before it listens, for at most this long; the rest are compiled in the background while it serves', 0),
-    /** Schema cost budget (docs/security.md "Hostile input"; src/domain/schema-cost.ts): most subschema applications per value of an event. */
+    /** Schema cost budget (docs/security.md "Hostile input"; src/domain/schema/schema-cost.ts): most subschema applications per value of an event. */
     schemaMaxApplicationsPerValue: positiveInt('schema cost budget: a schema that could apply more subschemas (`$ref`, `allOf`, `anyOf`, `oneOf`, `not`, `dependencies`) to one value of an event is refused (422); see docs/publishing.md "Schema cost budget"'),
     /** Most values one `enum` of a schema may list. */
     schemaMaxEnumValues: positiveInt('an `enum` listing more values is refused (422)'),

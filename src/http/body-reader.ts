@@ -92,7 +92,7 @@ export async function readBody(req: HyperExpress.Request, limit: BodyLimit): Pro
  * Parses a JSON request body strictly (docs/architecture.md "7. Hostile input and the schema cost
  * budget"; malformed JSON is 400, docs/http-api.md "Status codes"):
  * UTF-8 without invalid sequences, nesting at most `MAX_JSON_DEPTH` levels, and no `__proto__` or
- * `constructor.prototype` key anywhere (src/domain/json-limits.ts).
+ * `constructor.prototype` key anywhere (src/domain/json/json-limits.ts).
  * @throws BrokerError 400 (BAD_REQUEST) naming what is wrong
  */
 export function parseJson(body: Buffer): unknown {

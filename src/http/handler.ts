@@ -1,7 +1,7 @@
 /**
  * What a route handler sees and answers (docs/architecture.md §3.1): the request context the pipeline
  * builds (src/http/request-pipeline.ts) and the two kinds of answer, plain or streamed
- * (src/domain/stream-sink.ts). Types only; routes import them through src/http/server.ts.
+ * (src/domain/stream/stream-sink.ts). Types only; routes import them through src/http/server.ts.
  */
 import type { Logger } from '../observability/logger.js';
 import type { Subject } from '../auth/subject.js';
@@ -40,7 +40,7 @@ export interface RequestContext {
   body(): Promise<Buffer>;
   /**
    * The body parsed as JSON: strict UTF-8, at most `MAX_JSON_DEPTH` levels, no `__proto__` or
-   * `constructor.prototype` key (src/domain/json-limits.ts). @throws BrokerError 400 when it is not that
+   * `constructor.prototype` key (src/domain/json/json-limits.ts). @throws BrokerError 400 when it is not that
    */
   json(): Promise<unknown>;
   /**

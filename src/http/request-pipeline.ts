@@ -125,7 +125,7 @@ export class RequestPipeline {
     let heldUntil: Promise<unknown> | undefined;
     /**
      * Refused by the publish admission bound, or for memory (507 `STORAGE_FULL`): expected under load,
-     * counted in the metrics, logged at debug only (a full Redis logs its transition once: storage/redis-memory.ts).
+     * counted in the metrics, logged at debug only (a full Redis logs its transition once: storage/redis/redis-memory.ts).
      */
     let refusedAtBound = false;
     /** The handler answered a 5xx itself (the storage readiness): a state it reports, not a failure. */

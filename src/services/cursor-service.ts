@@ -71,7 +71,7 @@ export class CursorService {
 
   /**
    * Distances between cursor pairs: events after `initial_cursor` up to and including `final_cursor`.
-   * @param body `CursorDistancesInputSchema` (src/domain/cursor-input.ts)
+   * @param body `CursorDistancesInputSchema` (src/domain/cursor/cursor-input.ts)
    * @throws BrokerError 400 when the body is not an array, 422 for too many pairs, an item that is not
    *   a pair of cursors, or an invalid or expired cursor
    */
@@ -88,7 +88,7 @@ export class CursorService {
 
   /**
    * Unconsumed events after each cursor (zero at the newest offset).
-   * @param body `CursorsLagInputSchema` (src/domain/cursor-input.ts)
+   * @param body `CursorsLagInputSchema` (src/domain/cursor/cursor-input.ts)
    * @throws BrokerError 400 when the body is not an array, 422 for too many cursors, an item that is
    *   not a cursor, or an invalid or expired cursor
    */
@@ -103,7 +103,7 @@ export class CursorService {
    * Each cursor moved by its `shift` events (negative: back), across timelines: the answer names the
    * timeline holding the new position, as any offset the broker writes. A missing
    * `shift` is 0: that cursor stays where it is. Answers `[{partition, offset}]` in request order.
-   * @param body `ShiftedCursorsInputSchema` (src/domain/cursor-input.ts)
+   * @param body `ShiftedCursorsInputSchema` (src/domain/cursor/cursor-input.ts)
    * @throws BrokerError 400 when the body is not an array; 404 for an unknown event type; 422 for an
    *   item that is not a cursor with an integer `shift`, an invalid or expired cursor, or a result before
    *   the oldest available offset (just before the oldest event, like `BEGIN`, is still available) or

@@ -232,7 +232,7 @@ export class WorkerPool {
   }
 
   /**
-   * Runs the registry's admission check of a schema text (src/domain/schema-guard.ts) in a worker.
+   * Runs the registry's admission check of a schema text (src/domain/schema/schema-guard.ts) in a worker.
    * @returns ok, or the reason it is refused (also when it takes longer than `timeoutMs`)
    */
   async guardSchema(schema: string, maxSchemaBytes: number, limits: SchemaCostLimits, timeoutMs: number): Promise<GuardResult> {

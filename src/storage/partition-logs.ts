@@ -9,7 +9,7 @@ import type { RedisMemoryWatch } from './redis/redis-memory.js';
 import type { StorageHandle, StoragePool } from './storage-pool.js';
 
 /**
- * An event type's partitions over all its timelines (docs/concepts.md "Timelines and storages"; `domain/timeline.ts`): appends go
+ * An event type's partitions over all its timelines (docs/concepts.md "Timelines and storages"; `domain/storages/timeline.ts`): appends go
  * to the active timeline's storage; ranges span the live timelines (oldest from the first one that
  * still holds events, newest from the active one); a read after an offset goes to the timeline holding
  * the next offset, so a reader that reaches the end of a closed timeline continues on the next one with

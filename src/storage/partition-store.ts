@@ -135,7 +135,7 @@ export const SEEK_MAX_ENTRIES = 10_000;
  * batch, written by `publishBatch`; ranges are O(1) reads of the partition's counters.
  *
  * With a `watermark` (appends wait for replicas and so do reads: docs/operations.md "Durability"), every
- * read stops at the partition's high watermark (`replicated` in its meta hash; src/domain/high-watermark.ts):
+ * read stops at the partition's high watermark (`replicated` in its meta hash; src/domain/cursor/high-watermark.ts):
  * ranges end below it, reads leave the entries at or past it out, and readers are woken by its notices
  * ({@link noticeChannel}); each read that finds events beyond it tells the observer, which confirms a
  * partition whose watermark stopped moving.

@@ -22,7 +22,7 @@ export const WATERMARK_MARGIN_MS = 250;
 
 /**
  * Takes on high watermarks that stopped behind their partition's newest event (docs/operations.md
- * "Durability"; src/domain/high-watermark.ts). A watermark moves with every confirmed append, but some
+ * "Durability"; src/domain/cursor/high-watermark.ts). A watermark moves with every confirmed append, but some
  * events get there without one: the move after a confirmed `WAIT` failed (the master stopped right then,
  * or this node did), a failover left the new master's watermark — which came by replication — behind the
  * events it holds, the partition was written before watermarks existed or by a node whose readers do not

@@ -12,7 +12,7 @@ import { ValidatorCache } from '../../workers/validator-cache.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 
 /**
- * The JSON limits of request bodies (docs/security.md "Hostile input"; src/domain/json-limits.ts): nesting depth, strict
+ * The JSON limits of request bodies (docs/security.md "Hostile input"; src/domain/json/json-limits.ts): nesting depth, strict
  * UTF-8, and keys that could change prototypes — through the parser itself, the server's `parseJson`
  * (control-plane bodies) and the publish worker's `processBatch` (event batches).
  */

@@ -15,7 +15,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { FEATURES } from '../../src/services/settings.js';
 import { committedText, endpointMap, httpApiDoc } from '../../scripts/generate-docs.js';
 
-// CommonJS modules seen as namespaces by NodeNext types: take `.default` (as src/domain/schema-compiler.ts does).
+// CommonJS modules seen as namespaces by NodeNext types: take `.default` (as src/domain/schema/schema-compiler.ts does).
 const Ajv2020 = ajv2020.default;
 const addFormats = ajvFormats.default;
 
@@ -42,7 +42,7 @@ describe('the OpenAPI document', () => {
   it('has schemas that compile as JSON Schema 2020-12 (the dialect of OpenAPI 3.1), strictly', () => {
     const ajv = new Ajv2020({ strict: true, allErrors: true });
     addFormats(ajv);
-    // The request schemas' own keywords (OpenAPI specification extensions, src/domain/input-check.ts).
+    // The request schemas' own keywords (OpenAPI specification extensions, src/domain/json/input-check.ts).
     ajv.addVocabulary([...INPUT_SCHEMA_EXTENSIONS]);
     // The document's $refs name its components: each is added under an id of its own.
     const id = (ref: string): string => `https://broker.test/${ref.replace('#/components/schemas/', '')}`;

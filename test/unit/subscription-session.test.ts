@@ -17,7 +17,7 @@ import { IllegalSessionTransition, SESSION_STATES, SESSION_TRANSITIONS, transiti
 import { CLOSED_SESSION_LEASE_MARGIN_MS, END_REASONS, type ResolvedSubscription, type SessionChange, type SessionLoop, type SessionOwner, type SessionStore } from '../../src/services/consumption/session/session-types.js';
 import { FakeClock, settle } from '../support/fake-clock.js';
 
-// The session of one subscription stream (src/services/consumption/session-runner.ts) as a state machine
+// The session of one subscription stream (src/services/consumption/session/session-runner.ts) as a state machine
 // on a fake clock: the transition table, heartbeats and the local lease, the commit timeout and the
 // commit window. Redis, the batch loop and the node are fakes; the runner and its parts are real.
 

@@ -1,6 +1,6 @@
 /**
  * Parsing of publish batch bodies in the publish worker: the checks of `parseUntrustedJson`
- * (src/domain/json-limits.ts) with the layout of {@link scanEventBatch}, and long bodies parsed in
+ * (src/domain/json/json-limits.ts) with the layout of {@link scanEventBatch}, and long bodies parsed in
  * pieces (docs/decisions/0013-batch-bodies-parsed-in-pieces.md).
  */
 import { isUtf8 } from 'node:buffer';

@@ -55,7 +55,7 @@ const METADATA = Buffer.from('metadata');
 
 /**
  * The publish worker's single structural pass over a batch body, so the worker reads the body once
- * before parsing it: the nesting depth check of `nestingBeyond` (src/domain/json-limits.ts; same answer,
+ * before parsing it: the nesting depth check of `nestingBeyond` (src/domain/json/json-limits.ts; same answer,
  * for bodies of any length) and, for a body that is an array of
  * objects, each event's byte range, its `metadata` object's closing brace and what would keep its text
  * from being stored as sent ({@link EventBatchLayout}). Works on the raw bytes: the ASCII bytes it looks at

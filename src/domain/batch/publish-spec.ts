@@ -1,6 +1,6 @@
 /**
  * What publishing needs to know about an event type (docs/architecture.md "Publish path"): built once per cache fill on the
- * main thread (src/services/event-type-cache.ts `buildPublishSpec`), read by the publish workers and
+ * main thread (src/services/event-types/event-type-cache.ts `buildPublishSpec`), read by the publish workers and
  * by the deleted-events planner. Plain data: structured-cloned to the workers. Types only.
  */
 import type { Category, EventOwnerSelector, PartitionStrategy } from '../event-type/event-type.js';

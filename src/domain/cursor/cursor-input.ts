@@ -2,7 +2,7 @@
  * Cursors as requests carry them (docs/concepts.md "Offsets and cursors"; docs/consuming.md "Low-level
  * streams", "Commits"): the schemas of the cursor lists
  * in bodies (cursor tools, commits, cursor reset) and in the JSON text of `X-Broker-Cursors`,
- * `Last-Event-ID` and the `cursors` query parameter, checked with ajv (src/domain/input-check.ts), and
+ * `Last-Event-ID` and the `cursors` query parameter, checked with ajv (src/domain/json/input-check.ts), and
  * the rules a schema cannot say: at most {@link MAX_CURSORS_PER_REQUEST} cursors (checked first, so a
  * huge list costs one line) and each partition at most once.
  *

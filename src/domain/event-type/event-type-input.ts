@@ -2,7 +2,7 @@
  * Reading the JSON body of `POST /event-types` and `PUT /event-types/{name}` (docs/concepts.md "Event
  * types"; docs/security.md "Authorization: what a subject may do"; docs/http-api.md "Endpoints"): the shape
  * — JSON types, required fields, enums, patterns and sizes — is {@link EventTypeInputSchema}, checked by
- * ajv (src/domain/input-check.ts); the rules a schema cannot say (event-type-rules.ts,
+ * ajv (src/domain/json/input-check.ts); the rules a schema cannot say (event-type-rules.ts,
  * annotation-rules.ts) then run on the typed value, which is normalized into an {@link EventTypeInput}.
  *
  * Pure: no I/O. Status convention (docs/http-api.md "Errors"): a body that is not a JSON object, a value of the

@@ -9,7 +9,7 @@ import { checkInput, type InputProblem } from '../json/input-check.js';
 /**
  * Outcome of a rule check: the validated value, or the HTTP status (400 when any problem is of the
  * malformed kind, else 422) with one detail line per problem; `errors` holds the JSON pointer of each
- * when the problems come from a schema check (src/domain/input-check.ts).
+ * when the problems come from a schema check (src/domain/json/input-check.ts).
  */
 export type RuleResult<T> = { ok: true; value: T } | { ok: false; status: 400 | 422; details: string[]; errors?: readonly InputProblem[] };
 
@@ -63,7 +63,7 @@ export class Problems {
 export const MAX_AUTHORIZATION_ATTRIBUTES = 100;
 
 /**
- * Checks a request body against its schema (src/domain/input-check.ts): the value typed
+ * Checks a request body against its schema (src/domain/json/input-check.ts): the value typed
  * by the schema, or the failure as a RuleResult (400 when any problem is malformed, else 422), with
  * one detail line and the JSON pointer (`errors`) of each problem.
  * @param body the parsed JSON body; declared properties holding `null` are removed from it

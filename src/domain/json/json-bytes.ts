@@ -1,6 +1,6 @@
 /**
- * Byte-level helpers shared by the scans of JSON bodies (src/domain/json-limits.ts,
- * src/domain/event-batch-scan.ts, src/domain/event-batch-parse.ts): the ASCII bytes they look at and
+ * Byte-level helpers shared by the scans of JSON bodies (src/domain/json/json-limits.ts,
+ * src/domain/batch/event-batch-scan.ts, src/domain/batch/event-batch-parse.ts): the ASCII bytes they look at and
  * {@link stringEnd}. In UTF-8 these bytes never occur inside a multi-byte sequence, so the scans work
  * on the raw bytes without decoding them.
  */

@@ -1,5 +1,5 @@
 /**
- * Equality of parsed JSON values as schema comparison needs it (src/domain/schema-diff.ts): deep
+ * Equality of parsed JSON values as schema comparison needs it (src/domain/schema/schema-diff.ts): deep
  * equality ignoring object key order, set equality of arrays, and a canonical text. Pure.
  */
 import { isJsonObject, type JsonObject, type JsonValue } from '../schema/json-schema-walk.js';

@@ -3,7 +3,7 @@
  * prototype pollution; docs/architecture.md "7. Hostile input and the schema cost budget"), and
  * malformed JSON is answered 400 (docs/http-api.md). Pure, no I/O: used by the HTTP server for every
  * JSON request body; the publish worker parses event batches with the same checks
- * (src/domain/event-batch-parse.ts).
+ * (src/domain/batch/event-batch-parse.ts).
  */
 import { CLOSE_ARRAY, CLOSE_OBJECT, OPEN_ARRAY, OPEN_OBJECT, QUOTE, stringEnd } from './json-bytes.js';
 import { findPrototypeKey, mayHavePrototypeKey } from './prototype-keys.js';

@@ -3,7 +3,7 @@
  * enums, timestamps, string maps and authorization attributes, and {@link DeepReadonly}, with which a
  * record's TypeScript type is derived from its schema (`DeepReadonly<Static<typeof Schema>>`) instead of
  * being written a second time. The records the domain stores and the node serves declare their schemas
- * beside their rules (src/domain/subscription.ts, …); src/http/api/wire/ re-exports them for the
+ * beside their rules (src/domain/subscription/subscription.ts, …); src/http/api/wire/ re-exports them for the
  * OpenAPI document.
  */
 import { Type } from '@sinclair/typebox';

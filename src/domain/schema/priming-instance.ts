@@ -21,7 +21,7 @@ export interface PrimingLimits {
 export const PRIMING_LIMITS: PrimingLimits = { maxValues: 5_000, maxDepth: 32, maxStringLength: 64 };
 
 /**
- * Strings that pass the `format` checks of ajv-formats' fast mode (src/domain/schema-compiler.ts), so
+ * Strings that pass the `format` checks of ajv-formats' fast mode (src/domain/schema/schema-compiler.ts), so
  * that a priming instance goes on past a formatted field (the validator stops at the first error).
  */
 export const FORMAT_SAMPLES: Readonly<Record<string, string>> = {
@@ -58,7 +58,7 @@ export const FORMAT_SAMPLES: Readonly<Record<string, string>> = {
  * merges its objects' properties): priming needs the value to reach deep, and the validator runs
  * until its first error. `$ref` must be local (`#...`); one that does not resolve gives `null`.
  * Bounded by `limits` whatever the schema (exponential `$ref` fan-out, recursion, huge `minItems`).
- * @param schema an effective schema (src/domain/effective-schema.ts), parsed
+ * @param schema an effective schema (src/domain/schema/effective-schema.ts), parsed
  * @returns the instance (`null` when nothing could be made)
  */
 export function primingInstance(schema: JsonObject, limits: PrimingLimits = PRIMING_LIMITS): JsonValue {

@@ -95,7 +95,7 @@ export function instantiateValidator(code: string): ValidateFunction {
  * Runs a new validator before the first batch that needs it, so that batch does not pay the first run
  * (docs/decisions/0019-validators-prepared-before-the-first-batch.md): once on `{}`, so V8 compiles its
  * bytecode now (V8 compiles a function on its first call), and, when given, once on a
- * priming instance (src/domain/priming-instance.ts) — a validator's first run over values that reach
+ * priming instance (src/domain/schema/priming-instance.ts) — a validator's first run over values that reach
  * its code costs 10–50× its later runs, and one run over a value of the same shape pays that here
  * instead of in the first batch. The results are ignored; nothing is thrown for an invalid instance.
  * @returns the same validator

@@ -1,5 +1,5 @@
 /**
- * The structural comparison behind schema evolution (src/domain/schema-evolution.ts;
+ * The structural comparison behind schema evolution (src/domain/schema/schema-evolution.ts;
  * docs/concepts.md "Schema versions"): two schemas walked side by side, keyword by
  * keyword, at subschema positions only (so a property named `title` or `required` is a property, not a
  * keyword), each difference recorded with its JSON pointer and its semantic-versioning level under the

@@ -6,7 +6,7 @@ import { describeDifference, diffSchemas, highestLevel, type SchemaChangeLevel }
  * Schema evolution of an event type (docs/concepts.md "Schema versions", "Schema versions"): how a new submitted schema differs from the previous one, which semantic version it
  * gets, and whether the compatibility mode allows it.
  *
- * The comparison (src/domain/schema-diff.ts) walks both schemas side by side, keyword by keyword, at
+ * The comparison (src/domain/schema/schema-diff.ts) walks both schemas side by side, keyword by keyword, at
  * subschema positions only (so a property named `title` or `required` is a property, not a keyword).
  * Inputs must have passed `guardSchema` (nesting depth ≤ 64), which bounds the recursion.
  */

@@ -20,7 +20,7 @@ export const MAX_SUBSCHEMAS = 10_000;
 export interface SchemaGuardOptions {
   /** Largest accepted schema text, in UTF-8 bytes. */
   readonly maxSchemaBytes: number;
-  /** `enum` and `uniqueItems` bounds (default: `SCHEMA_COST_LIMITS` of src/domain/schema-cost.ts). */
+  /** `enum` and `uniqueItems` bounds (default: `SCHEMA_COST_LIMITS` of src/domain/schema/schema-cost.ts). */
   readonly costLimits?: SchemaCostLimits;
 }
 
@@ -42,7 +42,7 @@ interface Subschema {
  * - the document nests deeper than {@link MAX_SCHEMA_DEPTH} levels (checked iteratively);
  * - it has more than {@link MAX_SUBSCHEMAS} subschemas;
  * - an `enum` lists more values, or a `uniqueItems` array of non-scalar items may hold more items, than
- *   the budget of src/domain/schema-cost.ts allows (checked before the meta-schema, whose own
+ *   the budget of src/domain/schema/schema-cost.ts allows (checked before the meta-schema, whose own
  *   `uniqueItems` over `enum` compares every pair);
  * - `$schema` names anything but draft-04, or the schema does not validate against the draft-04
  *   meta-schema (the first ajv error is reported, e.g. `#/type must be equal to one of ...`);

@@ -1,6 +1,6 @@
 /**
  * Request bodies of the schema version endpoints (docs/http-api.md "Endpoints"), as JSON
- * Schema checked by ajv (src/domain/input-check.ts):
+ * Schema checked by ajv (src/domain/json/input-check.ts):
  * - `POST /event-types/{name}/schemas`: the event type's next `schema` ({@link SchemaVersionInputSchema},
  *   the very node of `EventTypeInputSchema` a `PUT` checks, so both answer the same lines);
  * - `POST /event-types/{name}/schemas?fetch=true`: a schema to find among the stored versions;

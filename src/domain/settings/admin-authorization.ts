@@ -2,7 +2,7 @@
  * The administrators (docs/operations.md "Administrator settings"; docs/security.md "Authorization: what
  * a subject may do") as stored and as `GET /settings/admins` serves them: the schema the OpenAPI document
  * shows (src/http/api/wire/settings.ts re-exports it) and the type derived from it. The bodies that set
- * them are read in src/domain/settings-input.ts, which keeps each list non-empty, so the admin
+ * them are read in src/domain/settings/settings-input.ts, which keeps each list non-empty, so the admin
  * endpoints can never lock everyone out.
  */
 import { Type, type Static } from '@sinclair/typebox';

@@ -1,7 +1,7 @@
 /**
  * Request bodies of the settings (docs/operations.md "Administrator settings"): the
  * administrators (`POST`/`PUT /settings/admins`) and a feature toggle (`POST /settings/features`), each a
- * JSON Schema checked by ajv (src/domain/input-check.ts). What a schema cannot say stays a rule here
+ * JSON Schema checked by ajv (src/domain/json/input-check.ts). What a schema cannot say stays a rule here
  * (an attribute at most once per list) or a lookup where the data is (a feature's name in
  * services/settings.ts, the attributes the authorization plugin accepts in services/access-control.ts).
  * Pure: no I/O.

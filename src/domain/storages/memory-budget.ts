@@ -3,7 +3,7 @@
  * docs/decisions/0030-redis-memory-budget.md): pure arithmetic over what each Redis master reports in
  * `INFO memory` — its limit, the high-water mark, whether it is full, the projected time until the
  * mark at the last minute's net rate — and the memory an event type's declared rate and retention
- * need. No I/O here: `storage/redis-memory.ts` reads the masters, `services/storage-usage.ts` measures
+ * need. No I/O here: `storage/redis/redis-memory.ts` reads the masters, `services/storage-usage.ts` measures
  * the event types.
  */
 

@@ -2,7 +2,7 @@
  * Reading the JSON body of `POST /subscriptions` and `PUT /subscriptions/{id}` (docs/concepts.md "Subscriptions";
  * docs/http-api.md "Endpoints"): the shape — JSON types, required fields, the `read_from` enum, event type names, list
  * and map sizes — is {@link subscriptionInputSchema} (and {@link subscriptionUpdateSchema}), checked by ajv
- * (src/domain/input-check.ts); the rules a schema cannot say (distinct event types and attributes, offsets
+ * (src/domain/json/input-check.ts); the rules a schema cannot say (distinct event types and attributes, offsets
  * of a valid form, annotation keys and values, the dead-letter annotations, what an update may change)
  * then run on the typed value, which is normalized into a `SubscriptionInput` (subscription.ts). Whether
  * the event types exist and the initial cursors fit their partitions is decided with storage

@@ -55,7 +55,7 @@ export const STREAM_ID: HeaderSpec = { description: 'the stream\'s id: commits n
 
 /**
  * Query parameters of both streams (docs/consuming.md): non-negative int32 values (else 400), an empty
- * value is absent; declared and read in src/domain/stream-parameters.ts.
+ * value is absent; declared and read in src/domain/stream/stream-parameters.ts.
  */
 export const streamQuery = streamQueryProperties;
 

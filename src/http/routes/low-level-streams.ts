@@ -11,7 +11,7 @@ export const LowLevelStreamQuery = Type.Object({
   cursors: Type.Optional(Type.String({ description: 'JSON array of cursors (for clients that cannot send headers); not with X-Broker-Cursors (400)' })),
   filter: Type.Optional(Type.String({ description: 'a draft-04 JSON Schema as JSON: only events (metadata included) it matches are sent, the others passed over; checked as an event type\'s schema (unusable: 422)' })),
 });
-/** The headers the low-level stream reads (their JSON is checked by src/domain/cursor-input.ts: 400). */
+/** The headers the low-level stream reads (their JSON is checked by src/domain/cursor/cursor-input.ts: 400). */
 export const LowLevelStreamHeaders = Type.Object({
   'X-Broker-Cursors': Type.Optional(Type.String({ description: 'JSON array of cursors, each partition at most once; only those partitions are streamed' })),
   'Last-Event-ID': Type.Optional(Type.String({ description: 'the `id` of the last server-sent event received (an EventSource reconnecting)' })),

@@ -177,7 +177,7 @@ export function settingsRoutes(http: HttpServer, settings: Settings, access: Acc
 }
 
 /**
- * An AdminAuthorization body (`AdminsInputSchema`, src/domain/settings-input.ts) whose attributes the
+ * An AdminAuthorization body (`AdminsInputSchema`, src/domain/settings/settings-input.ts) whose attributes the
  * plugin accepts. @throws BrokerError 400 (shape), 422 (a list empty or missing, an attribute twice, a refused attribute)
  */
 function parseAdmins(body: unknown, access: AccessControl): AdminAuthorization {

@@ -54,7 +54,7 @@ const route = routesOf<SubscriptionDeps>();
  * read access to every one of its event types (403 otherwise, as for streaming it: a subscription
  * shows positions in its event types). Update and delete need the subscription's `admins` (or an
  * administrator); a change of its readers ends every stream of it. Creation and update run under the
- * control-plane limiter. Bodies are checked by the registry (src/domain/subscription-input.ts); the
+ * control-plane limiter. Bodies are checked by the registry (src/domain/subscription/subscription-input.ts); the
  * listing's query by the pipeline, 400 when malformed, before the handler runs.
  */
 export const SUBSCRIPTION_ROUTES: readonly Route<SubscriptionDeps>[] = [

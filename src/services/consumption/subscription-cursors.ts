@@ -39,7 +39,7 @@ export class SubscriptionCursors {
   /**
    * Commits cursors for the stream `streamId`.
    * @param streamId `X-Broker-StreamId`, required and non-empty by the route's header schema (400)
-   * @param body `{items: [SubscriptionCursor]}` (`SubscriptionCursorsInputSchema`, src/domain/cursor-input.ts)
+   * @param body `{items: [SubscriptionCursor]}` (`SubscriptionCursorsInputSchema`, src/domain/cursor/cursor-input.ts)
    * @param subject must be a reader of the subscription and of each of its event types (docs/security.md "Authorization: what a subject may do")
    * @throws BrokerError 400 (body shape), 403, 404, 422 (too many cursors, a cursor without its string
    *   fields, unknown or expired stream, partition not held by that stream, invalid cursor), 503
@@ -136,7 +136,7 @@ export class SubscriptionCursors {
   /**
    * Cursor reset (docs/consuming.md "Commits"): refuses new streams, closes the open ones
    * (`Resetting subscription cursors`), waits until they are gone (at most the commit timeout), then
-   * initializes missing offsets and writes the given ones. At most `MAX_CURSORS_PER_REQUEST` (src/domain/offsets.ts) cursors (422).
+   * initializes missing offsets and writes the given ones. At most `MAX_CURSORS_PER_REQUEST` (src/domain/cursor/offsets.ts) cursors (422).
    * @param authorize runs once the subscription is known, before anything changes (the route checks admin
    *   rights on it and read access to its event types there)
    * @throws BrokerError 400 (shape), 403 (from `authorize`), 404, 409 (a reset runs), 422 (invalid cursor), 503

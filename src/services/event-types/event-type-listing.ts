@@ -39,7 +39,7 @@ const KEY_FIELDS_KEY = Buffer.from(',"partition_key_fields":');
 
 /**
  * A stored record's bytes as served ({@link servedEventType}): unchanged when `partition_key_fields`
- * follows `partition_strategy`, as in every record `toEventTypeRecord` (src/domain/event-type-record.ts) builds (a byte comparison, no
+ * follows `partition_strategy`, as in every record `toEventTypeRecord` (src/domain/event-type/event-type-record.ts) builds (a byte comparison, no
  * parsing; the first `"partition_strategy":"` is the record's own key, since the fields before it hold
  * no unescaped quote), else parsed and given `partition_key_fields: []`.
  */

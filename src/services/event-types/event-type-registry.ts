@@ -31,7 +31,7 @@ export interface RegistryCaller {
   requireAdmin(existing: EventType): void;
   /**
    * The service itself, registering its own event types at start-up: their schemas are the broker's,
-   * so the schema checks run under `TRUSTED_SCHEMA_CHECK_TIMEOUT_MS` (src/services/schema-checks.ts) instead of
+   * so the schema checks run under `TRUSTED_SCHEMA_CHECK_TIMEOUT_MS` (src/services/event-types/schema-checks.ts) instead of
    * `eventTypes.schemaCompileTimeoutMs` (a node on a loaded machine must not fail to start on its own schema).
    */
   readonly trusted?: boolean;

@@ -34,7 +34,7 @@ export interface CleanUpResult {
  *    the high watermark before readers learn where the timeline ends (no later append can confirm them;
  *    replicas that do not confirm fail the switch with 503, publishing still blocked);
  * 2. each partition of the new timeline is prepared in the target storage to continue at that offset + 1
- *    (offsets stay one dense sequence per partition, see `domain/timeline.ts`);
+ *    (offsets stay one dense sequence per partition, see `domain/storages/timeline.ts`);
  * 3. the timelines are replaced in the registry by compare-and-set (the old one with its last offsets,
  *    `latest_position`, the new one active), then announced: publishers retry there and readers continue
  *    there once they reach the old timeline's end.

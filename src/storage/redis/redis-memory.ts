@@ -31,7 +31,7 @@ const RATE_WINDOW_MS = 60_000;
  * What one node knows of the memory of one Redis deployment's masters (docs/operations.md "Memory and
  * retention"): every `redisMemory.checkIntervalMs` it reads `INFO memory` from each master (one command
  * per master, never per publish: a standalone Redis is its one master; on a Redis Cluster every master
- * of the slot map) and judges each against the high-water mark (`domain/memory-budget.ts`). The
+ * of the slot map) and judges each against the high-water mark (`domain/storages/memory-budget.ts`). The
  * publisher asks it which master holds a partition and whether that master is full — a map lookup —
  * and refuses the partitions of full masters with 507. Between two reads it adds the bytes this node
  * appended to each master to what the last read said ({@link noteAppended}), so one node publishing at

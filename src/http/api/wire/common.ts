@@ -1,4 +1,4 @@
-/** Pieces every wire schema uses: closed objects, enums, timestamps, maps and authorization attributes (declared in src/domain/wire-parts.ts), problems, paging links. */
+/** Pieces every wire schema uses: closed objects, enums, timestamps, maps and authorization attributes (declared in src/domain/json/wire-parts.ts), problems, paging links. */
 import { Type, type Static } from '@sinclair/typebox';
 import { Closed } from '../../../domain/json/wire-parts.js';
 

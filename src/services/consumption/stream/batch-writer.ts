@@ -43,7 +43,7 @@ export interface BatchWriterOptions {
   readonly policy: FramePolicy;
   /** The stream's partitions by key (the loop's map; read for stream-wide cursors and the opening batch). */
   readonly partitions: ReadonlyMap<string, StreamPartition>;
-  /** How batches are framed: JSON lines, or server-sent events (src/domain/stream-format.ts). */
+  /** How batches are framed: JSON lines, or server-sent events (src/domain/stream/stream-format.ts). */
   readonly format?: StreamFormat;
   /** Counts what the stream sends (once per write, never per event). */
   readonly meter?: StreamMeter;

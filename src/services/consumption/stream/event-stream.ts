@@ -83,7 +83,7 @@ export interface EventStreamLoopOptions {
   readonly config: BrokerConfig['consumption'];
   /** Counts the stream while it runs and what it sends (once per write, never per event; default: none). */
   readonly meter?: StreamMeter;
-  /** How batches are framed: JSON lines (the default), or server-sent events (src/domain/stream-format.ts). */
+  /** How batches are framed: JSON lines (the default), or server-sent events (src/domain/stream/stream-format.ts). */
   readonly format?: StreamFormat;
 }
 

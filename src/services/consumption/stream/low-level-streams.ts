@@ -251,7 +251,7 @@ export function requestedCursors(headers: LowLevelStreamHeaders, query: { readon
 /**
  * Parses `X-Broker-Cursors` (or the same JSON from `Last-Event-ID` or the `cursors` parameter): a
  * non-empty JSON array of `{partition, offset}` with string values, each partition at most once
- * (`lowLevelCursors`, src/domain/cursor-input.ts).
+ * (`lowLevelCursors`, src/domain/cursor/cursor-input.ts).
  * @param source where the text came from, named by the 400 details
  * @throws BrokerError 400 when it is not that
  */
