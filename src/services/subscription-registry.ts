@@ -3,13 +3,11 @@ import type { BrokerConfig } from '../config/config-schema.js';
 import { partitionIds, type AuthorizationAttribute, type EventType } from '../domain/event-type/event-type.js';
 import type { RuleResult } from '../domain/event-type/rule-problems.js';
 import type { EventFilters } from './event-filters.js';
+import { filterText, parseSubscriptionInput, parseSubscriptionUpdate } from '../domain/subscription/subscription-input.js';
 import {
-  filterText,
   initialCursorProblems,
   isEventTypeName,
   isSubscriptionId,
-  parseSubscriptionInput,
-  parseSubscriptionUpdate,
   subscriptionKey,
   type EventTypePartitions,
   type Subscription,

@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { timelineMapOf } from '../../src/domain/storages/timeline.js';
 import type { PartitionRange } from '../../src/domain/cursor/offsets.js';
+import { parseSubscriptionInput, parseSubscriptionUpdate } from '../../src/domain/subscription/subscription-input.js';
 import {
   initialCursorProblems,
   isSubscriptionId,
-  parseSubscriptionInput,
-  parseSubscriptionUpdate,
   subscriptionKey,
   type EventTypePartitions,
   type Subscription,

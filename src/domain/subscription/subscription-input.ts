@@ -24,12 +24,9 @@ import { CONSUMPTION_MODE_ANNOTATION, consumptionModeOf, consumptionModeProblems
 import { checkBody, Problems, type RuleResult } from '../event-type/rule-problems.js';
 import { formatOffset, parseOffset } from '../cursor/offsets.js';
 import { canonicalJson } from '../json/canonical-json.js';
-import type { InitialCursor, Subscription, SubscriptionAuthorization, SubscriptionInput } from './subscription.js';
+import { READ_FROM, type InitialCursor, type Subscription, type SubscriptionAuthorization, type SubscriptionInput } from './subscription.js';
 
-/** Where a new subscription starts reading (`read_from`, default `end`; docs/concepts.md "Subscriptions"). */
-export const READ_FROM = ['begin', 'end', 'cursors'] as const;
-/** One of {@link READ_FROM}. */
-export type ReadFrom = (typeof READ_FROM)[number];
+export { READ_FROM, type ReadFrom } from './subscription.js';
 
 /** The consumer group of a subscription created without one (docs/concepts.md "Subscriptions"). */
 export const DEFAULT_CONSUMER_GROUP = 'default';

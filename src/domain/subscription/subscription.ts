@@ -2,7 +2,7 @@
  * The subscription record and the pure rules of its registry that need storage's view
  * (docs/concepts.md "Subscriptions"): the
  * subscription key, subscription ids, initial cursors against the partitions. The request bodies are read
- * in subscription-input.ts (re-exported here).
+ * in subscription-input.ts, which builds on this file (never the other way round).
  *
  * Pure: no I/O. Problems are 422 detail lines in the form `Field "name" ...`.
  */
@@ -10,25 +10,12 @@ import { Type, type Static } from '@sinclair/typebox';
 import { EVENT_TYPE_NAME_PATTERN, MAX_EVENT_TYPE_NAME_LENGTH } from '../event-type/event-type-input.js';
 import { parseOffset, type PartitionRange } from '../cursor/offsets.js';
 import type { TimelineMap } from '../storages/timeline.js';
-import { READ_FROM } from './subscription-input.js';
 import { AttributeList, Closed, StringEnum, StringMap, Timestamp, type DeepReadonly } from '../json/wire-parts.js';
 
-export {
-  DEFAULT_CONSUMER_GROUP,
-  DEFAULT_SUBSCRIPTION_LIMITS,
-  filterText,
-  parseSubscriptionInput,
-  parseSubscriptionUpdate,
-  READ_FROM,
-  SubscriptionInputSchema,
-  subscriptionInputSchema,
-  SubscriptionUpdateSchema,
-  subscriptionUpdateSchema,
-  type ReadFrom,
-  type SubscriptionInputBody,
-  type SubscriptionLimits,
-  type SubscriptionUpdateBody,
-} from './subscription-input.js';
+/** Where a new subscription starts reading (`read_from`, default `end`; docs/concepts.md "Subscriptions"). */
+export const READ_FROM = ['begin', 'end', 'cursors'] as const;
+/** One of {@link READ_FROM}. */
+export type ReadFrom = (typeof READ_FROM)[number];
 
 /**
  * A starting cursor of a subscription created with `read_from: cursors` (docs/concepts.md "Subscriptions").
