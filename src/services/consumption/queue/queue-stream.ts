@@ -12,6 +12,7 @@ import type { Clock } from '../clock.js';
 import { KEEP_ALIVE_LIMIT_REACHED, NODE_SHUTTING_DOWN, STREAM_TIMEOUT_REACHED, type StreamedListener } from '../stream/event-stream.js';
 import type { QueueGroup } from './queue-group.js';
 import { LeaseKeeper } from '../session/session-lease.js';
+import { transition, type SessionState } from '../session/session-states.js';
 import { END_REASONS, type DeadLetterSink, type ResolvedSubscription, type SessionStore } from '../session/session-types.js';
 import { StreamPartition, subscriptionCursorText } from '../stream/stream-partition.js';
 
@@ -89,6 +90,13 @@ export class QueueStreamRunner implements FramePolicy {
   readonly released: Promise<void>;
   private markReleased: () => void = () => undefined;
   private runEnded: Promise<void> = Promise.resolve();
+  /**
+   * Where the session stands, under the same transition table as a stream-mode session
+   * (`SESSION_TRANSITIONS`): starting → streaming → leaving → released. A queue stream never passes
+   * through `closing`: the batches it holds stay in Redis, acknowledgeable until their deadlines, so its
+   * end waits for no commit window.
+   */
+  private sessionState: SessionState = 'starting';
 
   constructor(options: QueueStreamOptions) {
     this.options = options;
@@ -118,6 +126,11 @@ export class QueueStreamRunner implements FramePolicy {
 
   get subscriptionId(): string {
     return this.options.subscription.record.id;
+  }
+
+  /** Where the session stands (see `SESSION_TRANSITIONS`). */
+  get state(): SessionState {
+    return this.sessionState;
   }
 
   /** A batch's cursor: its partition at `p.sent` (the batch's last offset; for opening and keep-alive batches, the last one this stream sent of it). */
@@ -170,6 +183,7 @@ export class QueueStreamRunner implements FramePolicy {
     const writer = new BatchWriter({ sink, policy: this, partitions: this.partitions, format: this.options.format, meter: deps.meter });
     deps.meter.opened();
     this.lease.start();
+    this.sessionState = transition(this.sessionState, 'streaming');
     try {
       await group.ready;
       // Opening, keep-alive and closing batches carry the cursor of the first partition's last batch this
@@ -218,6 +232,7 @@ export class QueueStreamRunner implements FramePolicy {
       deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId, stream: this.streamId }, 'queue stream failed');
       throw err;
     } finally {
+      this.sessionState = transition(this.sessionState, 'leaving');
       unwake();
       this.lease.stop();
       deps.meter.closed();
@@ -226,7 +241,10 @@ export class QueueStreamRunner implements FramePolicy {
       void deps.queue
         .leave(this.subscriptionId, this.streamId)
         .catch((err: unknown) => deps.logger.warn({ err: (err as Error).message, subscription: this.subscriptionId, stream: this.streamId }, 'could not remove a queue stream session; it expires with its lease'))
-        .finally(() => this.markReleased());
+        .finally(() => {
+          this.sessionState = transition(this.sessionState, 'released');
+          this.markReleased();
+        });
     }
   }
 
