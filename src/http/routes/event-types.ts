@@ -11,7 +11,6 @@ import { empty, json, jsonBody, problems, routesOf, type Route } from '../api/ro
 import { Bool, CapacityWarning, Location, NameParam, pageOf, Paging } from '../api/route-parts.js';
 import { warningHeader } from '../../domain/storages/memory-budget.js';
 import { CompatibilityCheckSchema, EventTypeInputSchema, EventTypeRecordSchema, EventTypeSchemaSchema, PageLinksSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 
 /** What deleting an event type needs to know and do about the subscriptions that read it. */
 export interface EventTypeSubscriptions {
@@ -213,11 +212,6 @@ export const EVENT_TYPE_ROUTES: readonly Route<EventTypeDeps>[] = [
     handler: () => Promise.resolve({ status: 200, body: ENRICHMENT_STRATEGIES }),
   }),
 ];
-
-/** Registers the event type routes ({@link EVENT_TYPE_ROUTES}) with their services. */
-export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions, audit: AuditLog, capacity?: EventTypeDeps['capacity']): void {
-  http.register(EVENT_TYPE_ROUTES, { registry, access, subscriptions, audit, ...(capacity ? { capacity } : {}) });
-}
 
 /**
  * The registry's view of a caller (see {@link RegistryCaller}): administrator rights, the plugin's

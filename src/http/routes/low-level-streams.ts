@@ -2,7 +2,6 @@ import { Type } from '@sinclair/typebox';
 import type { LowLevelStreams } from '../../services/consumption/stream/low-level-streams.js';
 import { problems, routesOf, type Route } from '../api/route-model.js';
 import { NameParam, stream, streamQuery } from '../api/route-parts.js';
-import type { HttpServer } from '../server.js';
 import { name } from './event-types.js';
 
 /** The query of the low-level stream `GET /event-types/{name}/events`: the stream parameters, `cursors` and `filter` (docs/consuming.md "Filters"). */
@@ -42,7 +41,3 @@ export const LOW_LEVEL_STREAM_ROUTES: readonly Route<LowLevelStreams>[] = [
   }),
 ];
 
-/** Registers the low-level stream route ({@link LOW_LEVEL_STREAM_ROUTES}). */
-export function lowLevelStreamRoutes(http: HttpServer, streams: LowLevelStreams): void {
-  http.register(LOW_LEVEL_STREAM_ROUTES, streams);
-}

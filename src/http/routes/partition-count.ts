@@ -4,7 +4,6 @@ import type { AuditLog } from '../../services/audit-log.js';
 import { requireRepartitioning, type Repartitioning } from '../../services/event-types/repartitioning.js';
 import { empty, jsonBody, problems, routesOf, type Route, type RouteHandler } from '../api/route-model.js';
 import { NameParam } from '../api/route-parts.js';
-import type { HttpServer } from '../server.js';
 import { name } from './event-types.js';
 
 /** The services the repartitioning routes use. */
@@ -57,7 +56,3 @@ export const PARTITION_COUNT_ROUTES: readonly Route<PartitionCountDeps>[] = [
   }),
 ];
 
-/** Registers the repartitioning routes ({@link PARTITION_COUNT_ROUTES}) with their services. */
-export function partitionCountRoutes(http: HttpServer, repartitioning: Repartitioning, access: AccessControl, audit: AuditLog): void {
-  http.register(PARTITION_COUNT_ROUTES, { repartitioning, access, audit });
-}

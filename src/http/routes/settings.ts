@@ -9,7 +9,6 @@ import type { AuditLog } from '../../services/audit-log.js';
 import type { AdminAuthorization } from '../../domain/settings/admin-authorization.js';
 import { empty, json, jsonBody, problems, routesOf, type Route, type RouteHandler } from '../api/route-model.js';
 import { AdminAuthorizationSchema, BlacklistSchema, FeatureListSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 
 /** The services the settings routes use. */
 export interface SettingsDeps {
@@ -170,11 +169,6 @@ export const SETTINGS_ROUTES: readonly Route<SettingsDeps>[] = [
     },
   }),
 ];
-
-/** Registers the settings routes ({@link SETTINGS_ROUTES}) with their services. */
-export function settingsRoutes(http: HttpServer, settings: Settings, access: AccessControl, audit: AuditLog): void {
-  http.register(SETTINGS_ROUTES, { settings, access, audit });
-}
 
 /**
  * An AdminAuthorization body (`AdminsInputSchema`, src/domain/settings/settings-input.ts) whose attributes the

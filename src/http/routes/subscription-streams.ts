@@ -11,7 +11,6 @@ import type { ConcurrencyLimiter } from '../concurrency-limiter.js';
 import { empty, json, jsonBody, problems, routesOf, type ResponseSpec, type Route } from '../api/route-model.js';
 import { Bool, STREAM_ID, stream, SubscriptionParam } from '../api/route-parts.js';
 import { CursorCommitResultsSchema, StreamParametersBodySchema, SubscriptionCursorsSchema, SubscriptionStatsSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 import type { Tracing } from '../../observability/traces.js';
 import { BrokerError } from '../../errors/catalog.js';
 
@@ -155,7 +154,3 @@ function cursorCount(body: unknown): number {
   return Array.isArray(items) ? items.length : 0;
 }
 
-/** Registers the subscription consumption routes ({@link SUBSCRIPTION_STREAM_ROUTES}) with their services. */
-export function subscriptionStreamRoutes(http: HttpServer, streams: SubscriptionStreams, cursors: SubscriptionCursors, access: AccessControl, tracing?: Tracing): void {
-  http.register(SUBSCRIPTION_STREAM_ROUTES, { streams, cursors, access, controlLimiter: http.controlLimiter, ...(tracing === undefined ? {} : { tracing }) });
-}

@@ -7,7 +7,6 @@ import type { SubscriptionCursor, SubscriptionFilter, SubscriptionRegistry } fro
 import { empty, json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { Bool, Location, pageOf, Paging, SubscriptionParam } from '../api/route-parts.js';
 import { SubscriptionInputSchema, SubscriptionListSchema, SubscriptionRecordSchema, SubscriptionUpdateSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 import { AttributeQueryParam, attributeOf } from './event-types.js';
 
 /**
@@ -161,18 +160,6 @@ export const SUBSCRIPTION_ROUTES: readonly Route<SubscriptionDeps>[] = [
     },
   }),
 ];
-
-/** Registers the subscription registry routes ({@link SUBSCRIPTION_ROUTES}) with their services. */
-export function subscriptionRoutes(
-  http: HttpServer,
-  registry: SubscriptionRegistry,
-  access: AccessControl,
-  onReadersChanged: (id: string) => Promise<void>,
-  audit: AuditLog,
-  status?: SubscriptionStatus,
-): void {
-  http.register(SUBSCRIPTION_ROUTES, { registry, access, onReadersChanged, audit, status });
-}
 
 /** A listing link repeating only the filters the client gave (docs/http-api.md). */
 /**
