@@ -20,6 +20,9 @@ import type { CachedEventType, EventTypeCache } from './event-types/event-type-c
 import { ValidatorPreparation } from './validator-preparation.js';
 import type { WorkerPool } from './worker-pool.js';
 
+/** A batch the validation accepted: its partitions' payloads, ready to be written. */
+type AcceptedBatch = Extract<Awaited<ReturnType<WorkerPool['publish']>>, { kind: 'accepted' }>;
+
 /** The answer to a publish request (docs/publishing.md "Answers"): 200 empty, or 422/207 with one item per event. */
 export type PublishOutcome =
   | { readonly status: 200; readonly events: number; readonly bytes: number }
@@ -259,6 +262,16 @@ export class Publisher {
     context.validated?.(events);
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
 
+    return this.append(eventType, result, events, budget, deadline, trace);
+  }
+
+  /**
+   * Writes a validated batch's partitions, unless the Redis budget or the deadline passed first: 200 when
+   * every partition was written, 207 with one item per event when some were not (or the deadline passed
+   * before the writes were sent: every item `aborted`).
+   */
+  private async append(eventType: CachedEventType, result: AcceptedBatch, events: number, budget: RedisWaitBudget, deadline: PublishDeadline, trace: PublishTrace | undefined): Promise<PublishOutcome> {
+    const spec = eventType.publishSpec;
     const window = spec.idempotencyWindowSeconds;
     const maxEids = this.config.idempotencyMaxEidsPerPartition;
     const appends = result.partitions.map(
