@@ -87,8 +87,8 @@ main().catch((err: unknown) => {
 
 /**
  * Sets V8's old-generation growing factor for this process (`node.heapGrowingPercent`): with V8's own
- * choice the main thread's heap grows to ~4× its live size between major collections under churn
- * (capacity 89 → 130–132 MB over a flat live floor; docs/decisions/0011-heap-growing-factor.md). V8
+ * choice the main thread's heap grows to several times its live size between major collections under
+ * churn (docs/decisions/0011-heap-growing-factor.md "Figures the code relies on"). V8
  * reads the flag at every collection, so setting it here, before the node allocates in earnest, covers
  * the main thread and the worker threads started after. A `--heap-growing-percent` the operator gave (NODE_OPTIONS or the command line) wins.
  * @param percent 0 leaves V8's own choice

@@ -54,7 +54,8 @@ export function compiledValidatorBytes(schemaLength: number): number {
 
 /**
  * Estimated heap of a validator instantiated from standalone code of `codeLength` characters (the main
- * thread's): 2.3 bytes per character, as measured for every schema of {@link compiledValidatorBytes}.
+ * thread's): 2.3 bytes per character (measured for every schema of {@link compiledValidatorBytes}:
+ * docs/decisions/0015-validator-caches-by-estimated-heap.md "Figures the code relies on").
  */
 export function instantiatedValidatorBytes(codeLength: number): number {
   return Math.ceil(2.3 * codeLength);
@@ -75,8 +76,8 @@ interface CachedSchema {
 /**
  * Compiled validators per schema key, least recently used dropped first, within {@link ValidatorCacheBounds};
  * one per worker thread (and one on the main thread). Each validator has its own ajv instance, dropped
- * with it: a shared instance keeps every schema it ever compiled (measured: RSS +165 MB over 3,000 event
- * types).
+ * with it: a shared instance keeps every schema it ever compiled (its measured growth:
+ * docs/decisions/0015-validator-caches-by-estimated-heap.md "Figures the code relies on").
  */
 export class ValidatorCache {
   private readonly validators: LRUCache<string, CachedSchema>;

@@ -56,7 +56,8 @@ export function routeBodyLimits(options: BodyLimitOptions): { readonly events: B
  * of the body and answers when it is in, so the connection stays usable and the client, still
  * writing, does not lose the answer to a reset. A trickled body cannot hold the answer back for long:
  * uWS drops a connection whose request arrives slower than 16 KB/s (`HTTP_RECEIVE_THROUGHPUT_BYTES`)
- * or that is idle for 10 s (`HTTP_IDLE_TIMEOUT_S`); measured: cut after 10-12 s at 8 KB/s or 1 byte/s.
+ * or that is idle for 10 s (`HTTP_IDLE_TIMEOUT_S`; measured: docs/decisions/0008-http-engine-uwebsockets.md,
+ * "Figures the code relies on").
  * @throws BrokerError 413
  */
 export function refuseDeclaredOversize(req: HyperExpress.Request, limit: BodyLimit): void {

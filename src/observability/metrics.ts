@@ -87,16 +87,17 @@ interface EventTypePublishSeries {
  *
  * Most metrics are updated as things happen through the {@link HttpMeter}, {@link PublishMeter} and
  * {@link ConsumptionMeter} interfaces, with prom-client's label-bound children made once per label set
- * and kept (prom-client still hashes the labels per call: about 0.4 µs per update, a few per request).
+ * and kept (prom-client still hashes the labels per call, a few times per request; its cost:
+ * docs/decisions/0017-metrics-exposition-written-by-the-node.md "Figures the code relies on").
  * The worker pool gauges and the consumer lag gauges are read when scraped ({@link scrape}), the latter
  * from Redis in O(partitions).
  *
  * The families with a series per event type (publishing) or per subscription and partition (consumer
  * lag) are not prom-client's: the node keeps their values in plain records and writes their text itself
  * (exposition.ts), the same text prom-client wrote (test/unit/exposition.test.ts). At 10,000 event types
- * and subscriptions they are ~90 % of a scrape's 410,000 samples, and prom-client's per-sample objects and
- * label formatting made a steady scrape take 1.26 s against 0.76 s written this way (bench `catalog-scale`,
- * docs/decisions/0017-metrics-exposition-written-by-the-node.md).
+ * and subscriptions they are most of a scrape's samples, and prom-client's per-sample objects and label
+ * formatting made a steady scrape much slower than written this way (bench `catalog-scale`; the figures:
+ * docs/decisions/0017-metrics-exposition-written-by-the-node.md "Figures the code relies on").
  */
 export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter, StorageFullMeter {
   /** prom-client's registry: every family but the publish and consumer lag ones ({@link scrape} writes all of them). */

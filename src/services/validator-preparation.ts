@@ -16,8 +16,8 @@ import type { WorkerPool } from './worker-pool.js';
 
 /**
  * Largest standalone validator code the main thread instantiates, in UTF-8 bytes (JavaScript text): its
- * one-time cost is parsing that code (about 0.03 ms per KB measured on the GitHub webhook schemas), and a
- * deterministic bound, unlike a compile time measured on a loaded machine.
+ * one-time cost is parsing that code (its measured cost: docs/decisions/0019-validators-prepared-before-the-first-batch.md,
+ * "Figures the code relies on"), and a deterministic bound, unlike a compile time measured on a loaded machine.
  */
 const MAIN_THREAD_MAX_CODE_BYTES = 64 * 1024;
 /** Schema keys remembered as prepared (least recently used dropped first; as many as event types cached). */

@@ -47,9 +47,9 @@ export function parseEventBatch(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH): P
 /**
  * Bytes of body text decoded into one string at most, unless a single event is longer. V8 allocates a
  * string over 128 KB (two bytes per character once one character is beyond Latin-1, so 64 KB of text) in
- * its large-object space, on pages of its own mapped for it and unmapped when it dies: decoding a
- * 527 KB batch body into one string took 1.9-2.4 ms on the bench machine (page faults), the same
- * bytes in pieces under that size 0.07-0.12 ms (docs/decisions/0013-batch-bodies-parsed-in-pieces.md).
+ * its large-object space, on pages of its own mapped for it and unmapped when it dies: decoding a batch
+ * body into one string costs page faults that the same bytes in pieces under that size do not
+ * (docs/decisions/0013-batch-bodies-parsed-in-pieces.md "Figures the code relies on").
  */
 export const PARSE_PIECE_BYTES = 32 * 1024;
 

@@ -71,8 +71,8 @@ export function parseUntrustedJson(bytes: Uint8Array, options: UntrustedJsonOpti
  * Where a JSON body first nests deeper than `maxDepth`: one pass over the bytes counting `[`/`{` against
  * `]`/`}` outside strings, string contents skipped with the native `Buffer.indexOf`. Works on the raw
  * bytes: in UTF-8 these ASCII bytes never occur inside a multi-byte sequence. A body shorter than
- * `2 × (maxDepth + 1)` bytes cannot nest that deep and is not scanned. Costs about 1-2 ms per MB, a
- * tenth of what the publish worker spends on a batch. Invalid JSON may give any answer; `JSON.parse`
+ * `2 × (maxDepth + 1)` bytes cannot nest that deep and is not scanned. Costs a tenth of what the publish
+ * worker spends on a batch (docs/decisions/0013-batch-bodies-parsed-in-pieces.md "Figures the code relies on"). Invalid JSON may give any answer; `JSON.parse`
  * refuses it anyway.
  *
  * @returns the byte offset of the first opening bracket beyond `maxDepth`, or -1

@@ -49,9 +49,8 @@ export const FORMAT_SAMPLES: Readonly<Record<string, string>> = {
 /**
  * A JSON value shaped like the values `schema` describes, to run a newly compiled validator over most
  * of its code before an event type's first batch (a validator's first run over real
- * values costs 10–50× its later runs — measured on the 58 GitHub webhook schemas, 255 ms for their
- * 329 payloads against 41 ms for the same payloads again — and one run over a value of the same shape
- * takes that cost away).
+ * values costs 10–50× its later runs, docs/decisions/0019-validators-prepared-before-the-first-batch.md
+ * "Figures the code relies on" — and one run over a value of the same shape takes that cost away).
  *
  * Deterministic; valid where the schema allows it simply, not always (patterns and numeric bounds
  * other than minimum/maximum are not honoured, `oneOf`/`anyOf` take their first branch, `allOf`

@@ -68,7 +68,7 @@ export function compileSchema(ajv: SchemaCompiler, schema: JsonObject): Validate
  * Compiles an effective schema in an instance of its own and returns the validator as standalone
  * JavaScript (a CommonJS module body exporting the validate function): a worker compiles,
  * the main thread only instantiates it with {@link instantiateValidator}, which costs a tenth of compiling
- * (measured on the GitHub webhook schemas: 10–15 vs 120–135 ms).
+ * (docs/decisions/0019-validators-prepared-before-the-first-batch.md "Figures the code relies on").
  * @throws Error from ajv when the schema is invalid
  */
 export function standaloneValidatorCode(schema: JsonObject): string {
