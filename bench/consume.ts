@@ -14,7 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { decodeEntry } from '../src/domain/entry-codec.js';
+import { decodeEntry } from '../src/domain/batch/entry-codec.js';
 import { businessEventType, prng } from './events.js';
 import { MB, createEventType, keysMatching, loadRequest, publishAll, recordCpu, round, startStack, stackMeter, type CpuUse, type LoadRequest, type Recorder, type Scenario, type Stack } from './harness.js';
 import { Committer, connectionRetries, createSubscription, openStream, quickMode, type StreamLine } from './stream-client.js';

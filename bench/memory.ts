@@ -6,7 +6,7 @@
  * and a business one (enriched metadata makes the stored JSON larger than the sent JSON).
  */
 import { Redis } from 'ioredis';
-import { decodeEntry } from '../src/domain/entry-codec.js';
+import { decodeEntry } from '../src/domain/batch/entry-codec.js';
 import { SMALL_BUSINESS_SCHEMA, SMALL_SCHEMA, businessEventType, prng, smallBusinessEvent, smallEvent, undefinedEventType } from './events.js';
 import { createEventType, keysMatching, loadRequest, post, round, runBounded, sleep, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
 

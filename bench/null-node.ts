@@ -4,7 +4,7 @@
  * (docs/load-testing.md "What the load generator leaves"). It serves:
  *
  * - `POST /event-types/<name>/events`: admitted under the same bound as a node (`PublishAdmission`,
- *   `http.publishMaxBytesInFlight`, default 16 MiB, from `BROKER_HTTP_PUBLISH_MAX_BYTES_IN_FLIGHT`);
+ *   `http.publishMaxInFlightBytes`, default 16 MiB, from `BROKER_HTTP_PUBLISH_MAX_IN_FLIGHT_BYTES`);
  *   an admitted body is read whole and dropped, then answered `200`; a publish beyond the bound is
  *   refused as a node refuses it — `503`, `Retry-After: 1`, a problem, sent before the body
  *   (`answerBeforeBody`);
@@ -28,7 +28,7 @@ if (!Number.isInteger(port) || port <= 0) {
 }
 
 const DEFAULT_BOUND = 16 * 1024 * 1024;
-const admission = new PublishAdmission(Number(process.env.BROKER_HTTP_PUBLISH_MAX_BYTES_IN_FLIGHT ?? DEFAULT_BOUND));
+const admission = new PublishAdmission(Number(process.env.BROKER_HTTP_PUBLISH_MAX_IN_FLIGHT_BYTES ?? DEFAULT_BOUND));
 const REFUSAL = JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'publishing is at its bound of bytes in flight' });
 
 const app = new HyperExpress.Server({ max_body_length: Number.MAX_SAFE_INTEGER, max_body_buffer: 64 * 1024, auto_close: false });

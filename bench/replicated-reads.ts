@@ -32,7 +32,7 @@ import { loadConfig } from '../src/config/load-config.js';
 import { createLogger } from '../src/observability/logger.js';
 import { createKeys } from '../src/storage/keys.js';
 import { PartitionStore, type PartitionAppend } from '../src/storage/partition-store.js';
-import { connectRedis } from '../src/storage/redis-connection.js';
+import { connectRedis } from '../src/storage/redis/redis-connection.js';
 import { ReplicatedAppender } from '../src/storage/replicated-append.js';
 import { Scripts } from '../src/storage/scripts.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';

@@ -2,7 +2,8 @@
  * Benchmark runner: runs the selected scenarios one after the other, each on its
  * own fresh redis-server and broker node, prints a table, appends one JSON line per figure to
  * `bench/results.jsonl` (date, commit, machine, command, scenario, metric, value, unit, target, met)
- * and regenerates the "Latest results" section of `docs/benchmarks.md` from the latest full run.
+ * and regenerates the "Latest results" section of `docs/benchmarks.md`: one table of the latest figure of
+ * each target (the latest full run, with scenarios run again after it).
  *
  *   npm run bench                                   # build, then every scenario
  *   node dist/bench/run.js [publish-batches] [github] [single-event] [auth] [memory] [consume] [end-to-end] [commits] [scale-out] [compaction] [compression] [churn] [fan-out]
@@ -161,45 +162,47 @@ function freshPage(machine: Machine): string {
 function linesTable(lines: readonly ResultLine[]): string[] {
   const escape = (s: string) => s.replaceAll('|', '\\|');
   return [
-    '| scenario | metric | value | unit | target | |',
-    '|---|---|--:|---|---|---|',
-    ...lines.map((l) => `| ${l.scenario} | ${escape(l.metric)} | ${formatValue(l.value)} | ${l.unit} | ${escape(describeTarget(l.target ?? undefined))} | ${status(l.met)} |`),
+    '| scenario | metric | value | unit | target | | commit |',
+    '|---|---|--:|---|---|---|---|',
+    ...lines.map((l) => `| ${l.scenario} | ${escape(l.metric)} | ${formatValue(l.value)} | ${l.unit} | ${escape(describeTarget(l.target ?? undefined))} | ${status(l.met)} | \`${l.commit}\` |`),
   ];
 }
 
 /**
- * The docs block for one run's lines: the run's machine and command, the figures with a target, then
- * every figure in a collapsed table.
+ * The docs block: one table of the figures with a target, the latest of each — the latest full run's,
+ * replaced by the figure of a scenario run again alone after it — with the runs they come from. Every
+ * figure of every run stays in results.jsonl.
  */
-function markdownTable(lines: readonly ResultLine[]): string {
-  const first = lines[0];
+function markdownTable(runs: readonly (readonly ResultLine[])[]): string {
+  const first = runs[0]?.[0];
   if (first === undefined) return '_No results yet: run `npm run bench`._';
   const m = first.machine;
-  const targeted = lines.filter((l) => l.met !== null);
+  const latest = new Map<string, ResultLine>();
+  for (const lines of runs) for (const l of lines) if (l.met !== null) latest.set(`${l.scenario}\u0000${l.metric}`, l);
+  const targeted = [...latest.values()];
   const missed = targeted.filter((l) => l.met === false);
+  const runLine = (lines: readonly ResultLine[]): string => {
+    const l = lines[0];
+    return l === undefined ? '' : `- ${l.date} · commit \`${l.commit}\` · \`${l.command}\``;
+  };
   const out = [
-    `Run ${first.date} · commit \`${first.commit}\` · ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB · Node ${m.node} · Redis ${m.redis}${freshPage(m)}`,
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB · Node ${m.node} · Redis ${m.redis}${freshPage(m)}`,
     '',
-    `Command: \`${first.command}\``,
+    'Runs (the full run first; a scenario run again after it replaces its figures):',
+    '',
+    ...runs.map(runLine),
     '',
     `Targets: **${targeted.length - missed.length} met, ${missed.length} missed**${missed.length > 0 ? ` (${missed.map((l) => `${l.scenario}: ${l.metric}`).join('; ')})` : ''}.`,
     '',
     ...linesTable(targeted),
-    '',
-    '<details>',
-    `<summary>Every figure of the run (${lines.length})</summary>`,
-    '',
-    ...linesTable(lines),
-    '',
-    '</details>',
   ];
   return out.join('\n');
 }
 
 /**
  * Rewrites the block between the markers of docs/benchmarks.md from results.jsonl: the latest full run
- * (every scenario: `npm run bench`), then the latest run of each command of named scenarios after it,
- * oldest first, so a scenario run again alone adds its table instead of replacing the full run's.
+ * (every scenario: `npm run bench`) with the latest run of each command of named scenarios after it
+ * (oldest first), as one table of the latest figure of each target.
  */
 function updateDocs(): void {
   const all = readFileSync(RESULTS_FILE, 'utf8')
@@ -214,8 +217,7 @@ function updateDocs(): void {
   // Of the runs after the full one, the latest of each command (a scenario measured again replaces its earlier rerun).
   const latestPerCommand = after.filter((id, i) => !after.slice(i + 1).some((later) => commandOf(later) === commandOf(id)));
   const shown = fullIndex >= 0 ? [runIds[fullIndex] ?? '', ...latestPerCommand] : runIds.slice(-1);
-  const tables = shown.map((id, i) => (i === 0 ? '' : '### Run after it\n\n') + markdownTable(all.filter((l) => l.run_id === id)));
-  const block = `${START_MARKER}\n${tables.join('\n\n')}\n${END_MARKER}`;
+  const block = `${START_MARKER}\n${markdownTable(shown.map((id) => all.filter((l) => l.run_id === id)))}\n${END_MARKER}`;
   const docs = existsSync(DOCS_FILE) ? readFileSync(DOCS_FILE, 'utf8') : '# Benchmarks\n\n## Latest results\n\n';
   const start = docs.indexOf(START_MARKER);
   const end = docs.indexOf(END_MARKER);

@@ -18,7 +18,7 @@
  */
 import { loadavg } from 'node:os';
 import { Redis } from 'ioredis';
-import { decodeEntry } from '../src/domain/entry-codec.js';
+import { decodeEntry } from '../src/domain/batch/entry-codec.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
 import { createEventType, keysMatching, loadRequest, median, post, round, runBounded, sleep, startStack, type LoadRequest, type Recorder, type Scenario, type Stack } from './harness.js';
 import { Committer, createSubscription, openStream, percentile, quickMode, type StreamLine } from './stream-client.js';

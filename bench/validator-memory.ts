@@ -13,9 +13,9 @@
  * Run: `npm run build && node --expose-gc dist/bench/validator-memory.js` (not part of `npm run bench`:
  * it measures a ratio that does not depend on the machine's load).
  */
-import { buildEffectiveSchema } from '../src/domain/effective-schema.js';
-import { compileSchema, createSchemaCompiler, instantiateValidator, primeValidator, standaloneValidatorCode } from '../src/domain/schema-compiler.js';
-import type { JsonObject } from '../src/domain/json-schema-walk.js';
+import { buildEffectiveSchema } from '../src/domain/schema/effective-schema.js';
+import { compileSchema, createSchemaCompiler, instantiateValidator, primeValidator, standaloneValidatorCode } from '../src/domain/schema/schema-compiler.js';
+import type { JsonObject } from '../src/domain/schema/json-schema-walk.js';
 import { loadGithubEventTypes } from '../scripts/github-event-types.js';
 import { ORDER_SCHEMA } from './events.js';
 

@@ -16,7 +16,7 @@ import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { loadGithubEventTypes, wrapAsDataEvent, type GithubEventType } from './github-event-types.js';
 import { EXCLUDED_PAYLOADS, SCHEMA_FIXES } from './github-schema-fixes.js';
-import { isJsonObject, type JsonObject } from '../src/domain/json-schema-walk.js';
+import { isJsonObject, type JsonObject } from '../src/domain/schema/json-schema-walk.js';
 import { BrokerClient } from '../src/cli/http-client.js';
 
 /** Attempts per event when the broker answers 207 (the failed items are sent again). */

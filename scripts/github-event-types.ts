@@ -10,8 +10,8 @@
  * time with `require` (dev dependencies, not bundled into dist/).
  */
 import { createRequire } from 'node:module';
-import { lookupField } from '../src/domain/effective-schema.js';
-import { cloneJson, isJsonObject, type JsonObject } from '../src/domain/json-schema-walk.js';
+import { lookupField } from '../src/domain/schema/effective-schema.js';
+import { cloneJson, isJsonObject, type JsonObject } from '../src/domain/schema/json-schema-walk.js';
 import { applySchemaFix, EXCLUDED_PAYLOADS, SCHEMA_FIXES, type SchemaFix } from './github-schema-fixes.js';
 import { translateToDraft04 } from './json-schema-draft04.js';
 import { extractDefinition, hoistRequiredPath } from './schema-bundle.js';

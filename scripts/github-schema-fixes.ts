@@ -5,7 +5,7 @@
  * {@link EXCLUDED_PAYLOADS}; printed by the demo, proven necessary one by one by
  * test/unit/github-event-types.test.ts.
  */
-import { cloneJson, isJsonObject, type JsonObject, type JsonValue } from '../src/domain/json-schema-walk.js';
+import { cloneJson, isJsonObject, type JsonObject, type JsonValue } from '../src/domain/schema/json-schema-walk.js';
 import { decodePointerSegment } from './schema-bundle.js';
 
 /**

@@ -3,7 +3,7 @@
  * no remote references): see {@link translateToDraft04}. Used for the GitHub webhook schemas of the
  * demo (scripts/github-event-types.ts). Pure.
  */
-import { cloneJson, isJsonObject, type JsonObject, type JsonValue } from '../src/domain/json-schema-walk.js';
+import { cloneJson, isJsonObject, type JsonObject, type JsonValue } from '../src/domain/schema/json-schema-walk.js';
 
 /** The dialect URI set on every translated root. */
 export const DRAFT_04_URI = 'http://json-schema.org/draft-04/schema#';

@@ -19,7 +19,7 @@
 import net from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { embeddedMaxmemoryBytes } from '../src/storage/embedded-redis.js';
+import { embeddedMaxmemoryBytes } from '../src/storage/redis/embedded-redis.js';
 import { repoRoot, startBroker, startRedis, startRedisCluster, type BrokerProcess } from './local-processes.js';
 import { TcpBalancer } from './tcp-balancer.js';
 

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort } from '../src/storage/free-port.js';
+import { freePort } from '../src/util/free-port.js';
 
 export { freePort };
 

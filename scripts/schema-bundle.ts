@@ -3,7 +3,7 @@
  * implied required paths at the root (used by scripts/github-event-types.ts for the webhook events).
  * Pure: works on parsed JSON, the inputs are not changed (except by {@link hoistRequiredPath}, on purpose).
  */
-import { cloneJson, isJsonObject, type JsonObject, type JsonValue } from '../src/domain/json-schema-walk.js';
+import { cloneJson, isJsonObject, type JsonObject, type JsonValue } from '../src/domain/schema/json-schema-walk.js';
 import { DRAFT_04_URI } from './json-schema-draft04.js';
 
 const DEFINITION_REF = /^#\/definitions\/([^/]+)/;

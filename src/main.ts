@@ -11,7 +11,7 @@ import { ConfigError, loadConfig } from './config/load-config.js';
 import { checkHttpEngine } from './http/engine-check.js';
 import { assertPortFree } from './http/port-check.js';
 import { createLogger } from './observability/logger.js';
-import { EmbeddedRedisError } from './storage/embedded-redis.js';
+import { EmbeddedRedisError } from './storage/redis/embedded-redis.js';
 
 async function main(): Promise<void> {
   // Before the engine is imported (app.js imports it), which would print its fallback warning and go on.
@@ -22,8 +22,9 @@ async function main(): Promise<void> {
   }
   const { createApp } = await import('./app.js');
   let config;
+  const warnings: string[] = [];
   try {
-    config = loadConfig();
+    config = loadConfig(process.env, (message) => warnings.push(message));
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`broker: ${err.message}\n`);
@@ -32,6 +33,7 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config);
+  for (const message of warnings) logger.warn(message);
   applyHeapGrowth(config.node.heapGrowingPercent, logger);
   const fail = (err: unknown): never => {
     const message = err instanceof EmbeddedRedisError || err instanceof Error ? err.message : String(err);
@@ -85,8 +87,8 @@ main().catch((err: unknown) => {
 
 /**
  * Sets V8's old-generation growing factor for this process (`node.heapGrowingPercent`): with V8's own
- * choice the main thread's heap grows to ~4× its live size between major collections under churn
- * (capacity 89 → 130–132 MB over a flat live floor; docs/decisions/0011-heap-growing-factor.md). V8
+ * choice the main thread's heap grows to several times its live size between major collections under
+ * churn (docs/decisions/0011-heap-growing-factor.md "Figures the code relies on"). V8
  * reads the flag at every collection, so setting it here, before the node allocates in earnest, covers
  * the main thread and the worker threads started after. A `--heap-growing-percent` the operator gave (NODE_OPTIONS or the command line) wins.
  * @param percent 0 leaves V8's own choice

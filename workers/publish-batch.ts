@@ -6,15 +6,15 @@
  * partition payloads are built in stored-texts.ts.
  */
 import type { ValidateFunction } from 'ajv';
-import { describeValidationError } from '../src/domain/schema-compiler.js';
-import { hashPartition, userDefinedPartition } from '../src/domain/partitioner.js';
-import { eventOwner } from '../src/domain/event-owner.js';
-import { parseEventBatch } from '../src/domain/event-batch-parse.js';
-import type { EventBatchLayout } from '../src/domain/event-batch-scan.js';
-import { rejectedItems } from '../src/domain/batch-items.js';
-import { EID_KEY_BYTES, eidHash, writeEidKey } from '../src/domain/idempotency.js';
-import { encodeEntries, ZSTD_FIELD } from '../src/domain/entry-codec.js';
-import type { PublishStep } from '../src/domain/batch-item-response.js';
+import { describeValidationError } from '../src/domain/schema/schema-compiler.js';
+import { hashPartition, userDefinedPartition } from '../src/domain/event-type/partitioner.js';
+import { eventOwner } from '../src/domain/event-type/event-owner.js';
+import { parseEventBatch } from '../src/domain/batch/event-batch-parse.js';
+import type { EventBatchLayout } from '../src/domain/batch/event-batch-scan.js';
+import { rejectedItems } from '../src/domain/batch/batch-items.js';
+import { EID_KEY_BYTES, eidHash, writeEidKey } from '../src/domain/batch/idempotency.js';
+import type { PublishStep } from '../src/domain/batch/batch-item-response.js';
+import { encodeEntries, ZSTD_FIELD } from '../src/domain/batch/entry-codec.js';
 import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
 import { MAX_EVENT_LINKS, type PartitionPayload, type PublishResult, type PublishTask, type PublishTaskSpec, type SchemaCost } from './publish-protocol.js';
 import type { SpanContextHeaders } from '../src/observability/traces.js';
@@ -62,7 +62,7 @@ function rejection(events: readonly BatchEvent[], failures: ReadonlyMap<number, 
 /**
  * Processes one batch.
  * @returns `malformed` (answer 400) when the body is not a UTF-8 JSON array of objects nested at most
- *   `MAX_JSON_DEPTH` levels (src/domain/json-limits.ts); `rejected`
+ *   `MAX_JSON_DEPTH` levels (src/domain/json/json-limits.ts); `rejected`
  *   (answer 422) when any event fails validation, size or partitioning, listing every failure;
  *   otherwise `accepted` with the serialized events grouped per partition, in input order.
  * @throws Error when the effective schema does not compile (a registry bug; answered 500)
@@ -129,7 +129,7 @@ export function processBatch(task: PublishTask, validators: ValidatorCache): Pub
   if (spec.idempotencyWindowSeconds !== undefined) attachEidKeys(partitions, batch, itemPartitions);
   let bytes = 0;
   for (const payload of partitions) bytes += payload.data.byteLength - (payload.count - 1);
-  // Stored compressed (src/domain/entry-codec.ts) except where a script splits the texts: compacted types
+  // Stored compressed (src/domain/batch/entry-codec.ts) except where a script splits the texts: compacted types
   // store one entry per event, idempotent appends leave out the events stored before.
   if (task.storedCompressionMinBytes !== undefined && spec.compacted !== true && spec.idempotencyWindowSeconds === undefined) compressPayloads(partitions, task.storedCompressionMinBytes);
   return { kind: 'accepted', itemPartitions, partitions, bytes, ...(schemaCost ? { schemaCost } : {}), ...(links !== undefined && links.length > 0 ? { links } : {}) };

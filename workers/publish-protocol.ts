@@ -2,13 +2,13 @@
  * Messages between the main thread and the publish workers (docs/architecture.md "Inline or worker"). Plain data only:
  * structured-cloned by piscina, with the body's bytes transferred rather than copied. The event type's
  * {@link PublishSpec} and the {@link BatchItemResponse} items of a rejection are domain types
- * (src/domain/publish-spec.ts, src/domain/batch-item-response.ts): the main thread's services and the
+ * (src/domain/batch/publish-spec.ts, src/domain/batch/batch-item-response.ts): the main thread's services and the
  * domain use them without reaching into workers/.
  */
-import type { JsonValue } from '../src/domain/json-schema-walk.js';
-import type { BatchItemResponse } from '../src/domain/batch-item-response.js';
-import type { PublishSpec } from '../src/domain/publish-spec.js';
-import type { SchemaCostLimits } from '../src/domain/schema-cost.js';
+import type { JsonValue } from '../src/domain/schema/json-schema-walk.js';
+import type { BatchItemResponse } from '../src/domain/batch/batch-item-response.js';
+import type { PublishSpec } from '../src/domain/batch/publish-spec.js';
+import type { SchemaCostLimits } from '../src/domain/schema/schema-cost.js';
 import type { SpanContextHeaders } from '../src/observability/traces.js';
 
 /**
@@ -40,7 +40,7 @@ export interface PublishTask {
   readonly traced?: true;
   /**
    * Events stored compressed (docs/operations.md "Memory and retention"): a partition's events of at least
-   * this many bytes (joined by `\n`) are stored as one zstd frame (src/domain/entry-codec.ts) unless the
+   * this many bytes (joined by `\n`) are stored as one zstd frame (src/domain/batch/entry-codec.ts) unless the
    * event type is compacted or idempotent; absent when `publish.storedCompression` is off.
    */
   readonly storedCompressionMinBytes?: number;
@@ -53,7 +53,7 @@ export interface PublishTiming {
 }
 
 /**
- * The registry's admission check of a submitted schema text (src/domain/schema-guard.ts: size, JSON,
+ * The registry's admission check of a submitted schema text (src/domain/schema/schema-guard.ts: size, JSON,
  * depth, subschema count, keyword bounds, draft-04 meta-schema, references, patterns). It runs in a
  * worker under a time limit because its cost grows with what the user sent.
  */
@@ -69,7 +69,7 @@ export interface GuardTask {
 
 /**
  * The registry's check that an effective schema is usable: its validation cost is within the budget
- * (src/domain/schema-cost.ts) and it compiles (run in a worker so neither can stall the node).
+ * (src/domain/schema/schema-cost.ts) and it compiles (run in a worker so neither can stall the node).
  */
 export interface CompileTask {
   readonly kind: 'compile';
@@ -129,7 +129,7 @@ export interface StandaloneTask {
 
 /**
  * A worker's answer to a {@link StandaloneTask}: the code of a CommonJS module exporting the validate
- * function and the schema's priming instance (src/domain/priming-instance.ts; the main thread runs the
+ * function and the schema's priming instance (src/domain/schema/priming-instance.ts; the main thread runs the
  * validator over it once), or why not; `transient` when no worker answered in time (worth another try later).
  */
 export type StandaloneResult = { readonly ok: true; readonly code: string; readonly primingInstance: JsonValue } | { readonly ok: false; readonly reason: string; readonly transient?: true };
@@ -143,7 +143,7 @@ export type StandaloneResult = { readonly ok: true; readonly code: string; reado
  */
 export interface FilterTask {
   readonly kind: 'filter';
-  /** The filter's key (`filterKeyOf`, src/domain/event-filter.ts): its validator's name in the thread's cache. */
+  /** The filter's key (`filterKeyOf`, src/domain/subscription/event-filter.ts): its validator's name in the thread's cache. */
   readonly filterKey: string;
   /** The filter's canonical JSON text; only when the thread asked for it. */
   readonly filter?: string;
@@ -168,7 +168,7 @@ export type WorkerTask = PublishTask | GuardTask | CompileTask | ForgetTask | Wa
 
 /**
  * What validating against an effective schema costs, as a worker measured it when it compiled the
- * schema: the worst subschema applications per value of an event (src/domain/schema-cost.ts) and the
+ * schema: the worst subschema applications per value of an event (src/domain/schema/schema-cost.ts) and the
  * compilation time in milliseconds. Publish results carry it only for schemas within the main
  * thread's budget (`INLINE_MAX_APPLICATIONS_PER_VALUE` of workers/validator-cache.ts): the main thread
  * validates small batches itself only for those, so a costly schema never runs on the thread that serves every request.
@@ -180,7 +180,7 @@ export interface SchemaCost {
 
 /**
  * The events of one partition, serialized: the JSON texts joined by `\n` (JSON text never contains a raw
- * newline), or one zstd frame of them when `compressed` (src/domain/entry-codec.ts).
+ * newline), or one zstd frame of them when `compressed` (src/domain/batch/entry-codec.ts).
  */
 export interface PartitionPayload {
   readonly partition: number;

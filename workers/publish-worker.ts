@@ -6,10 +6,10 @@
  */
 import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import { guardSchema } from '../src/domain/schema-guard.js';
-import { standaloneValidatorCode } from '../src/domain/schema-compiler.js';
-import type { JsonObject } from '../src/domain/json-schema-walk.js';
-import { primingInstance } from '../src/domain/priming-instance.js';
+import { guardSchema } from '../src/domain/schema/schema-guard.js';
+import { standaloneValidatorCode } from '../src/domain/schema/schema-compiler.js';
+import type { JsonObject } from '../src/domain/schema/json-schema-walk.js';
+import { primingInstance } from '../src/domain/schema/priming-instance.js';
 import { processBatch } from './publish-batch.js';
 import { matchEvents } from './filter-events.js';
 import { ROUND_WAIT_MS, type CompileResult, type FilterMatches, type FilterNeeded, type ForgetResult, type GuardResult, type PublishResult, type RoundTask, type SchemaNeeded, type StandaloneResult, type WarmResult, type WorkerTask } from './publish-protocol.js';

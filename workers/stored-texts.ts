@@ -4,8 +4,8 @@
  * serializing the enriched event would, so a worker does not serialize every accepted event again; see
  * {@link StoredTexts}.
  */
-import type { EventBatchLayout } from '../src/domain/event-batch-scan.js';
-import { decodeEntry, ZSTD_FIELD } from '../src/domain/entry-codec.js';
+import type { EventBatchLayout } from '../src/domain/batch/event-batch-scan.js';
+import { decodeEntry, ZSTD_FIELD } from '../src/domain/batch/entry-codec.js';
 import { eidOf, isEvent, metadataOf, type BatchEvent } from './batch-event.js';
 import type { PartitionPayload, PublishTask, PublishTaskSpec } from './publish-protocol.js';
 

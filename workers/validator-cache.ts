@@ -6,10 +6,10 @@
  */
 import type { ValidateFunction } from 'ajv';
 import { LRUCache } from 'lru-cache';
-import { compileSchema, createSchemaCompiler, primeValidator } from '../src/domain/schema-compiler.js';
-import type { JsonObject } from '../src/domain/json-schema-walk.js';
-import { primingInstance } from '../src/domain/priming-instance.js';
-import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema-cost.js';
+import { compileSchema, createSchemaCompiler, primeValidator } from '../src/domain/schema/schema-compiler.js';
+import type { JsonObject } from '../src/domain/schema/json-schema-walk.js';
+import { primingInstance } from '../src/domain/schema/priming-instance.js';
+import { analyseSchemaCost, SCHEMA_COST_LIMITS, type SchemaCostLimits } from '../src/domain/schema/schema-cost.js';
 import type { CompileResult, PublishTaskSpec, SchemaCost } from './publish-protocol.js';
 
 /**
@@ -54,7 +54,8 @@ export function compiledValidatorBytes(schemaLength: number): number {
 
 /**
  * Estimated heap of a validator instantiated from standalone code of `codeLength` characters (the main
- * thread's): 2.3 bytes per character, as measured for every schema of {@link compiledValidatorBytes}.
+ * thread's): 2.3 bytes per character (measured for every schema of {@link compiledValidatorBytes}:
+ * docs/decisions/0015-validator-caches-by-estimated-heap.md "Figures the code relies on").
  */
 export function instantiatedValidatorBytes(codeLength: number): number {
   return Math.ceil(2.3 * codeLength);
@@ -75,8 +76,8 @@ interface CachedSchema {
 /**
  * Compiled validators per schema key, least recently used dropped first, within {@link ValidatorCacheBounds};
  * one per worker thread (and one on the main thread). Each validator has its own ajv instance, dropped
- * with it: a shared instance keeps every schema it ever compiled (measured: RSS +165 MB over 3,000 event
- * types).
+ * with it: a shared instance keeps every schema it ever compiled (its measured growth:
+ * docs/decisions/0015-validator-caches-by-estimated-heap.md "Figures the code relies on").
  */
 export class ValidatorCache {
   private readonly validators: LRUCache<string, CachedSchema>;
@@ -110,8 +111,8 @@ export class ValidatorCache {
 
   /**
    * The validator of a spec's effective schema, compiled on first use and then run over the schema's
-   * priming instance (`primeValidator`, src/domain/priming-instance.ts), with its cost (the static
-   * analysis of src/domain/schema-cost.ts against the main thread's budget, and the compilation time).
+   * priming instance (`primeValidator`, src/domain/schema/priming-instance.ts), with its cost (the static
+   * analysis of src/domain/schema/schema-cost.ts against the main thread's budget, and the compilation time).
    * @throws Error when the schema does not compile, or is not held and the spec lacks its text
    */
   get(spec: Pick<PublishTaskSpec, 'schemaKey' | 'effectiveSchema'>): CompiledSchema {

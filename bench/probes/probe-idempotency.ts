@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { repoRoot, startRedis } from '../../scripts/local-processes.js';
 import { resolveIncludes } from '../../src/storage/scripts.js';
-import { EID_KEY_BYTES, writeEidKey } from '../../src/domain/idempotency.js';
+import { EID_KEY_BYTES, writeEidKey } from '../../src/domain/batch/idempotency.js';
 
 const EVENTS = 250;
 const CALLS = 400;

@@ -11,7 +11,7 @@
 //     16 concurrent script callers on one connection for 3 s, three rounds: auto-pipelining, plain writes,
 //     and the broker's coalesced writes (`coalesceWrites`)
 import { Redis } from 'ioredis';
-import { coalesceWrites } from '../../src/storage/redis-connection.js';
+import { coalesceWrites } from '../../src/storage/redis/redis-connection.js';
 import { startBroker, startRedis } from '../../scripts/local-processes.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,4 +1,4 @@
-import type { AuthorizationAttribute } from '../domain/event-type.js';
+import type { AuthorizationAttribute } from '../domain/event-type/event-type.js';
 import type { Subject } from './subject.js';
 
 /** The wildcard attribute `{"data_type":"*","value":"*"}` (docs/security.md "Authorization: what a subject may do"): every authenticated subject matches it. */

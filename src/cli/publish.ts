@@ -224,8 +224,25 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
   progress.update(published + failures.length, true);
   progress.end();
 
+  await report(ctx, eventType, { read, published, requests, started, failures });
+}
+
+/** What one `broker publish` run did, for its summary. */
+interface PublishRun {
+  readonly read: number;
+  readonly published: number;
+  readonly requests: number;
+  /** `performance.now()` at its start, ms. */
+  readonly started: number;
+  readonly failures: PublishFailure[];
+}
+
+/** Writes the run's summary (JSON with `--json`, else one line) and marks a run with failures as partial. */
+async function report(ctx: CommandContext, eventType: string, run: PublishRun): Promise<void> {
+  const { output } = ctx;
+  const { read, published, requests, failures } = run;
   failures.sort((x, y) => x.index - y.index);
-  const seconds = (performance.now() - started) / 1000;
+  const seconds = (performance.now() - run.started) / 1000;
   const summary: PublishSummary = {
     event_type: eventType,
     events: read,

@@ -67,6 +67,21 @@ export function registerSubscriptions(program: Command, session: CliSession): vo
       await lag(session.contextOf(command), id);
     });
 
+  registerCursors(program, session);
+
+  group
+    .command('get')
+    .description('show a subscription')
+    .argument('<subscription>', 'subscription id')
+    .action(async (id: string, _options: unknown, command: Command) => {
+      const ctx = session.contextOf(command);
+      const { body } = await ctx.client.json('GET', `/subscriptions/${encodeURIComponent(id)}`);
+      await printRecord(ctx, body);
+    });
+}
+
+/** `broker cursors get|at|reset`: a subscription's committed cursors, and cursors of an event type at a time. */
+function registerCursors(program: Command, session: CliSession): void {
   const cursors = program.command('cursors').description("show or reset a subscription's committed cursors");
 
   cursors
@@ -108,16 +123,6 @@ export function registerSubscriptions(program: Command, session: CliSession): vo
       await ctx.client.json('PATCH', `/subscriptions/${encodeURIComponent(id)}/cursors`, { items });
       if (ctx.output.json) return ctx.output.out(`${JSON.stringify({ items })}\n`);
       return ctx.output.out(`reset ${items.length} cursors of subscription ${id}\n`);
-    });
-
-  group
-    .command('get')
-    .description('show a subscription')
-    .argument('<subscription>', 'subscription id')
-    .action(async (id: string, _options: unknown, command: Command) => {
-      const ctx = session.contextOf(command);
-      const { body } = await ctx.client.json('GET', `/subscriptions/${encodeURIComponent(id)}`);
-      await printRecord(ctx, body);
     });
 }
 

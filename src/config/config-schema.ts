@@ -89,7 +89,7 @@ const httpSchema = Type.Object(
     /** Such requests that may wait for a slot; one more is refused with 503 (OVERLOADED). */
     controlQueueLength: Type.Integer({ minimum: 0, maximum: 10000, description: 'such requests that may wait for a slot; beyond it they are refused with 503 (`OVERLOADED`, `Retry-After: 1`) with nothing done' }),
     /** Bounded admission of publishing (docs/publishing.md "Refusals and deadlines"; docs/decisions/0025-publish-admission-by-bytes-in-flight.md). */
-    publishMaxBytesInFlight: positiveInt(
+    publishMaxInFlightBytes: positiveInt(
       'bytes of publish bodies (as declared by `Content-Length`, or as received and inflated) this node reads, validates and writes at once; a publish that would pass it is refused at once with 503 (`PUBLISH_OVERLOADED`, `Retry-After: 1`) before its body is read, nothing of it written. One publish is always admitted when none is in flight, whatever its size. 16 MiB is about 30 batches of 1,000 events of 520 bytes: 4 times what 8 connections publishing such batches hold, and about 0.2 s of the work of a node that validates and writes 90 MB/s (docs/decisions/0025-publish-admission-by-bytes-in-flight.md)',
       1024,
     ),
@@ -168,7 +168,7 @@ const eventTypesSchema = Type.Object(
     schemaCompileTimeoutMs: positiveInt('a schema whose checks (meta-schema, validation cost, compilation; each in a worker) take longer is refused (422); the service\'s own event types, registered at start-up, have 60 s; the same limit bounds compiling a new validator in every worker when an event type is created or changed'),
     /** How long a starting node waits for the validators of existing event types before it listens, so its first batches do not each pay a compilation. */
     prepareAtStartMs: positiveInt('a starting node compiles the validators of the event types that exist (the most recently changed, as many as the worker validator cache holds: caches.workerValidatorEntries and caches.workerValidatorBytes) before it listens, for at most this long; the rest are compiled in the background while it serves', 0),
-    /** Schema cost budget (docs/security.md "Hostile input"; src/domain/schema-cost.ts): most subschema applications per value of an event. */
+    /** Schema cost budget (docs/security.md "Hostile input"; src/domain/schema/schema-cost.ts): most subschema applications per value of an event. */
     schemaMaxApplicationsPerValue: positiveInt('schema cost budget: a schema that could apply more subschemas (`$ref`, `allOf`, `anyOf`, `oneOf`, `not`, `dependencies`) to one value of an event is refused (422); see docs/publishing.md "Schema cost budget"'),
     /** Most values one `enum` of a schema may list. */
     schemaMaxEnumValues: positiveInt('an `enum` listing more values is refused (422)'),

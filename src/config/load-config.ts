@@ -60,6 +60,40 @@ function readJsonFile(file: string): JsonObject {
   }
 }
 
+/**
+ * Settings renamed, old path → new path. The old name is still read from a config file and from its
+ * environment variable (the new name wins when both are given), with a warning naming the new one.
+ */
+export const RENAMED_KEYS: readonly (readonly [old: readonly string[], current: readonly string[]])[] = [
+  [['http', 'publishMaxBytesInFlight'], ['http', 'publishMaxInFlightBytes']],
+];
+
+/** Moves the renamed keys of a config file's object to their new names (unless given there too). */
+function renameFileKeys(file: JsonObject, source: string, warn: (message: string) => void): void {
+  for (const [old, current] of RENAMED_KEYS) {
+    const parent = old.slice(0, -1).reduce<Json | undefined>((node, key) => (isObject(node) ? node[key] : undefined), file);
+    const oldKey = old[old.length - 1] as string;
+    const newKey = current[current.length - 1] as string;
+    if (!isObject(parent) || !Object.hasOwn(parent, oldKey)) continue;
+    warn(`config key "${old.join('.')}" in ${source} is renamed "${current.join('.')}"; the old name is read for now`);
+    const value = parent[oldKey] as Json;
+    delete parent[oldKey];
+    if (!Object.hasOwn(parent, newKey)) parent[newKey] = value;
+  }
+}
+
+/** Reads the renamed keys' old environment variables as their new ones (unless those are set too). */
+function renameEnvKeys(env: NodeJS.ProcessEnv, warn: (message: string) => void): NodeJS.ProcessEnv {
+  const out = { ...env };
+  for (const [old, current] of RENAMED_KEYS) {
+    const value = env[envNameOf(old)];
+    if (value === undefined) continue;
+    warn(`env ${envNameOf(old)} is renamed ${envNameOf(current)} (config key "${current.join('.')}"); the old name is read for now`);
+    out[envNameOf(current)] ??= value;
+  }
+  return out;
+}
+
 const ajv = new Ajv({ allErrors: true, coerceTypes: true, useDefaults: false });
 const validate = ajv.compile<BrokerConfig>(configSchema);
 
@@ -68,13 +102,20 @@ const validate = ajv.compile<BrokerConfig>(configSchema);
  * (if set), then `BROKER_*` environment variables (strings, coerced to the key's type).
  *
  * @param env the environment to read (default `process.env`)
+ * @param warn called with each warning about the configuration (a renamed key given under its old
+ *   name, {@link RENAMED_KEYS}); default: a process warning
  * @returns a deep-frozen {@link BrokerConfig}
  * @throws ConfigError naming the key, when a file is unreadable or a value breaks the schema
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
+export function loadConfig(given: NodeJS.ProcessEnv = process.env, warn: (message: string) => void = (message) => process.emitWarning(message)): BrokerConfig {
   const merged = readJsonFile(path.join(projectRoot, 'config', 'default.json'));
-  const extraFile = env.BROKER_CONFIG_FILE;
-  if (extraFile) mergeInto(merged, readJsonFile(path.resolve(extraFile)), '');
+  const extraFile = given.BROKER_CONFIG_FILE;
+  if (extraFile) {
+    const file = readJsonFile(path.resolve(extraFile));
+    renameFileKeys(file, extraFile, warn);
+    mergeInto(merged, file, '');
+  }
+  const env = renameEnvKeys(given, warn);
   for (const keyPath of leafKeyPaths()) {
     const value = env[envNameOf(keyPath)];
     if (value === undefined) continue;

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type HyperExpress from 'hyper-express';
 import { brokerError, type BrokerError } from '../errors/catalog.js';
-import { parseUntrustedJson } from '../domain/json-limits.js';
+import { parseUntrustedJson } from '../domain/json/json-limits.js';
 import { inflateZstdBody } from './compression.js';
 import { receiveDeclaredBody } from './engine-workarounds.js';
 
@@ -56,7 +56,8 @@ export function routeBodyLimits(options: BodyLimitOptions): { readonly events: B
  * of the body and answers when it is in, so the connection stays usable and the client, still
  * writing, does not lose the answer to a reset. A trickled body cannot hold the answer back for long:
  * uWS drops a connection whose request arrives slower than 16 KB/s (`HTTP_RECEIVE_THROUGHPUT_BYTES`)
- * or that is idle for 10 s (`HTTP_IDLE_TIMEOUT_S`); measured: cut after 10-12 s at 8 KB/s or 1 byte/s.
+ * or that is idle for 10 s (`HTTP_IDLE_TIMEOUT_S`; measured: docs/decisions/0008-http-engine-uwebsockets.md,
+ * "Figures the code relies on").
  * @throws BrokerError 413
  */
 export function refuseDeclaredOversize(req: HyperExpress.Request, limit: BodyLimit): void {
@@ -92,7 +93,7 @@ export async function readBody(req: HyperExpress.Request, limit: BodyLimit): Pro
  * Parses a JSON request body strictly (docs/architecture.md "7. Hostile input and the schema cost
  * budget"; malformed JSON is 400, docs/http-api.md "Status codes"):
  * UTF-8 without invalid sequences, nesting at most `MAX_JSON_DEPTH` levels, and no `__proto__` or
- * `constructor.prototype` key anywhere (src/domain/json-limits.ts).
+ * `constructor.prototype` key anywhere (src/domain/json/json-limits.ts).
  * @throws BrokerError 400 (BAD_REQUEST) naming what is wrong
  */
 export function parseJson(body: Buffer): unknown {

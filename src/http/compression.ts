@@ -18,11 +18,10 @@ export type StreamCoding = 'zstd' | 'gzip';
 export const ZSTD_STREAM_LEVEL = 3;
 /**
  * zstd window and match-finder tables of streams, log2: a 64 KiB window with 32 Ki-entry hash and chain
- * tables. A stream is flushed per batch, so matches are mostly within a batch or the last few: on 20,000
- * enriched order events in 10-event batches this compresses to 128.9 bytes/event where level 3's own
- * parameters with a 1 MiB window gave 136.4, at the same CPU (3.0 vs 3.4 µs/event), and a stream's
- * compressor holds about 400 KB of native memory instead of about 1.8 MB (measured by RSS over 300 open
- * streams: 826 KB each before the window filled).
+ * tables. A stream is flushed per batch, so matches are mostly within a batch or the last few: this
+ * compresses better than level 3's own parameters with a 1 MiB window, at the same CPU, and a stream's
+ * compressor holds a fraction of the native memory (docs/decisions/0007-zstd-and-gzip-for-streams.md,
+ * "Figures the code relies on").
  */
 export const ZSTD_STREAM_WINDOW_LOG = 16;
 /** zstd hash table of streams, log2 entries (see {@link ZSTD_STREAM_WINDOW_LOG}). */

@@ -1,11 +1,11 @@
 /**
  * What a route handler sees and answers (docs/architecture.md §3.1): the request context the pipeline
  * builds (src/http/request-pipeline.ts) and the two kinds of answer, plain or streamed
- * (src/domain/stream-sink.ts). Types only; routes import them through src/http/server.ts.
+ * (src/domain/stream/stream-sink.ts). Types only; routes import them through src/http/server.ts.
  */
 import type { Logger } from '../observability/logger.js';
 import type { Subject } from '../auth/subject.js';
-import type { StreamingAnswer } from '../domain/stream-sink.js';
+import type { StreamingAnswer } from '../domain/stream/stream-sink.js';
 import type { CheckedInputs } from './request-inputs.js';
 
 /** The HTTP methods routes are registered for. */
@@ -40,13 +40,13 @@ export interface RequestContext {
   body(): Promise<Buffer>;
   /**
    * The body parsed as JSON: strict UTF-8, at most `MAX_JSON_DEPTH` levels, no `__proto__` or
-   * `constructor.prototype` key (src/domain/json-limits.ts). @throws BrokerError 400 when it is not that
+   * `constructor.prototype` key (src/domain/json/json-limits.ts). @throws BrokerError 400 when it is not that
    */
   json(): Promise<unknown>;
   /**
    * Keeps what the request holds of the node's publish admission (routes declared `admitted`) until
    * `work` settles, even after the answer went out: work the answer no longer waits for (a batch still
-   * in a worker when its deadline passed) stays counted in `http.publishMaxBytesInFlight`. Nothing on
+   * in a worker when its deadline passed) stays counted in `http.publishMaxInFlightBytes`. Nothing on
    * other routes.
    */
   holdUntil(work: Promise<unknown>): void;

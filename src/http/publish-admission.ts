@@ -17,7 +17,7 @@ export interface QueueDelayBound {
  * Bounded admission of publishing, per node (docs/publishing.md "Refusals and deadlines";
  * docs/decisions/0025-publish-admission-by-bytes-in-flight.md): the bytes of the publish bodies this
  * node holds — from admission, before the body is read, until the answer — stay within
- * `http.publishMaxBytesInFlight`. A publish that would pass it is refused at once with 503
+ * `http.publishMaxInFlightBytes`. A publish that would pass it is refused at once with 503
  * (`PUBLISH_OVERLOADED`, `Retry-After: 1`): no queue, no timer, so a refusal costs a counter check and
  * the problem's few hundred bytes, and the work already admitted keeps the CPU and memory it needs.
  * With a {@link QueueDelayBound}, a publish is also refused (`PUBLISH_QUEUE_DELAYED`) while the oldest
@@ -32,7 +32,7 @@ export class PublishAdmission {
   private holders = 0;
 
   /**
-   * @param limitBytes the bound in bytes (config `http.publishMaxBytesInFlight`, ≥ 1)
+   * @param limitBytes the bound in bytes (config `http.publishMaxInFlightBytes`, ≥ 1)
    * @param queueDelay the bound on the worker threads' queue delay; none when absent
    */
   constructor(

@@ -5,11 +5,11 @@
  * declared type. A value that breaks its schema is answered 400 (a wrong type) or 422 (a broken rule)
  * with one `Field "<name>"` line per problem and the JSON pointer of each in the problem's `errors`
  * (`in`: `path`, `query` or `header`; docs/http-api.md). Bodies are checked where they are read
- * (`checkBody` of src/domain/event-type-input.ts and the other readers), as publishing bodies are never
+ * (`checkBody` of src/domain/event-type/event-type-input.ts and the other readers), as publishing bodies are never
  * parsed on the main thread.
  */
 import type { Static, TObject } from '@sinclair/typebox';
-import { checkInput, precompileInputs, type InputPart } from '../domain/input-check.js';
+import { checkInput, precompileInputs, type InputPart } from '../domain/json/input-check.js';
 import { invalidInput } from '../errors/catalog.js';
 import type { RouteSpec } from './api/route-model.js';
 

@@ -1,7 +1,7 @@
 /**
  * The one pipeline every request runs through (docs/architecture.md §3.1): flow id
  * (echoed or generated, docs/http-api.md "Headers") → 503 while draining → 413 declared oversize →
- * 415 body media type → authentication → publish admission (503 beyond `http.publishMaxBytesInFlight`
+ * 415 body media type → authentication → publish admission (503 beyond `http.publishMaxInFlightBytes`
  * or `http.publishMaxQueueDelayMs`, before the body is read) → control-plane limiter slot → path, query and headers checked
  * against the route's schemas (src/http/request-inputs.ts) → handler → answer (gzip for large
  * bodies), stream (src/http/stream-writer.ts) or RFC 7807 problem → metrics, access-log entry and log
@@ -125,7 +125,7 @@ export class RequestPipeline {
     let heldUntil: Promise<unknown> | undefined;
     /**
      * Refused by the publish admission bound, or for memory (507 `STORAGE_FULL`): expected under load,
-     * counted in the metrics, logged at debug only (a full Redis logs its transition once: storage/redis-memory.ts).
+     * counted in the metrics, logged at debug only (a full Redis logs its transition once: storage/redis/redis-memory.ts).
      */
     let refusedAtBound = false;
     /** The handler answered a 5xx itself (the storage readiness): a state it reports, not a failure. */
@@ -141,18 +141,7 @@ export class RequestPipeline {
       const subject = isPublic ? UNAUTHENTICATED : await this.authenticator.authenticate(req.headers.authorization);
       subjectId = subject.id;
       if (admitted) admission = this.admit(req, res);
-      if (limited) {
-        // A client that leaves while waiting gives up its place; one that leaves mid-body leaves the body
-        // read pending for good (hyper-express never settles it), so its slot is freed when it leaves.
-        // hyper-express emits 'close' on an aborted response only once its Writable exists; adding a
-        // listener (a Writable method) creates it, as for streamed answers (sendStream).
-        const left = new AbortController();
-        res.once('close', () => left.abort());
-        const held = await this.controlLimiter.acquire(left.signal);
-        release = held;
-        if (left.signal.aborted) held();
-        else left.signal.addEventListener('abort', held, { once: true });
-      }
+      if (limited) release = await this.controlSlot(res);
       const params: Record<string, string> = {};
       for (const [key, value] of Object.entries(req.path_parameters)) params[key] = safeDecode(value);
       const query = new URLSearchParams(req.path_query);
@@ -210,16 +199,38 @@ export class RequestPipeline {
         contentEncoding: req.headers['content-encoding'] ?? '',
         requestLength: Number(req.headers['content-length'] ?? 0) || 0,
       });
-      const line = { method, path: req.path, status, ms: Math.round(ms * 100) / 100 };
-      // A node at its admission bound may refuse thousands of publishes a second: an error line each
-      // would cost the CPU the admitted work needs (broker_publish_refused_total counts them).
-      if (refusedAtBound) {
-        if (this.logger.isLevelEnabled('debug')) log().debug(line, status === 507 ? 'publish refused: storage full' : 'publish refused at the admission bound');
-      } else if (status >= 500 && answered) log().info(line, 'request answered with a state');
-      else if (status >= 500) log().error(line, 'request failed');
-      else if (status >= 400) log().info(line, 'request rejected');
-      else if (this.logger.isLevelEnabled('debug')) log().debug(line, 'request');
+      this.logAnswer({ method, path: req.path, status, ms: Math.round(ms * 100) / 100 }, refusedAtBound, answered, log);
     }
+  }
+
+  /**
+   * Waits for a slot of the control-plane limiter. @returns its release. A client that leaves while
+   * waiting gives up its place; one that leaves mid-body leaves the body read pending for good
+   * (hyper-express never settles it), so its slot is freed when it leaves. hyper-express emits 'close' on
+   * an aborted response only once its Writable exists; adding a listener (a Writable method) creates it,
+   * as for streamed answers (sendStream).
+   */
+  private async controlSlot(res: HyperExpress.Response): Promise<() => void> {
+    const left = new AbortController();
+    res.once('close', () => left.abort());
+    const held = await this.controlLimiter.acquire(left.signal);
+    if (left.signal.aborted) held();
+    else left.signal.addEventListener('abort', held, { once: true });
+    return held;
+  }
+
+  /**
+   * The log line of an answer. A node at its admission bound may refuse thousands of publishes a second:
+   * an error line each would cost the CPU the admitted work needs (broker_publish_refused_total counts them).
+   */
+  private logAnswer(line: { readonly method: string; readonly path: string; readonly status: number; readonly ms: number }, refusedAtBound: boolean, answered: boolean, log: () => Logger): void {
+    const { status } = line;
+    if (refusedAtBound) {
+      if (this.logger.isLevelEnabled('debug')) log().debug(line, status === 507 ? 'publish refused: storage full' : 'publish refused at the admission bound');
+    } else if (status >= 500 && answered) log().info(line, 'request answered with a state');
+    else if (status >= 500) log().error(line, 'request failed');
+    else if (status >= 400) log().info(line, 'request rejected');
+    else if (this.logger.isLevelEnabled('debug')) log().debug(line, 'request');
   }
 
   /**

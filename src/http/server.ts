@@ -27,7 +27,7 @@ export interface HttpServerOptions extends BodyLimitOptions {
   /** Waiters of the control-plane limiter; one more is refused with 503 OVERLOADED. */
   readonly controlQueueLength: number;
   /** Bytes of publish bodies admitted at once; one more is refused with 503 PUBLISH_OVERLOADED (src/http/publish-admission.ts). */
-  readonly publishMaxBytesInFlight: number;
+  readonly publishMaxInFlightBytes: number;
   /** The bound on the worker threads' queue delay beyond which a publish is refused with 503 PUBLISH_QUEUE_DELAYED; none when absent. */
   readonly publishQueueDelay?: QueueDelayBound;
   /** Origins (`scheme://host[:port]`) answered with CORS headers; empty = none ever. */
@@ -61,7 +61,7 @@ export class HttpServer {
     private readonly metrics?: HttpMeter,
   ) {
     this.controlLimiter = new ConcurrencyLimiter(options.controlConcurrency, options.controlQueueLength);
-    this.publishAdmission = new PublishAdmission(options.publishMaxBytesInFlight, options.publishQueueDelay);
+    this.publishAdmission = new PublishAdmission(options.publishMaxInFlightBytes, options.publishQueueDelay);
     this.pipeline = new RequestPipeline({ authenticator, logger, controlLimiter: this.controlLimiter, publishAdmission: this.publishAdmission, refusals: metrics, corsAllowedOrigins: options.corsAllowedOrigins });
     this.limits = routeBodyLimits(options);
     if (options.corsAllowedOrigins.length > 0) this.app.options('/*', (req, res) => this.pipeline.preflight(req, res));

@@ -6,7 +6,7 @@
  */
 import type HyperExpress from 'hyper-express';
 import type { Logger } from '../observability/logger.js';
-import type { StreamingAnswer, StreamSink } from '../domain/stream-sink.js';
+import type { StreamingAnswer, StreamSink } from '../domain/stream/stream-sink.js';
 import { createStreamCompressor, negotiateStreamCoding, type StreamCompressor } from './compression.js';
 
 /** What {@link sendStream} needs besides the response and the answer. */

@@ -3,8 +3,8 @@
  * prom-client: those with a series per event type or per subscription and partition, which reach
  * hundreds of thousands of samples at 10,000 event types
  * (docs/decisions/0017-metrics-exposition-written-by-the-node.md). prom-client builds an object per
- * sample and formats every label set again at each scrape (about 1 µs and several allocations per
- * sample); here each series' label text is formatted once, when the series is made, and a scrape only
+ * sample and formats every label set again at each scrape (its cost per sample: the decision record's
+ * "Figures the code relies on"); here each series' label text is formatted once, when the series is made, and a scrape only
  * joins it with the values. The text is the same as prom-client's for the same values (escaping, number
  * formatting, label order, `le` first on buckets): test/unit/exposition.test.ts compares the two.
  */

@@ -1,6 +1,6 @@
 import { familyHeader, labelText, sampleValue, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
 import type { LagSnapshot } from './meters.js';
-import { CONSUMER_STATUSES, type ConsumerStatus } from '../domain/consumer-status.js';
+import { CONSUMER_STATUSES, type ConsumerStatus } from '../domain/subscription/consumer-status.js';
 
 // The consumer lag families of `/metrics` (docs/metrics.md "Consumer lag"), written by the node itself
 // from the lag snapshot read at scrape time.

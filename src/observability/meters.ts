@@ -11,7 +11,7 @@ export type RequestRecorder = (status: number, seconds: number) => void;
 /**
  * Why a publish was refused before any of its events was looked at (label `reason` of
  * `broker_publish_refused_total`; docs/publishing.md "Refusals and deadlines"): `bytes_in_flight` — the
- * node's admission bound `http.publishMaxBytesInFlight`; `queue_delay` — its bound on the worker threads'
+ * node's admission bound `http.publishMaxInFlightBytes`; `queue_delay` — its bound on the worker threads'
  * queue delay `http.publishMaxQueueDelayMs`; `deadline` — its deadline (`X-Timeout` or
  * `publish.defaultTimeoutMs`) passed before it was validated.
  */

@@ -87,16 +87,17 @@ interface EventTypePublishSeries {
  *
  * Most metrics are updated as things happen through the {@link HttpMeter}, {@link PublishMeter} and
  * {@link ConsumptionMeter} interfaces, with prom-client's label-bound children made once per label set
- * and kept (prom-client still hashes the labels per call: about 0.4 µs per update, a few per request).
+ * and kept (prom-client still hashes the labels per call, a few times per request; its cost:
+ * docs/decisions/0017-metrics-exposition-written-by-the-node.md "Figures the code relies on").
  * The worker pool gauges and the consumer lag gauges are read when scraped ({@link scrape}), the latter
  * from Redis in O(partitions).
  *
  * The families with a series per event type (publishing) or per subscription and partition (consumer
  * lag) are not prom-client's: the node keeps their values in plain records and writes their text itself
  * (exposition.ts), the same text prom-client wrote (test/unit/exposition.test.ts). At 10,000 event types
- * and subscriptions they are ~90 % of a scrape's 410,000 samples, and prom-client's per-sample objects and
- * label formatting made a steady scrape take 1.26 s against 0.76 s written this way (bench `catalog-scale`,
- * docs/decisions/0017-metrics-exposition-written-by-the-node.md).
+ * and subscriptions they are most of a scrape's samples, and prom-client's per-sample objects and label
+ * formatting made a steady scrape much slower than written this way (bench `catalog-scale`; the figures:
+ * docs/decisions/0017-metrics-exposition-written-by-the-node.md "Figures the code relies on").
  */
 export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter, StorageFullMeter {
   /** prom-client's registry: every family but the publish and consumer lag ones ({@link scrape} writes all of them). */
@@ -182,12 +183,12 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     this.expiredEvents = new SubscriptionCounter('broker_subscription_expired_events_total', 'Events that retention removed before a subscription read them, counted when the subscription\'s committed offset passed them on this node, by subscription and event type', registers);
     this.rebalances = new Counter({ name: 'broker_subscription_rebalances_total', help: 'Changes of a subscription partition assignment written by this node (sessions joining, leaving, expiring)', registers });
 
-    const refused = new Counter({ name: 'broker_publish_refused_total', help: 'Publishes refused with 503 before their events were looked at, nothing written, by reason: bytes_in_flight (http.publishMaxBytesInFlight), queue_delay (http.publishMaxQueueDelayMs), deadline (X-Timeout or publish.defaultTimeoutMs passed before validation)', labelNames: ['reason'], registers });
+    const refused = new Counter({ name: 'broker_publish_refused_total', help: 'Publishes refused with 503 before their events were looked at, nothing written, by reason: bytes_in_flight (http.publishMaxInFlightBytes), queue_delay (http.publishMaxQueueDelayMs), deadline (X-Timeout or publish.defaultTimeoutMs passed before validation)', labelNames: ['reason'], registers });
     this.publishRefusals = { bytes_in_flight: refused.labels('bytes_in_flight'), queue_delay: refused.labels('queue_delay'), deadline: refused.labels('deadline') };
     const storageFull = new Counter({ name: 'broker_publish_storage_full_total', help: 'Publishes refused for memory, in whole (507) or in part (207 on a Redis Cluster, the items on full masters failed), by reason: high_water_mark (a master at or above redisMemory.highWaterPercent of its limit), out_of_memory (Redis refused the write itself)', labelNames: ['reason'], registers });
     this.storageFullRefusals = { high_water_mark: storageFull.labels('high_water_mark'), out_of_memory: storageFull.labels('out_of_memory') };
     const admission = (): { readonly bytes: number; readonly requests: number } => this.publishAdmission?.() ?? { bytes: 0, requests: 0 };
-    new Gauge({ name: 'broker_publish_bytes_in_flight', help: 'Bytes of publish bodies admitted and not yet answered (bounded by http.publishMaxBytesInFlight), read at scrape', registers, collect() { this.set(admission().bytes); } });
+    new Gauge({ name: 'broker_publish_bytes_in_flight', help: 'Bytes of publish bodies admitted and not yet answered (bounded by http.publishMaxInFlightBytes), read at scrape', registers, collect() { this.set(admission().bytes); } });
     new Gauge({ name: 'broker_publish_requests_in_flight', help: 'Publish requests admitted and not yet answered, read at scrape', registers, collect() { this.set(admission().requests); } });
     this.poolThreads = new Gauge({ name: 'broker_worker_pool_threads', help: 'Validation worker threads', registers });
     this.poolQueueDepth = new Gauge({ name: 'broker_worker_pool_queue_depth', help: 'Publish and compile tasks waiting for a worker thread', registers });

@@ -1,10 +1,10 @@
 import type { AuthorizationPlugin } from '../auth/authorization-plugin.js';
 import type { Subject } from '../auth/subject.js';
-import { eventOwner } from '../domain/event-owner.js';
-import type { AuthorizationAttribute, EventType } from '../domain/event-type.js';
-import type { Subscription } from '../domain/subscription.js';
+import { eventOwner } from '../domain/event-type/event-owner.js';
+import type { AuthorizationAttribute, EventType } from '../domain/event-type/event-type.js';
+import type { Subscription } from '../domain/subscription/subscription.js';
 import { brokerError, errorCatalog } from '../errors/catalog.js';
-import type { AdminAuthorization } from '../domain/admin-authorization.js';
+import type { AdminAuthorization } from '../domain/settings/admin-authorization.js';
 import type { Feature, Settings } from './settings.js';
 
 /** Operations on an event type (docs/security.md "Authorization: what a subject may do"). */

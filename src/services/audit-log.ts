@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Subject } from '../auth/subject.js';
 import { administratorsOnly, ensureServiceEventType } from './service-event-types.js';
 import type { Logger } from '../observability/logger.js';
-import type { EventTypeRegistry } from './event-type-registry.js';
+import type { EventTypeRegistry } from './event-types/event-type-registry.js';
 import type { Publisher } from './publisher.js';
 import type { Settings } from './settings.js';
 

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../config/config-schema.js';
-import { partitionIds } from '../domain/event-type.js';
+import { partitionIds } from '../domain/event-type/event-type.js';
 import type { Logger } from '../observability/logger.js';
 import { lockTtlFor, PeriodicRounds } from './periodic-rounds.js';
-import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
+import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/storages/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
-import type { RedisClient } from '../storage/redis-connection.js';
+import type { RedisClient } from '../storage/redis/redis-connection.js';
 
 /** Stream entries (one event each for compacted types) looked at per script call: bounds each call's time in Redis. */
 export const COMPACTION_STEP_ENTRIES = 256;

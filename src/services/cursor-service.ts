@@ -1,15 +1,15 @@
-import { partitionIds } from '../domain/event-type.js';
-import { parseOffset, shiftOffset, type PartitionRange } from '../domain/offsets.js';
-import type { PartitionRecord } from '../domain/partition-record.js';
-import type { TimelineMap } from '../domain/timeline.js';
-import { checkCursorBody, CursorDistancesInputSchema, CursorsLagInputSchema, PartitionCursorsSchema, repeatedPartition, ShiftedCursorsInputSchema } from '../domain/cursor-input.js';
-import { checkInput } from '../domain/input-check.js';
-import type { RuleResult } from '../domain/rule-problems.js';
+import { partitionIds } from '../domain/event-type/event-type.js';
+import { parseOffset, shiftOffset, type PartitionRange } from '../domain/cursor/offsets.js';
+import type { PartitionRecord } from '../domain/event-type/partition-record.js';
+import type { TimelineMap } from '../domain/storages/timeline.js';
+import { checkCursorBody, CursorDistancesInputSchema, CursorsLagInputSchema, PartitionCursorsSchema, repeatedPartition, ShiftedCursorsInputSchema } from '../domain/cursor/cursor-input.js';
+import { checkInput } from '../domain/json/input-check.js';
+import type { RuleResult } from '../domain/event-type/rule-problems.js';
 import { brokerError, invalidInput } from '../errors/catalog.js';
-import { parseUntrustedJson } from '../domain/json-limits.js';
+import { parseUntrustedJson } from '../domain/json/json-limits.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
-import { parseSeekTime } from '../domain/time-seek.js';
+import { parseSeekTime } from '../domain/cursor/time-seek.js';
 
 /** A cursor as clients send it (docs/concepts.md "Offsets and cursors"). */
 export interface Cursor {
@@ -71,7 +71,7 @@ export class CursorService {
 
   /**
    * Distances between cursor pairs: events after `initial_cursor` up to and including `final_cursor`.
-   * @param body `CursorDistancesInputSchema` (src/domain/cursor-input.ts)
+   * @param body `CursorDistancesInputSchema` (src/domain/cursor/cursor-input.ts)
    * @throws BrokerError 400 when the body is not an array, 422 for too many pairs, an item that is not
    *   a pair of cursors, or an invalid or expired cursor
    */
@@ -88,7 +88,7 @@ export class CursorService {
 
   /**
    * Unconsumed events after each cursor (zero at the newest offset).
-   * @param body `CursorsLagInputSchema` (src/domain/cursor-input.ts)
+   * @param body `CursorsLagInputSchema` (src/domain/cursor/cursor-input.ts)
    * @throws BrokerError 400 when the body is not an array, 422 for too many cursors, an item that is
    *   not a cursor, or an invalid or expired cursor
    */
@@ -103,7 +103,7 @@ export class CursorService {
    * Each cursor moved by its `shift` events (negative: back), across timelines: the answer names the
    * timeline holding the new position, as any offset the broker writes. A missing
    * `shift` is 0: that cursor stays where it is. Answers `[{partition, offset}]` in request order.
-   * @param body `ShiftedCursorsInputSchema` (src/domain/cursor-input.ts)
+   * @param body `ShiftedCursorsInputSchema` (src/domain/cursor/cursor-input.ts)
    * @throws BrokerError 400 when the body is not an array; 404 for an unknown event type; 422 for an
    *   item that is not a cursor with an integer `shift`, an invalid or expired cursor, or a result before
    *   the oldest available offset (just before the oldest event, like `BEGIN`, is still available) or

@@ -1,12 +1,12 @@
-import { planTombstones } from '../domain/deleted-events.js';
-import type { EventType } from '../domain/event-type.js';
+import { planTombstones } from '../domain/storages/deleted-events.js';
+import type { EventType } from '../domain/event-type/event-type.js';
 import { brokerError, errorCatalog, invalidInput } from '../errors/catalog.js';
-import { parseUntrustedJson } from '../domain/json-limits.js';
-import type { StoredTimeline } from '../domain/timeline.js';
+import { parseUntrustedJson } from '../domain/json/json-limits.js';
+import type { StoredTimeline } from '../domain/storages/timeline.js';
 import type { CompactionStore } from '../storage/compaction-store.js';
-import type { RedisClient } from '../storage/redis-connection.js';
-import type { BatchItemResponse } from '../domain/batch-item-response.js';
-import type { EventTypeCache } from './event-type-cache.js';
+import type { RedisClient } from '../storage/redis/redis-connection.js';
+import type { BatchItemResponse } from '../domain/batch/batch-item-response.js';
+import type { EventTypeCache } from './event-types/event-type-cache.js';
 
 /** The answer to a deleted-events request: 200 empty, or 422/207 with one BatchItemResponse per event (as publishing). */
 export type DeleteOutcome = { readonly status: 200 } | { readonly status: 422 | 207; readonly items: BatchItemResponse[] };

@@ -5,11 +5,11 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { BrokerConfig } from '../config/config-schema.js';
-import { filterSpecOf, type EventFilterSpec } from '../domain/event-filter.js';
-import { schemaCostLimitsOf } from '../domain/schema-cost.js';
+import { filterSpecOf, type EventFilterSpec } from '../domain/subscription/event-filter.js';
+import { schemaCostLimitsOf } from '../domain/schema/schema-cost.js';
 import type { EventSegment } from '../storage/partition-store.js';
 import { brokerError } from '../errors/catalog.js';
-import type { EventFilter } from './consumption/partition-reader.js';
+import type { EventFilter } from './consumption/stream/partition-reader.js';
 import type { WorkerPool } from './worker-pool.js';
 
 /** Time limit of one test of a read slice against a filter, in ms (a read slice is about 1 MB of events: tens of ms). */

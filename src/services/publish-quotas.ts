@@ -1,5 +1,5 @@
 import { brokerError } from '../errors/catalog.js';
-import type { PublishQuota, QuotaKind } from '../domain/publish-quota.js';
+import type { PublishQuota, QuotaKind } from '../domain/batch/publish-quota.js';
 
 /** What one publish costs a quota: its body's bytes (as received, inflated), or its events once validated. */
 export type QuotaMetric = 'bytes' | 'events';

@@ -1,24 +1,27 @@
 import type { BrokerConfig } from '../config/config-schema.js';
-import type { EventType } from '../domain/event-type.js';
+import type { EventType } from '../domain/event-type/event-type.js';
 import { brokerError, BrokerError } from '../errors/catalog.js';
 import type { PartitionAppend, PartitionWrite } from '../storage/partition-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
-import { RedisWaitBudget, settleBy } from '../storage/deadline.js';
+import { RedisWaitBudget, settleBy } from '../util/deadline.js';
 import { storageFull, storageFullDetail, type StorageFullCause } from '../storage/storage-full.js';
-import type { MasterMemory } from '../domain/memory-budget.js';
+import type { MasterMemory } from '../domain/storages/memory-budget.js';
 import type { StorageFullMeter } from '../observability/meters.js';
-import type { RedisClient } from '../storage/redis-connection.js';
+import type { RedisClient } from '../storage/redis/redis-connection.js';
 import type { Logger } from '../observability/logger.js';
 import type { PublishTrace } from '../observability/traces.js';
-import type { BatchItemResponse } from '../domain/batch-item-response.js';
-import type { PublishSpec } from '../domain/publish-spec.js';
+import type { BatchItemResponse } from '../domain/batch/batch-item-response.js';
+import type { PublishSpec } from '../domain/batch/publish-spec.js';
 import type { PublishTask } from '../../workers/publish-protocol.js';
 import { processBatch } from '../../workers/publish-batch.js';
 import { eidsOfPayloads } from '../../workers/stored-texts.js';
 import type { ValidatorCacheBounds } from '../../workers/validator-cache.js';
-import type { CachedEventType, EventTypeCache } from './event-type-cache.js';
+import type { CachedEventType, EventTypeCache } from './event-types/event-type-cache.js';
 import { ValidatorPreparation } from './validator-preparation.js';
 import type { WorkerPool } from './worker-pool.js';
+
+/** A batch the validation accepted: its partitions' payloads, ready to be written. */
+type AcceptedBatch = Extract<Awaited<ReturnType<WorkerPool['publish']>>, { kind: 'accepted' }>;
 
 /** The answer to a publish request (docs/publishing.md "Answers"): 200 empty, or 422/207 with one item per event. */
 export type PublishOutcome =
@@ -260,6 +263,16 @@ export class Publisher {
     context.validated?.(events);
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
 
+    return this.append(eventType, result, events, budget, deadline, trace);
+  }
+
+  /**
+   * Writes a validated batch's partitions, unless the Redis budget or the deadline passed first: 200 when
+   * every partition was written, 207 with one item per event when some were not (or the deadline passed
+   * before the writes were sent: every item `aborted`).
+   */
+  private async append(eventType: CachedEventType, result: AcceptedBatch, events: number, budget: RedisWaitBudget, deadline: PublishDeadline, trace: PublishTrace | undefined): Promise<PublishOutcome> {
+    const spec = eventType.publishSpec;
     const window = spec.idempotencyWindowSeconds;
     const maxEids = this.config.idempotencyMaxEidsPerPartition;
     const appends = result.partitions.map(

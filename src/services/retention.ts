@@ -1,10 +1,10 @@
-import type { RedisClient } from '../storage/redis-connection.js';
+import type { RedisClient } from '../storage/redis/redis-connection.js';
 import { randomUUID } from 'node:crypto';
-import { partitionIds } from '../domain/event-type.js';
+import { partitionIds } from '../domain/event-type/event-type.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
 import type { PartitionStore } from '../storage/partition-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
-import type { Timelines } from './timelines.js';
+import type { Timelines } from './event-types/timelines.js';
 import type { Logger } from '../observability/logger.js';
 import { lockTtlFor, PeriodicRounds } from './periodic-rounds.js';
 

@@ -1,6 +1,6 @@
 import { BrokerError } from '../errors/catalog.js';
-import type { AuthorizationAttribute } from '../domain/event-type.js';
-import type { EventTypeRegistry, RegistryCaller } from './event-type-registry.js';
+import type { AuthorizationAttribute } from '../domain/event-type/event-type.js';
+import type { EventTypeRegistry, RegistryCaller } from './event-types/event-type-registry.js';
 import type { Settings } from './settings.js';
 
 /** The registry caller for the service's own event types: an administrator, no authorization rules, trusted schemas. */

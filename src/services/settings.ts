@@ -1,10 +1,10 @@
-import { onResubscribed, type RedisClient } from '../storage/redis-connection.js';
+import { onResubscribed, type RedisClient } from '../storage/redis/redis-connection.js';
 import { brokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
 import type { Keys } from '../storage/keys.js';
-import type { AdminAuthorization } from '../domain/admin-authorization.js';
+import type { AdminAuthorization } from '../domain/settings/admin-authorization.js';
 import type { SettingsSnapshot, SettingsStore } from '../storage/settings-store.js';
-import { quotaEntry, type PublishQuota, type PublishQuotaEntry, type QuotaKind } from '../domain/publish-quota.js';
+import { quotaEntry, type PublishQuota, type PublishQuotaEntry, type QuotaKind } from '../domain/batch/publish-quota.js';
 
 /** The feature toggles (docs/operations.md "Feature toggles"); all are off until enabled. */
 export const FEATURES = [

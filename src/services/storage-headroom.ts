@@ -1,9 +1,9 @@
-import { capacityWarning, type MasterMemory } from '../domain/memory-budget.js';
-import type { EventType } from '../domain/event-type.js';
+import { capacityWarning, type MasterMemory } from '../domain/storages/memory-budget.js';
+import type { EventType } from '../domain/event-type/event-type.js';
 import type { EventTypeStorageSample, MasterMemorySample, StorageSnapshot } from '../observability/meters.js';
 import type { EventTypeStore } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
-import type { RedisMemoryWatch } from '../storage/redis-memory.js';
+import type { RedisMemoryWatch } from '../storage/redis/redis-memory.js';
 import type { StorageHandle } from '../storage/storage-pool.js';
 import type { StorageUsage } from './storage-usage.js';
 

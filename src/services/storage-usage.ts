@@ -1,12 +1,12 @@
 import type { BrokerConfig } from '../config/config-schema.js';
-import { partitionIds } from '../domain/event-type.js';
-import { ASSUMED_REDIS_BYTES_PER_JSON_BYTE } from '../domain/memory-budget.js';
-import type { StoredTimeline } from '../domain/timeline.js';
+import { partitionIds } from '../domain/event-type/event-type.js';
+import { ASSUMED_REDIS_BYTES_PER_JSON_BYTE } from '../domain/storages/memory-budget.js';
+import type { StoredTimeline } from '../domain/storages/timeline.js';
 import type { Logger } from '../observability/logger.js';
 import type { EventTypeStorageSample } from '../observability/meters.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';
 import type { PartitionLogs } from '../storage/partition-logs.js';
-import { masterNodeOf } from '../storage/redis-memory.js';
+import { masterNodeOf } from '../storage/redis/redis-memory.js';
 import { PeriodicRounds } from './periodic-rounds.js';
 
 /** One partition's keys on one timeline, as last measured. */

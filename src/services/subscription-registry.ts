@@ -1,21 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../config/config-schema.js';
-import { partitionIds, type AuthorizationAttribute, type EventType } from '../domain/event-type.js';
-import type { RuleResult } from '../domain/rule-problems.js';
+import { partitionIds, type AuthorizationAttribute, type EventType } from '../domain/event-type/event-type.js';
+import type { RuleResult } from '../domain/event-type/rule-problems.js';
 import type { EventFilters } from './event-filters.js';
+import { filterText, parseSubscriptionInput, parseSubscriptionUpdate } from '../domain/subscription/subscription-input.js';
 import {
-  filterText,
   initialCursorProblems,
   isEventTypeName,
   isSubscriptionId,
-  parseSubscriptionInput,
-  parseSubscriptionUpdate,
   subscriptionKey,
   type EventTypePartitions,
   type Subscription,
   type SubscriptionInput,
-} from '../domain/subscription.js';
-import type { PartitionRange } from '../domain/offsets.js';
+} from '../domain/subscription/subscription.js';
+import type { PartitionRange } from '../domain/cursor/offsets.js';
 import { brokerError, BrokerError, invalidInput } from '../errors/catalog.js';
 import { scriptError } from '../storage/script-failures.js';
 import type { EventTypeStore, StoredEventType } from '../storage/event-type-store.js';

@@ -7,17 +7,17 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../observability/logger.js';
-import { instantiateValidator, primeValidator } from '../domain/schema-compiler.js';
-import type { PublishSpec } from '../domain/publish-spec.js';
+import { instantiateValidator, primeValidator } from '../domain/schema/schema-compiler.js';
+import type { PublishSpec } from '../domain/batch/publish-spec.js';
 import type { SchemaCost } from '../../workers/publish-protocol.js';
 import { compiledValidatorBytes, DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, ValidatorCache, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
-import type { EventTypeCache } from './event-type-cache.js';
+import type { EventTypeCache } from './event-types/event-type-cache.js';
 import type { WorkerPool } from './worker-pool.js';
 
 /**
  * Largest standalone validator code the main thread instantiates, in UTF-8 bytes (JavaScript text): its
- * one-time cost is parsing that code (about 0.03 ms per KB measured on the GitHub webhook schemas), and a
- * deterministic bound, unlike a compile time measured on a loaded machine.
+ * one-time cost is parsing that code (its measured cost: docs/decisions/0019-validators-prepared-before-the-first-batch.md,
+ * "Figures the code relies on"), and a deterministic bound, unlike a compile time measured on a loaded machine.
  */
 const MAIN_THREAD_MAX_CODE_BYTES = 64 * 1024;
 /** Schema keys remembered as prepared (least recently used dropped first; as many as event types cached). */

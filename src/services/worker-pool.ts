@@ -3,10 +3,10 @@ import v8 from 'node:v8';
 import { Piscina } from 'piscina';
 import { brokerError, BrokerError } from '../errors/catalog.js';
 import type { BrokerConfig } from '../config/config-schema.js';
-import type { PublishSpec } from '../domain/publish-spec.js';
+import type { PublishSpec } from '../domain/batch/publish-spec.js';
 import type { CompileResult, FilterMatches, FilterNeeded, FilterTask, ForgetResult, ForgetTask, GuardResult, PublishResult, PublishTask, PublishTaskSpec, SchemaCost, SchemaNeeded, StandaloneResult, StandaloneTask, WarmResult, WarmTask } from '../../workers/publish-protocol.js';
 import type { WorkerPoolLoad } from '../observability/meters.js';
-import type { SchemaCostLimits } from '../domain/schema-cost.js';
+import type { SchemaCostLimits } from '../domain/schema/schema-cost.js';
 import { DEFAULT_WORKER_VALIDATOR_BOUNDS, type ValidatorCacheBounds } from '../../workers/validator-cache.js';
 
 /**
@@ -232,7 +232,7 @@ export class WorkerPool {
   }
 
   /**
-   * Runs the registry's admission check of a schema text (src/domain/schema-guard.ts) in a worker.
+   * Runs the registry's admission check of a schema text (src/domain/schema/schema-guard.ts) in a worker.
    * @returns ok, or the reason it is refused (also when it takes longer than `timeoutMs`)
    */
   async guardSchema(schema: string, maxSchemaBytes: number, limits: SchemaCostLimits, timeoutMs: number): Promise<GuardResult> {

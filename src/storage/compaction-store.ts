@@ -1,5 +1,5 @@
 import type { Keys } from './keys.js';
-import { storageError, type RedisClient } from './redis-connection.js';
+import { storageError, type RedisClient } from './redis/redis-connection.js';
 import type { Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
 

@@ -1,7 +1,7 @@
-import type { EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type.js';
-import { timelineMapOf, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
+import type { EventType, EventTypeSchema, EventTypeTopology } from '../domain/event-type/event-type.js';
+import { timelineMapOf, type StoredTimeline, type TimelineMap } from '../domain/storages/timeline.js';
 import type { Keys } from './keys.js';
-import { storageError, type RedisClient } from './redis-connection.js';
+import { storageError, type RedisClient } from './redis/redis-connection.js';
 import type { Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
 

@@ -1,15 +1,15 @@
-import type { MasterMemory } from '../domain/memory-budget.js';
-import type { PartitionRange } from '../domain/offsets.js';
-import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/timeline.js';
+import type { MasterMemory } from '../domain/storages/memory-budget.js';
+import type { PartitionRange } from '../domain/cursor/offsets.js';
+import { firstOffset, type StoredTimeline, type TimelineMap } from '../domain/storages/timeline.js';
 import { brokerError } from '../errors/catalog.js';
-import { settleBy } from './deadline.js';
+import { settleBy } from '../util/deadline.js';
 import type { PartitionAppend, PartitionSlice, PartitionWrite } from './partition-store.js';
 import type { PartitionChangeFeed } from './partition-wakeups.js';
-import type { RedisMemoryWatch } from './redis-memory.js';
+import type { RedisMemoryWatch } from './redis/redis-memory.js';
 import type { StorageHandle, StoragePool } from './storage-pool.js';
 
 /**
- * An event type's partitions over all its timelines (docs/concepts.md "Timelines and storages"; `domain/timeline.ts`): appends go
+ * An event type's partitions over all its timelines (docs/concepts.md "Timelines and storages"; `domain/storages/timeline.ts`): appends go
  * to the active timeline's storage; ranges span the live timelines (oldest from the first one that
  * still holds events, newest from the active one); a read after an offset goes to the timeline holding
  * the next offset, so a reader that reaches the end of a closed timeline continues on the next one with

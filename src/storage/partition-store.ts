@@ -1,15 +1,15 @@
-import type { PartitionRange } from '../domain/offsets.js';
-import type { StoredTimeline } from '../domain/timeline.js';
+import type { PartitionRange } from '../domain/cursor/offsets.js';
+import type { StoredTimeline } from '../domain/storages/timeline.js';
 import type { Keys } from './keys.js';
-import { settleEachBy } from './deadline.js';
-import { storageError, type RedisClient } from './redis-connection.js';
+import { settleEachBy } from '../util/deadline.js';
+import { storageError, type RedisClient } from './redis/redis-connection.js';
 import type { ScriptArg, Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
 import { isOutOfMemory, storageFullDetail } from './storage-full.js';
-import { firstReceivedAtOrAfter } from '../domain/time-seek.js';
-import { readableEntries, readableNext } from '../domain/high-watermark.js';
+import { firstReceivedAtOrAfter } from '../domain/cursor/time-seek.js';
+import { readableEntries, readableNext } from '../domain/cursor/high-watermark.js';
 import type { WatermarkObserver } from './watermark-repair.js';
-import { decodeEntry, PLAIN_FIELD, ZSTD_FIELD } from '../domain/entry-codec.js';
+import { decodeEntry, PLAIN_FIELD, ZSTD_FIELD } from '../domain/batch/entry-codec.js';
 
 /**
  * One partition's share of a batch: `count` JSON texts joined by `\n` (or one zstd frame of them: `compressed`). `compactionKeys` (one per event,
@@ -21,7 +21,7 @@ export interface PartitionAppend {
   readonly count: number;
   readonly data: Uint8Array;
   /**
-   * `data` is one zstd frame of the texts joined by `\n` (src/domain/entry-codec.ts), stored in the
+   * `data` is one zstd frame of the texts joined by `\n` (src/domain/batch/entry-codec.ts), stored in the
    * entry's field `z`. Only for plain appends: never with `compactionKeys` or `idempotency`, whose
    * scripts split the texts.
    */
@@ -146,7 +146,7 @@ export const SEEK_MAX_ENTRIES = 10_000;
  * batch, written by `publishBatch`; ranges are O(1) reads of the partition's counters.
  *
  * With a `watermark` (appends wait for replicas and so do reads: docs/operations.md "Durability"), every
- * read stops at the partition's high watermark (`replicated` in its meta hash; src/domain/high-watermark.ts):
+ * read stops at the partition's high watermark (`replicated` in its meta hash; src/domain/cursor/high-watermark.ts):
  * ranges end below it, reads leave the entries at or past it out, and readers are woken by its notices
  * ({@link noticeChannel}); each read that finds events beyond it tells the observer, which confirms a
  * partition whose watermark stopped moving.
@@ -227,7 +227,7 @@ export class PartitionStore {
    * stream entries, each one batch's share of the partition
    * (docs/decisions/0001-one-stream-entry-per-partition-per-batch.md), as raw bytes. Entries are
    * `<offset after the entry>-0`, so the entry holding offset `after + 1` is the first with id ≥
-   * `after + 2`. Compressed entries (field `z`: src/domain/entry-codec.ts) are decompressed here, so
+   * `after + 2`. Compressed entries (field `z`: src/domain/batch/entry-codec.ts) are decompressed here, so
    * every reader gets the texts joined by `\n` whichever way they were stored. Events of the first entry
    * at or before `after` are cut off. An expired `after` reads
    * from the oldest retained entry. When reads wait for replicas, the watermark is read with the entries

@@ -1,5 +1,5 @@
 import type { Logger } from '../observability/logger.js';
-import { onResubscribed, type RedisClient } from './redis-connection.js';
+import { onResubscribed, type RedisClient } from './redis/redis-connection.js';
 
 /**
  * While a channel's notices reach the node, its readers' safety-net poll runs this many times less

@@ -1,9 +1,9 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import { keySlot } from './key-slot.js';
+import { keySlot } from './redis/key-slot.js';
 import type { Keys } from './keys.js';
-import { settleBy } from './deadline.js';
+import { settleBy } from '../util/deadline.js';
 import { appendCall, appendWrite, confirmCall, confirmedNext, timedOut, writeFailure, type PartitionAppend, type PartitionWrite, type TimelineRef } from './partition-store.js';
-import { coalesceWrites, type RedisClient } from './redis-connection.js';
+import { coalesceWrites, type RedisClient } from './redis/redis-connection.js';
 import { Scripts, type ScriptArg, type ScriptName } from './scripts.js';
 
 /**

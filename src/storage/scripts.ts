@@ -3,34 +3,45 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { projectRoot } from '../config/load-config.js';
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from './redis/redis-connection.js';
 import { DIRECT_ARGUMENT_MIN_BYTES, DirectArgumentsCommand } from './direct-arguments.js';
 
 /**
  * Names of the Lua scripts in `src/storage/lua`: file `<name>-<numberOfKeys>.lua`, or `<name>-n.lua`
  * for a script whose header lists a fixed head of KEYS followed by a variable tail (every key still
- * travels in KEYS, never built inside Lua).
+ * travels in KEYS, never built inside Lua). test/unit/lua-scripts.test.ts compares the list with the files.
  */
-export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 'updateEventType' | 'deleteEventType' | 'createSubscription' | 'deleteSubscription'
-  | 'applyTopology'
-  | 'heartbeat'
-  | 'commitCursors'
-  | 'initOffsets'
-  | 'extendOffsets'
-  | 'growPartitions'
-  | 'publishCompacted'
-  | 'publishIdempotent'
-  | 'publishCompactedIdempotent'
-  | 'confirmReplicated'
-  | 'markDeleted'
-  | 'compactPartition'
-  | 'pruneCompactionIndex'
-  | 'holdLock'
-  | 'setTimelines'
-  | 'deleteStorage'
-  | 'setDefaultStorage'
-  | 'claimQueueBatches'
-  | 'settleQueueBatches';
+export const SCRIPT_NAMES = [
+  'publishBatch',
+  'trimPartition',
+  'createEventType',
+  'updateEventType',
+  'deleteEventType',
+  'createSubscription',
+  'deleteSubscription',
+  'applyTopology',
+  'heartbeat',
+  'commitCursors',
+  'initOffsets',
+  'extendOffsets',
+  'growPartitions',
+  'publishCompacted',
+  'publishIdempotent',
+  'publishCompactedIdempotent',
+  'confirmReplicated',
+  'markDeleted',
+  'compactPartition',
+  'pruneCompactionIndex',
+  'holdLock',
+  'setTimelines',
+  'deleteStorage',
+  'setDefaultStorage',
+  'claimQueueBatches',
+  'settleQueueBatches',
+] as const;
+
+/** The name of one Lua script of `src/storage/lua` ({@link SCRIPT_NAMES}). */
+export type ScriptName = (typeof SCRIPT_NAMES)[number];
 
 /** The line that pulls a shared snippet of `lua/includes/<name>.lua` into a script. */
 const INCLUDE = '^--#include ([a-z][a-z0-9-]*)[ \\t]*$';

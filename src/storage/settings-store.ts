@@ -1,7 +1,7 @@
-import type { AdminAuthorization } from '../domain/admin-authorization.js';
-import type { PublishQuota } from '../domain/publish-quota.js';
+import type { AdminAuthorization } from '../domain/settings/admin-authorization.js';
+import type { PublishQuota } from '../domain/batch/publish-quota.js';
 import type { Keys } from './keys.js';
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from './redis/redis-connection.js';
 
 /** Everything in the settings, read together. */
 export interface SettingsSnapshot {

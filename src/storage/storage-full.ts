@@ -1,4 +1,4 @@
-import { formatBytes, type MasterMemory } from '../domain/memory-budget.js';
+import { formatBytes, type MasterMemory } from '../domain/storages/memory-budget.js';
 import { brokerError, errorDetail, type BrokerError } from '../errors/catalog.js';
 import type { StorageFullReason } from '../observability/meters.js';
 

@@ -1,12 +1,12 @@
 import type { BrokerConfig } from '../config/config-schema.js';
-import { NODE_STORAGE_ID, type Storage } from '../domain/storage.js';
+import { NODE_STORAGE_ID, type Storage } from '../domain/storages/storage.js';
 import { brokerError } from '../errors/catalog.js';
 import type { Logger } from '../observability/logger.js';
 import { createKeys, type Keys } from './keys.js';
 import { PartitionStore } from './partition-store.js';
 import { PartitionWakeups } from './partition-wakeups.js';
-import { connectCluster, connectRedis, duplicateForShardedSubscribe, type RedisClient } from './redis-connection.js';
-import { RedisMemoryWatch } from './redis-memory.js';
+import { connectCluster, connectRedis, duplicateForShardedSubscribe, type RedisClient } from './redis/redis-connection.js';
+import { RedisMemoryWatch } from './redis/redis-memory.js';
 import { openReplicatedAppender, type ReplicatedAppend } from './replicated-append.js';
 import { Scripts } from './scripts.js';
 import type { StorageStore } from './storage-store.js';

@@ -1,7 +1,7 @@
-import { NODE_STORAGE_ID, type Storage } from '../domain/storage.js';
+import { NODE_STORAGE_ID, type Storage } from '../domain/storages/storage.js';
 import type { Keys } from './keys.js';
 import { Cluster, Redis } from 'ioredis';
-import { parseClusterNode, storageError, type RedisClient } from './redis-connection.js';
+import { parseClusterNode, storageError, type RedisClient } from './redis/redis-connection.js';
 import type { Scripts } from './scripts.js';
 
 /**

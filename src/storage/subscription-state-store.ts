@@ -1,7 +1,7 @@
-import type { PartitionAssignment, PartitionKey } from '../domain/rebalance.js';
-import type { PartitionDeadLetterState } from '../domain/dead-letter.js';
+import type { PartitionAssignment, PartitionKey } from '../domain/subscription/rebalance.js';
+import type { PartitionDeadLetterState } from '../domain/subscription/dead-letter.js';
 import type { Keys } from './keys.js';
-import { storageError, type RedisClient } from './redis-connection.js';
+import { storageError, type RedisClient } from './redis/redis-connection.js';
 import type { Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
 

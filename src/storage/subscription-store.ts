@@ -1,7 +1,7 @@
 import { queueKeys } from './queue-state-store.js';
-import { subscriptionKey, type Subscription } from '../domain/subscription.js';
+import { subscriptionKey, type Subscription } from '../domain/subscription/subscription.js';
 import type { Keys } from './keys.js';
-import { storageError, type RedisClient } from './redis-connection.js';
+import { storageError, type RedisClient } from './redis/redis-connection.js';
 import type { Scripts } from './scripts.js';
 import { failureOf } from './script-failures.js';
 

@@ -1,7 +1,7 @@
-import { observeWatermark, stallDue, type WatermarkStall } from '../domain/high-watermark.js';
+import { observeWatermark, stallDue, type WatermarkStall } from '../domain/cursor/high-watermark.js';
 import type { Logger } from '../observability/logger.js';
 import type { Keys } from './keys.js';
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from './redis/redis-connection.js';
 import type { PartitionRef, ReplicatedAppend } from './replicated-append.js';
 
 /** What reads report of the high watermarks they meet (`PartitionStore`, when reads wait for replicas). */
@@ -22,7 +22,7 @@ export const WATERMARK_MARGIN_MS = 250;
 
 /**
  * Takes on high watermarks that stopped behind their partition's newest event (docs/operations.md
- * "Durability"; src/domain/high-watermark.ts). A watermark moves with every confirmed append, but some
+ * "Durability"; src/domain/cursor/high-watermark.ts). A watermark moves with every confirmed append, but some
  * events get there without one: the move after a confirmed `WAIT` failed (the master stopped right then,
  * or this node did), a failover left the new master's watermark — which came by replication — behind the
  * events it holds, the partition was written before watermarks existed or by a node whose readers do not

@@ -46,7 +46,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('describes exactly the routes the node serves: each documented operation reaches a registered route', async () => {
-    // Every route the node registers is in the table, or the node would not have started (apiDocsRoutes
+    // Every route the node registers is in the table, or the node would not have started (registerRoutes
     // checks the server's registrations). The other way round: a request without a token to each
     // documented operation is answered by that route (401 for authenticated ones, before any work),
     // never by the "no route" 404 or the 405 of an unknown method.

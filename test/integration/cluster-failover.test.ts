@@ -1,7 +1,7 @@
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedisCluster, type RedisClusterProcesses } from '../../scripts/local-processes.js';
-import { parseClusterNode } from '../../src/storage/redis-connection.js';
+import { parseClusterNode } from '../../src/storage/redis/redis-connection.js';
 import { call, clusterRun, startTestBrokerProcess, type TestBrokerProcess } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';

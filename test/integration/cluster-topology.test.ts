@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, type Redis } from 'ioredis';
-import { masterNodes, type RedisClient } from '../../src/storage/redis-connection.js';
+import { masterNodes, type RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { call, clusterRun, harnessRedis, shardChannels, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatOffset as formatTimelineOffset } from '../../src/domain/offsets.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import { formatOffset as formatTimelineOffset } from '../../src/domain/cursor/offsets.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { NOT_COMPACTED_DETAIL } from '../../src/services/deleted-events.js';
 import { call, harnessRedis, startTestBroker, uniquePrefix, type TestBroker } from '../support/broker.js';
 import { businessEventType } from '../support/fixtures.js';

@@ -3,7 +3,7 @@ import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compress as zstdCompress, decompress as zstdDecompress } from 'zstd-napi';
 import zstd from 'zstd-napi/binding.js';
-import { masterNodes, type RedisClient } from '../../src/storage/redis-connection.js';
+import { masterNodes, type RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { call, harnessRedis, startTestBrokerProcess, type Answer, type TestBrokerProcess } from '../support/broker.js';
 import { CompressedStreamClient } from '../support/compressed-stream.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';

@@ -6,7 +6,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { DIRECT_ARGUMENT_MIN_BYTES, DirectArgumentsCommand } from '../../src/storage/direct-arguments.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { PartitionStore, type PartitionAppend } from '../../src/storage/partition-store.js';
-import { connectRedis } from '../../src/storage/redis-connection.js';
+import { connectRedis } from '../../src/storage/redis/redis-connection.js';
 import { Scripts } from '../../src/storage/scripts.js';
 import { clusterRun, uniquePrefix } from '../support/broker.js';
 

@@ -5,7 +5,7 @@ import net from 'node:net';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, harnessRedis, scanKeys, startTestBrokerProcess, type Answer, type TestBrokerProcess } from '../support/broker.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
 

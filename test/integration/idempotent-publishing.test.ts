@@ -1,11 +1,11 @@
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fnv1a32 } from '../../src/domain/partitioner.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import { fnv1a32 } from '../../src/domain/event-type/partitioner.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { call, harnessRedis, startTestBroker, uniquePrefix, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
-import { decodeEntry } from '../../src/domain/entry-codec.js';
+import { decodeEntry } from '../../src/domain/batch/entry-codec.js';
 
 /**
  * Idempotent publishing (docs/publishing.md "Idempotent publishing"): with the event type annotation

@@ -7,10 +7,10 @@ import { loadConfig } from '../../src/config/load-config.js';
 import { BrokerError } from '../../src/errors/catalog.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { DirectArgumentsCommand } from '../../src/storage/direct-arguments.js';
-import { connectRedis, duplicateForSubscribe, storageError } from '../../src/storage/redis-connection.js';
+import { connectRedis, duplicateForSubscribe, storageError } from '../../src/storage/redis/redis-connection.js';
 
 /**
- * What src/storage/direct-arguments.ts and src/storage/redis-connection.ts take from ioredis beyond its
+ * What src/storage/direct-arguments.ts and src/storage/redis/redis-connection.ts take from ioredis beyond its
  * documented API, each checked against a real redis-server. ioredis is pinned to an exact version in
  * package.json; an upgrade that changes one of these fails here, naming it, before it breaks the node.
  *

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { repoRoot, startBroker, startRedis, type BrokerProcess, type RedisProcess } from '../../scripts/local-processes.js';
 import { call, startTestBroker, startTestBrokerProcess } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
-import { embeddedMaxmemoryBytes } from '../../src/storage/embedded-redis.js';
+import { embeddedMaxmemoryBytes } from '../../src/storage/redis/embedded-redis.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { parseExposition, valueOf, type Exposition } from '../support/prometheus-text.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
-import { decodeEntry } from '../../src/domain/entry-codec.js';
+import { decodeEntry } from '../../src/domain/batch/entry-codec.js';
 
 /**
  * `GET /metrics` (docs/metrics.md "Metric reference", "Consumer lag"): counters move by what was published, streamed and

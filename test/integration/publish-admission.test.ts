@@ -7,7 +7,7 @@ import { parseExposition, valueOf } from '../support/prometheus-text.js';
 
 /**
  * Bounded admission of publishing (docs/publishing.md "Refusals and deadlines"): a node holds at most
- * `http.publishMaxBytesInFlight` bytes of publish bodies; one more publish is refused at once with 503
+ * `http.publishMaxInFlightBytes` bytes of publish bodies; one more publish is refused at once with 503
  * `PUBLISH_OVERLOADED`, `Retry-After: 1`, a problem naming the bound, and nothing of it written, while
  * `/health`, `/metrics` and the admitted publish go on. The node under test has a bound of 64 KiB; a
  * client that sends a publish's headers and holds back the rest of its body keeps its declared bytes
@@ -20,7 +20,7 @@ const NAME = 'admission.orders';
 let node: TestBroker;
 
 beforeAll(async () => {
-  node = await startTestBroker({ BROKER_HTTP_PUBLISH_MAX_BYTES_IN_FLIGHT: String(BOUND) });
+  node = await startTestBroker({ BROKER_HTTP_PUBLISH_MAX_IN_FLIGHT_BYTES: String(BOUND) });
   expect((await call(node.url, 'POST', '/event-types', businessEventType(NAME))).status).toBe(201);
 });
 afterAll(async () => {
@@ -143,7 +143,7 @@ function expectRefusal(answer: Answer): void {
   expect(answer.headers.get('content-type')).toBe('application/problem+json');
   const problem = answer.json as { type: string; detail: string };
   expect(problem.type).toBe('/problems/publish-overloaded');
-  expect(problem.detail).toMatch(new RegExp(`\\(http\\.publishMaxBytesInFlight ${BOUND}\\); nothing of it was read or written`));
+  expect(problem.detail).toMatch(new RegExp(`\\(http\\.publishMaxInFlightBytes ${BOUND}\\); nothing of it was read or written`));
 }
 
 describe('publish admission', () => {
@@ -196,7 +196,7 @@ describe('publish admission', () => {
       const refusal = await received.next();
       expect(refusal.status, refusal.text).toBe(503);
       expect(refusal.text).toMatch(/retry-after: 1/i);
-      expect(refusal.text).toContain('http.publishMaxBytesInFlight');
+      expect(refusal.text).toContain('http.publishMaxInFlightBytes');
       expect(refusal.text).not.toMatch(/connection: close/i);
       // The client sends the body it started, then another request on the same connection.
       socket.write(refused.body);
@@ -220,7 +220,7 @@ describe('publish admission', () => {
       const answer = await chunkedPublish(batchOf('chunked', 8_000).body);
       expect(answer.status, answer.text).toBe(503);
       expect(answer.text).toMatch(/retry-after: 1/i);
-      expect(answer.text).toContain('http.publishMaxBytesInFlight');
+      expect(answer.text).toContain('http.publishMaxInFlightBytes');
       expect((await holder.finish()).status).toBe(200);
       expect(await stored()).toBe(before + held.eids.length);
     } finally {

@@ -22,7 +22,7 @@ let node: TestBroker;
 
 beforeAll(async () => {
   // The bytes bound out of the way (256 MiB): only the queue delay refuses here.
-  node = await startTestBroker({ BROKER_PUBLISH_WORKER_THREADS: '1', BROKER_HTTP_PUBLISH_MAX_QUEUE_DELAY_MS: String(MAX_QUEUE_DELAY_MS), BROKER_HTTP_PUBLISH_MAX_BYTES_IN_FLIGHT: String(256 * 1024 * 1024) });
+  node = await startTestBroker({ BROKER_PUBLISH_WORKER_THREADS: '1', BROKER_HTTP_PUBLISH_MAX_QUEUE_DELAY_MS: String(MAX_QUEUE_DELAY_MS), BROKER_HTTP_PUBLISH_MAX_IN_FLIGHT_BYTES: String(256 * 1024 * 1024) });
   expect((await call(node.url, 'POST', `/event-types`, businessEventType(NAME))).status).toBe(201);
 });
 afterAll(async () => {

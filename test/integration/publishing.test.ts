@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatOffset } from '../../src/domain/offsets.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import { formatOffset } from '../../src/domain/cursor/offsets.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { afterChangeNotice, call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent, schemaText } from '../support/fixtures.js';
-import { decodeEntry } from '../../src/domain/entry-codec.js';
+import { decodeEntry } from '../../src/domain/batch/entry-codec.js';
 
 let broker: TestBroker;
 let redis: RedisClient;

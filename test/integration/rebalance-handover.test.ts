@@ -4,8 +4,8 @@ import { businessEventType } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
 import { SubscriptionStateStore } from '../../src/storage/subscription-state-store.js';
 import { Scripts } from '../../src/storage/scripts.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
-import type { PartitionAssignment } from '../../src/domain/rebalance.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
+import type { PartitionAssignment } from '../../src/domain/subscription/rebalance.js';
 
 // A partition can be moved away from a stream before that stream ever read it: the assignment gave it
 // to stream A, and a rebalance made it `reassigning` from A to B before A's refresh took it. A has sent

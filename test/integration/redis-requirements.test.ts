@@ -7,7 +7,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { freePort, repoRoot, startRedis, startRedisCluster } from '../../scripts/local-processes.js';
 
 /**
- * A node refuses a Redis that does not meet the broker's requirements (src/storage/redis-checks.ts):
+ * A node refuses a Redis that does not meet the broker's requirements (src/storage/redis/redis-checks.ts):
  * it exits 1 with a message naming what it found and how to fix it, and never opens its HTTP port.
  * Each test starts Redis servers of its own, so the file runs once (project `integration`).
  */

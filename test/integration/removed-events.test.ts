@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatOffset as formatTimelineOffset } from '../../src/domain/offsets.js';
+import { formatOffset as formatTimelineOffset } from '../../src/domain/cursor/offsets.js';
 import { call, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashPartition } from '../../src/domain/partitioner.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import { hashPartition } from '../../src/domain/event-type/partitioner.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { afterChangeNotice, call, harnessRedis, orderNumbers, publishOrders, startTestBroker, type TestBroker } from '../support/broker.js';
 import { DeliveryChecker } from '../support/delivery-checker.js';
 import { businessEventType } from '../support/fixtures.js';

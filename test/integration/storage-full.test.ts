@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, startRedisCluster, type RedisClusterProcesses, type RedisProcess } from '../../scripts/local-processes.js';
-import { keySlot } from '../../src/storage/key-slot.js';
+import { keySlot } from '../../src/storage/redis/key-slot.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { call, clusterRun, eventsInPartition, startTestBroker, uniquePrefix, type Answer, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeEntry } from '../../src/domain/entry-codec.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import { decodeEntry } from '../../src/domain/batch/entry-codec.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { call, harnessRedis, startTestBroker, uniquePrefix, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { SseClient } from '../support/sse-client.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { call, harnessRedis, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { SseClient } from '../support/sse-client.js';

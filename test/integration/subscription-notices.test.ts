@@ -4,7 +4,7 @@ import { startRedis, type RedisProcess } from '../../scripts/local-processes.js'
 import { call, harnessRedis, shardChannels, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient } from '../support/stream-client.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 
 // Change notices of a subscription go on its own sharded channel
 // (docs/decisions/0004-sharded-notice-channels.md), which a node subscribes only while it streams the

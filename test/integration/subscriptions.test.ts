@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { subscriptionKey, type Subscription } from '../../src/domain/subscription.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
+import { subscriptionKey, type Subscription } from '../../src/domain/subscription/subscription.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { Scripts } from '../../src/storage/scripts.js';
 import { DELETED_TOPOLOGY_TTL_MS, SubscriptionStore } from '../../src/storage/subscription-store.js';
 import { call, harnessRedis, harnessShardedSubscriber, startTestBroker, type TestBroker } from '../support/broker.js';

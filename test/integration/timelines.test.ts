@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisProcess } from '../../scripts/local-processes.js';
-import { masterNodes, type RedisClient } from '../../src/storage/redis-connection.js';
+import { masterNodes, type RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { call, harnessRedis, orderNumbers, publishOrders, scanKeys, startTestBroker, type TestBroker } from '../support/broker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';

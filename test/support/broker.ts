@@ -7,9 +7,9 @@ import { repoRoot, startBroker, type BrokerProcess } from '../../scripts/local-p
 import type * as AppModule from '../../src/app.js';
 import type * as ConfigModule from '../../src/config/load-config.js';
 import type * as LoggerModule from '../../src/observability/logger.js';
-import { settleBy } from '../../src/storage/deadline.js';
+import { settleBy } from '../../src/util/deadline.js';
 import { createKeys, type Keys } from '../../src/storage/keys.js';
-import { masterNodes, parseClusterNode, type RedisClient } from '../../src/storage/redis-connection.js';
+import { masterNodes, parseClusterNode, type RedisClient } from '../../src/storage/redis/redis-connection.js';
 import { orderEvent } from './fixtures.js';
 import { assertResponseMatches } from './response-schemas.js';
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { EventType } from '../../src/domain/event-type.js';
+import type { EventType } from '../../src/domain/event-type/event-type.js';
 
 /** A business event type body for POST /event-types. */
 export function businessEventType(name: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {

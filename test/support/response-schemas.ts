@@ -5,7 +5,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { DEFAULT_PROBLEM, JSON_STREAM_MEDIA, PROBLEM_MEDIA, type ResponseSpec } from '../../src/http/api/route-model.js';
 import { findRoute } from '../../src/http/api/route-table.js';
 
-// CommonJS modules seen as namespaces by NodeNext types: take `.default` (as src/domain/schema-compiler.ts does).
+// CommonJS modules seen as namespaces by NodeNext types: take `.default` (as src/domain/schema/schema-compiler.ts does).
 const Ajv = ajvModule.default;
 const addFormats = ajvFormats.default;
 

@@ -7,7 +7,7 @@ import { TokenCache } from '../../src/auth/token-cache.js';
 import { TokenInfoAuthenticator } from '../../src/auth/tokeninfo-authenticator.js';
 import type { AuthConfig } from '../../src/config/config-schema.js';
 import { BrokerError } from '../../src/errors/catalog.js';
-import { freePort } from '../../src/storage/free-port.js';
+import { freePort } from '../../src/util/free-port.js';
 import { TEST_ISSUER, TokenIssuer } from '../support/token-issuer.js';
 
 /**

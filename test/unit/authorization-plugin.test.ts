@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DefaultAuthorizationPlugin } from '../../src/auth/authorization-plugin.js';
 import { subjectFromClaims } from '../../src/auth/authenticator.js';
 import { UNAUTHENTICATED, type Subject } from '../../src/auth/subject.js';
-import { eventOwner } from '../../src/domain/event-owner.js';
+import { eventOwner } from '../../src/domain/event-type/event-owner.js';
 
 const plugin = new DefaultAuthorizationPlugin(['user', 'service', 'team']);
 const alice: Subject = { id: 'alice', attributes: new Map([['user', ['alice']], ['team', ['payments', 'search']]]) };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { timelineMapOf } from '../../src/domain/timeline.js';
-import { BatchCutter, type BatchOutput, type BatchRules, type CutPolicy } from '../../src/services/consumption/batch-cutter.js';
-import { StreamPartition } from '../../src/services/consumption/stream-partition.js';
+import { timelineMapOf } from '../../src/domain/storages/timeline.js';
+import { BatchCutter, type BatchOutput, type BatchRules, type CutPolicy } from '../../src/services/consumption/stream/batch-cutter.js';
+import { StreamPartition } from '../../src/services/consumption/stream/stream-partition.js';
 
 // Batch cutting on its own (docs/consuming.md "Stream parameters"): no Redis, no clock —
 // times are ms passed to cut(), every partition's first window starts at 0.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { abortPoint, abortedStep, rejectedItems } from '../../src/domain/batch-items.js';
-import type { PublishStep } from '../../src/domain/batch-item-response.js';
+import { abortPoint, abortedStep, rejectedItems } from '../../src/domain/batch/batch-items.js';
+import type { PublishStep } from '../../src/domain/batch/batch-item-response.js';
 
 /** Items of a rejected batch (docs/publishing.md "Answers"). */
 describe('rejectedItems', () => {

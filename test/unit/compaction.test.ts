@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { planTombstones } from '../../src/domain/deleted-events.js';
-import type { EventType } from '../../src/domain/event-type.js';
-import { hashPartition } from '../../src/domain/partitioner.js';
-import { buildPublishSpec } from '../../src/services/event-type-cache.js';
+import { planTombstones } from '../../src/domain/storages/deleted-events.js';
+import type { EventType } from '../../src/domain/event-type/event-type.js';
+import { hashPartition } from '../../src/domain/event-type/partitioner.js';
+import { buildPublishSpec } from '../../src/services/event-types/event-type-cache.js';
 import { createKeys } from '../../src/storage/keys.js';
 import { appendCall } from '../../src/storage/partition-store.js';
 import { processBatch } from '../../workers/publish-batch.js';
 import { ValidatorCache } from '../../workers/validator-cache.js';
-import type { PublishSpec } from '../../src/domain/publish-spec.js';
+import type { PublishSpec } from '../../src/domain/batch/publish-spec.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 
 /** Log compaction and deleted events (docs/concepts.md "Retention and compaction"): the pure parts. Redis behaviour is in test/integration/compaction.test.ts. */

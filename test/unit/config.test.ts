@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { envNameOf, leafKeyPaths, loadConfig, projectRoot } from '../../src/config/load-config.js';
@@ -47,6 +48,27 @@ describe('configuration', () => {
   it('accepts publish.minReplicas with a Redis Cluster as with redis.url', () => {
     expect(loadConfig({ BROKER_PUBLISH_MIN_REPLICAS: '1', BROKER_REDIS_CLUSTER_NODES: '["127.0.0.1:7000"]' }).publish.minReplicas).toBe(1);
     expect(loadConfig({ BROKER_PUBLISH_MIN_REPLICAS: '1', BROKER_REDIS_URL: 'redis://127.0.0.1:6380' }).publish.minReplicas).toBe(1);
+  });
+
+  it('still reads a renamed key under its old name, from a file and from the environment, with a warning', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'broker-config-'));
+    try {
+      const file = path.join(dir, 'config.json');
+      writeFileSync(file, JSON.stringify({ http: { publishMaxBytesInFlight: 2048 } }));
+      const warnings: string[] = [];
+      expect(loadConfig({ BROKER_CONFIG_FILE: file }, (m) => warnings.push(m)).http.publishMaxInFlightBytes).toBe(2048);
+      expect(warnings).toEqual([`config key "http.publishMaxBytesInFlight" in ${file} is renamed "http.publishMaxInFlightBytes"; the old name is read for now`]);
+      warnings.length = 0;
+      expect(loadConfig({ BROKER_HTTP_PUBLISH_MAX_BYTES_IN_FLIGHT: '4096' }, (m) => warnings.push(m)).http.publishMaxInFlightBytes).toBe(4096);
+      expect(warnings).toEqual(['env BROKER_HTTP_PUBLISH_MAX_BYTES_IN_FLIGHT is renamed BROKER_HTTP_PUBLISH_MAX_IN_FLIGHT_BYTES (config key "http.publishMaxInFlightBytes"); the old name is read for now']);
+      // The new name wins when both are given.
+      expect(loadConfig({ BROKER_HTTP_PUBLISH_MAX_BYTES_IN_FLIGHT: '4096', BROKER_HTTP_PUBLISH_MAX_IN_FLIGHT_BYTES: '8192' }, () => undefined).http.publishMaxInFlightBytes).toBe(8192);
+      const noWarnings: string[] = [];
+      expect(loadConfig({}, (m) => noWarnings.push(m)).http.publishMaxInFlightBytes).toBe(16_777_216);
+      expect(noWarnings).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('derives env names from key paths', () => {

@@ -2,7 +2,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import { describe, expectTypeOf, it } from 'vitest';
 import type * as wire from '../../src/http/api/wire-schemas.js';
 import type * as ui from '../../ui/src/wire.js';
-import type * as quotas from '../../src/domain/publish-quota.js';
+import type * as quotas from '../../src/domain/batch/publish-quota.js';
 
 // The console (ui/src) is compiled for the browser on its own and cannot import the server's modules,
 // so ui/src/wire.ts declares the API's records again. These checks, run by the compiler (`npm run

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { evaluateConsumer, trimSamples, type ConsumerSample, type ConsumerStatus } from '../../src/domain/consumer-status.js';
+import { evaluateConsumer, trimSamples, type ConsumerSample, type ConsumerStatus } from '../../src/domain/subscription/consumer-status.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { LagSnapshot } from '../../src/observability/meters.js';
 import { ConsumerStatusMonitor } from '../../src/services/consumption/consumer-status-monitor.js';

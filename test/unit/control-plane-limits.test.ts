@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
-import { MAX_ANNOTATIONS } from '../../src/domain/annotation-rules.js';
-import { MAX_FIELD_LIST_ITEMS, parseEventTypeInput } from '../../src/domain/event-type-input.js';
-import type { EventTypeLimits } from '../../src/domain/event-type-rules.js';
-import { cursorCountProblem, MAX_CURSORS_PER_REQUEST } from '../../src/domain/offsets.js';
-import { MAX_AUTHORIZATION_ATTRIBUTES } from '../../src/domain/rule-problems.js';
-import { parseSubscriptionInput, parseSubscriptionUpdate, type Subscription } from '../../src/domain/subscription.js';
+import { MAX_ANNOTATIONS } from '../../src/domain/event-type/annotation-rules.js';
+import { MAX_FIELD_LIST_ITEMS, parseEventTypeInput } from '../../src/domain/event-type/event-type-input.js';
+import type { EventTypeLimits } from '../../src/domain/event-type/event-type-rules.js';
+import { cursorCountProblem, MAX_CURSORS_PER_REQUEST } from '../../src/domain/cursor/offsets.js';
+import { MAX_AUTHORIZATION_ATTRIBUTES } from '../../src/domain/event-type/rule-problems.js';
+import { parseSubscriptionInput, parseSubscriptionUpdate } from '../../src/domain/subscription/subscription-input.js';
+import type { Subscription } from '../../src/domain/subscription/subscription.js';
 import { BrokerError } from '../../src/errors/catalog.js';
 import { bodyMediaTypeProblem } from '../../src/http/body-media-type.js';
 import { ConcurrencyLimiter } from '../../src/http/concurrency-limiter.js';

@@ -3,7 +3,7 @@
  * reports the ones still pending at the deadline as timed out, with one timer for all (fake timers here).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { settleEachBy } from '../../src/storage/deadline.js';
+import { settleEachBy } from '../../src/util/deadline.js';
 
 afterEach(() => {
   vi.useRealTimers();

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { BrokerConfig } from '../../src/config/config-schema.js';
 import { envNameOf, leafKeyPaths, loadConfig, projectRoot } from '../../src/config/load-config.js';
-import { MAX_STREAM_TIMEOUT_SECONDS } from '../../src/domain/stream-parameters.js';
+import { MAX_STREAM_TIMEOUT_SECONDS } from '../../src/domain/stream/stream-parameters.js';
 
 // docker-compose.yml cannot run on the development machines (no Docker engine), so this test keeps it
 // true: the broker environment against the config schema, the ports from HAProxy's

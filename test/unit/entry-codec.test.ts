@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { buildPublishSpec } from '../../src/services/event-type-cache.js';
-import { decodeEntry, encodeEntries, isZstdField, MAX_KEPT_RATIO, PLAIN_FIELD, ZSTD_FIELD } from '../../src/domain/entry-codec.js';
+import { buildPublishSpec } from '../../src/services/event-types/event-type-cache.js';
+import { decodeEntry, encodeEntries, isZstdField, MAX_KEPT_RATIO, PLAIN_FIELD, ZSTD_FIELD } from '../../src/domain/batch/entry-codec.js';
 import { processBatch } from '../../workers/publish-batch.js';
 import { eidsOfPayloads } from '../../workers/stored-texts.js';
 import { ValidatorCache } from '../../workers/validator-cache.js';

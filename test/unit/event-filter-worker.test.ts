@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import run from '../../workers/publish-worker.js';
 import { matchEvents } from '../../workers/filter-events.js';
-import { compileSchema, createSchemaCompiler } from '../../src/domain/schema-compiler.js';
-import { filterSpecOf } from '../../src/domain/event-filter.js';
+import { compileSchema, createSchemaCompiler } from '../../src/domain/schema/schema-compiler.js';
+import { filterSpecOf } from '../../src/domain/subscription/event-filter.js';
 import { EventFilters, joinSegments } from '../../src/services/event-filters.js';
 import type { BrokerConfig } from '../../src/config/config-schema.js';
 import type { FilterMatches, FilterNeeded, FilterTask } from '../../workers/publish-protocol.js';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { buildEffectiveSchema } from '../../src/domain/effective-schema.js';
-import type { EventType } from '../../src/domain/event-type.js';
-import { annotationProblems, validateAnnotations } from '../../src/domain/annotation-rules.js';
-import { parseEventTypeInput } from '../../src/domain/event-type-input.js';
+import { buildEffectiveSchema } from '../../src/domain/schema/effective-schema.js';
+import type { EventType } from '../../src/domain/event-type/event-type.js';
+import { annotationProblems, validateAnnotations } from '../../src/domain/event-type/annotation-rules.js';
+import { parseEventTypeInput } from '../../src/domain/event-type/event-type-input.js';
 import {
   checkFieldsAgainstSchema,
   checkUpdate,
@@ -14,8 +14,8 @@ import {
   retentionProblems,
   type EventTypeInput,
   type EventTypeLimits,
-} from '../../src/domain/event-type-rules.js';
-import type { JsonObject } from '../../src/domain/json-schema-walk.js';
+} from '../../src/domain/event-type/event-type-rules.js';
+import type { JsonObject } from '../../src/domain/schema/json-schema-walk.js';
 
 const HOUR = 3_600_000;
 const limits: EventTypeLimits = {

@@ -4,7 +4,7 @@ import { NoAuthentication } from '../../src/auth/authenticator.js';
 import { assertPortFree, PortInUseError } from '../../src/http/port-check.js';
 import { HttpServer } from '../../src/http/server.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { freePort } from '../../src/storage/free-port.js';
+import { freePort } from '../../src/util/free-port.js';
 
 // uWebSockets.js binds with SO_REUSEPORT by default, so a second node on a taken port
 // used to share it silently. The node's listen is exclusive, and main.ts probes the port first.
@@ -15,7 +15,7 @@ afterEach(async () => {
 });
 
 function httpServer(): HttpServer {
-  const server = new HttpServer({ maxBodyBytes: 1024, maxInflatedBodyBytes: 1024, maxControlBodyBytes: 1024, controlConcurrency: 1, controlQueueLength: 0, publishMaxBytesInFlight: 1024, corsAllowedOrigins: [] }, new NoAuthentication(), createLogger({ logLevel: 'silent' }));
+  const server = new HttpServer({ maxBodyBytes: 1024, maxInflatedBodyBytes: 1024, maxControlBodyBytes: 1024, controlConcurrency: 1, controlQueueLength: 0, publishMaxInFlightBytes: 1024, corsAllowedOrigins: [] }, new NoAuthentication(), createLogger({ logLevel: 'silent' }));
   servers.push(server);
   return server;
 }

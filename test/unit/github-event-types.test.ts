@@ -3,9 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { eventTypeName, loadGithubEventTypes, wrapAsDataEvent, type GithubEventType } from '../../scripts/github-event-types.js';
 import { EXCLUDED_PAYLOADS, SCHEMA_FIXES } from '../../scripts/github-schema-fixes.js';
 import { translateToDraft04 } from '../../scripts/json-schema-draft04.js';
-import { buildEffectiveSchema, lookupField } from '../../src/domain/effective-schema.js';
-import { isJsonObject, walkSchema, type JsonObject, type JsonValue } from '../../src/domain/json-schema-walk.js';
-import { compileSchema, createSchemaCompiler, describeValidationError, type SchemaCompiler } from '../../src/domain/schema-compiler.js';
+import { buildEffectiveSchema, lookupField } from '../../src/domain/schema/effective-schema.js';
+import { isJsonObject, walkSchema, type JsonObject, type JsonValue } from '../../src/domain/schema/json-schema-walk.js';
+import { compileSchema, createSchemaCompiler, describeValidationError, type SchemaCompiler } from '../../src/domain/schema/schema-compiler.js';
 
 const require = createRequire(import.meta.url);
 const EID = '1b4e28ba-2fa1-11d2-883f-0016d3cca427';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { observeWatermark, readableEntries, readableNext, stallDue, type PartitionCounters } from '../../src/domain/high-watermark.js';
+import { observeWatermark, readableEntries, readableNext, stallDue, type PartitionCounters } from '../../src/domain/cursor/high-watermark.js';
 
 describe('how far a reader may go (the high watermark)', () => {
   it.each<[string, PartitionCounters, boolean, number]>([

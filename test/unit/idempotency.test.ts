@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { EID_KEY_BYTES, eidHash, idempotencyAnnotationProblems, idempotencyWindowSeconds, writeEidKey } from '../../src/domain/idempotency.js';
-import { fnv1a32 } from '../../src/domain/partitioner.js';
+import { EID_KEY_BYTES, eidHash, idempotencyAnnotationProblems, idempotencyWindowSeconds, writeEidKey } from '../../src/domain/batch/idempotency.js';
+import { fnv1a32 } from '../../src/domain/event-type/partitioner.js';
 
 const EID = '0f8fad5b-d9cb-469f-a165-70867728950e';
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Type } from '@sinclair/typebox';
-import { checkInput, fieldOf, MAX_INPUT_PROBLEMS } from '../../src/domain/input-check.js';
+import { checkInput, fieldOf, MAX_INPUT_PROBLEMS } from '../../src/domain/json/input-check.js';
 
-/** A body schema using every annotation of src/domain/input-check.ts. */
+/** A body schema using every annotation of src/domain/json/input-check.ts. */
 const Body = Type.Object(
   {
     name: Type.String({ minLength: 1 }),

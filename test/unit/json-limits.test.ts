@@ -2,17 +2,17 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import { seeded } from '../support/seeded.js';
 import { BrokerError } from '../../src/errors/catalog.js';
-import { PARSE_PIECE_BYTES, parseEventBatch } from '../../src/domain/event-batch-parse.js';
-import { MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/domain/json-limits.js';
-import { findPrototypeKey } from '../../src/domain/prototype-keys.js';
+import { PARSE_PIECE_BYTES, parseEventBatch } from '../../src/domain/batch/event-batch-parse.js';
+import { MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/domain/json/json-limits.js';
+import { findPrototypeKey } from '../../src/domain/json/prototype-keys.js';
 import { parseJson } from '../../src/http/body-reader.js';
-import { buildPublishSpec } from '../../src/services/event-type-cache.js';
+import { buildPublishSpec } from '../../src/services/event-types/event-type-cache.js';
 import { processBatch } from '../../workers/publish-batch.js';
 import { ValidatorCache } from '../../workers/validator-cache.js';
 import { eventTypeRecord } from '../support/fixtures.js';
 
 /**
- * The JSON limits of request bodies (docs/security.md "Hostile input"; src/domain/json-limits.ts): nesting depth, strict
+ * The JSON limits of request bodies (docs/security.md "Hostile input"; src/domain/json/json-limits.ts): nesting depth, strict
  * UTF-8, and keys that could change prototypes — through the parser itself, the server's `parseJson`
  * (control-plane bodies) and the publish worker's `processBatch` (event batches).
  */

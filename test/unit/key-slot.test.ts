@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { keySlot } from '../../src/storage/key-slot.js';
+import { keySlot } from '../../src/storage/redis/key-slot.js';
 import { createKeys } from '../../src/storage/keys.js';
 
 describe('keySlot', () => {

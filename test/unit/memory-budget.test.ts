@@ -10,12 +10,12 @@ import {
   UsageHistory,
   warningHeader,
   type CapacityCheck,
-} from '../../src/domain/memory-budget.js';
+} from '../../src/domain/storages/memory-budget.js';
 import { errorCatalog } from '../../src/errors/catalog.js';
-import { embeddedMaxmemoryBytes } from '../../src/storage/embedded-redis.js';
+import { embeddedMaxmemoryBytes } from '../../src/storage/redis/embedded-redis.js';
 import { writeFailure } from '../../src/storage/partition-store.js';
-import { parseInfo } from '../../src/storage/redis-checks.js';
-import { storageError } from '../../src/storage/redis-connection.js';
+import { parseInfo } from '../../src/storage/redis/redis-checks.js';
+import { storageError } from '../../src/storage/redis/redis-connection.js';
 import { isOutOfMemory, storageFull, storageFullState } from '../../src/storage/storage-full.js';
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatOffset, parseOffset, resolveCursor, shiftOffset } from '../../src/domain/offsets.js';
+import { formatOffset, parseOffset, resolveCursor, shiftOffset } from '../../src/domain/cursor/offsets.js';
 
 // Offsets as docs/concepts.md "Offsets and cursors" describes them.
 describe('offsets', () => {

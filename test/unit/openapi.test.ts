@@ -4,18 +4,18 @@ import ajvFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
 import { NoAuthentication } from '../../src/auth/authenticator.js';
 import { buildOpenApiDocument, type JsonDocValue } from '../../src/http/api/openapi.js';
-import { INPUT_SCHEMA_EXTENSIONS } from '../../src/domain/input-check.js';
+import { INPUT_SCHEMA_EXTENSIONS } from '../../src/domain/json/input-check.js';
 import { routeKey, routesOf } from '../../src/http/api/route-model.js';
-import { findRoute, missingRoutes, ROUTES } from '../../src/http/api/route-table.js';
+import { assertEveryRouteDescribed, findRoute, missingRoutes, registerRoutes, ROUTES, type RouteDependencies } from '../../src/http/api/route-table.js';
 import { NAMED_SCHEMAS } from '../../src/http/api/wire-schemas.js';
-import { apiDocsRoutes } from '../../src/http/routes/api-docs.js';
-import { OPERATION_ROUTES, type MetricsScrape } from '../../src/http/routes/operations.js';
+import { apiDocsDeps } from '../../src/http/routes/api-docs.js';
+import { API_DOCS_ROUTES, OPERATION_ROUTES, type MetricsScrape } from '../../src/http/routes/operations.js';
 import { HttpServer } from '../../src/http/server.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { FEATURES } from '../../src/services/settings.js';
 import { committedText, endpointMap, httpApiDoc } from '../../scripts/generate-docs.js';
 
-// CommonJS modules seen as namespaces by NodeNext types: take `.default` (as src/domain/schema-compiler.ts does).
+// CommonJS modules seen as namespaces by NodeNext types: take `.default` (as src/domain/schema/schema-compiler.ts does).
 const Ajv2020 = ajv2020.default;
 const addFormats = ajvFormats.default;
 
@@ -24,7 +24,7 @@ const paths = document.paths as Record<string, Record<string, { operationId: str
 
 function server(): HttpServer {
   return new HttpServer(
-    { maxBodyBytes: 1024, maxInflatedBodyBytes: 1024, maxControlBodyBytes: 1024, controlConcurrency: 1, controlQueueLength: 0, publishMaxBytesInFlight: 1024, corsAllowedOrigins: [] },
+    { maxBodyBytes: 1024, maxInflatedBodyBytes: 1024, maxControlBodyBytes: 1024, controlConcurrency: 1, controlQueueLength: 0, publishMaxInFlightBytes: 1024, corsAllowedOrigins: [] },
     new NoAuthentication(),
     createLogger({ logLevel: 'silent' }),
   );
@@ -42,7 +42,7 @@ describe('the OpenAPI document', () => {
   it('has schemas that compile as JSON Schema 2020-12 (the dialect of OpenAPI 3.1), strictly', () => {
     const ajv = new Ajv2020({ strict: true, allErrors: true });
     addFormats(ajv);
-    // The request schemas' own keywords (OpenAPI specification extensions, src/domain/input-check.ts).
+    // The request schemas' own keywords (OpenAPI specification extensions, src/domain/json/input-check.ts).
     ajv.addVocabulary([...INPUT_SCHEMA_EXTENSIONS]);
     // The document's $refs name its components: each is added under an id of its own.
     const id = (ref: string): string => `https://broker.test/${ref.replace('#/components/schemas/', '')}`;
@@ -126,7 +126,14 @@ describe('the route table against the server', () => {
     expect(missingRoutes([{ method: 'GET', path: '/event-types/:name' }, { method: 'GET', path: '/ui/*' }, { method: 'GET', path: '/nowhere/:x' }])).toEqual(['GET /nowhere/:x']);
   });
 
-  it('refuses to register the document on a server with an undescribed route (the node does not start)', () => {
+  it('is what a node registers: every route of the table once, in its order', () => {
+    const http = server();
+    // Registering reads no dependency: an empty object stands for the areas' services.
+    registerRoutes(http, {} as RouteDependencies);
+    expect(http.registeredRoutes().map((r) => routeKey(r.method, r.path))).toEqual(ROUTES.map((r) => routeKey(r.method, r.path)));
+  });
+
+  it('refuses a server with an undescribed route (the node does not start)', () => {
     const http = server();
     // `/health` is in the table; a PATCH of an event type is not.
     const undescribed = routesOf<MetricsScrape>()({
@@ -134,9 +141,10 @@ describe('the route table against the server', () => {
       handler: () => Promise.resolve({ status: 200 }),
     });
     http.register([...OPERATION_ROUTES.filter((r) => r.path === '/health'), undescribed], { scrape: () => Promise.resolve(''), contentTypeOf: () => 'text/plain', exemplars: false });
-    expect(() => apiDocsRoutes(http, 'test', new Map())).toThrow('the API document lacks 1 registered route(s): PATCH /event-types/:name');
+    expect(() => assertEveryRouteDescribed(http)).toThrow('the API document lacks 1 registered route(s): PATCH /event-types/:name');
     const described = server();
-    apiDocsRoutes(described, 'test', new Map());
+    described.register(API_DOCS_ROUTES, apiDocsDeps('test', new Map()));
+    expect(() => assertEveryRouteDescribed(described)).not.toThrow();
     expect(described.registeredRoutes().map((r) => `${r.method} ${r.path}`)).toEqual(['GET /openapi.json', 'GET /docs', 'GET /docs/:asset', 'GET /problems', 'GET /problems/:type']);
   });
 });

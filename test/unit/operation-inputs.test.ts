@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { checkInput } from '../../src/domain/input-check.js';
-import { checkBody } from '../../src/domain/rule-problems.js';
-import { CompatibilityCheckInputSchema, SchemaAdditionCheck, SchemaFetchInputSchema } from '../../src/domain/schema-version-input.js';
-import { FeatureInputSchema, parseAdminsInput } from '../../src/domain/settings-input.js';
-import { TimelineInputSchema } from '../../src/domain/timeline.js';
+import { checkInput } from '../../src/domain/json/input-check.js';
+import { checkBody } from '../../src/domain/event-type/rule-problems.js';
+import { CompatibilityCheckInputSchema, SchemaAdditionCheck, SchemaFetchInputSchema } from '../../src/domain/schema/schema-version-input.js';
+import { FeatureInputSchema, parseAdminsInput } from '../../src/domain/settings/settings-input.js';
+import { TimelineInputSchema } from '../../src/domain/storages/timeline.js';
 import { attributeOf, ListEventTypesQuery, SchemaListQuery } from '../../src/http/routes/event-types.js';
 import { BlacklistParams } from '../../src/http/routes/settings.js';
 

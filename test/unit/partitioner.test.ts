@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fnv1a32, hashPartition, readPath, userDefinedPartition } from '../../src/domain/partitioner.js';
+import { fnv1a32, hashPartition, readPath, userDefinedPartition } from '../../src/domain/event-type/partitioner.js';
 
 describe('partitioner', () => {
   it('computes FNV-1a 32-bit test vectors', () => {

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { loadGithubEventTypes } from '../../scripts/github-event-types.js';
-import { buildEffectiveSchema } from '../../src/domain/effective-schema.js';
-import { isJsonObject, type JsonObject, type JsonValue } from '../../src/domain/json-schema-walk.js';
-import { FORMAT_SAMPLES, PRIMING_LIMITS, primingInstance } from '../../src/domain/priming-instance.js';
-import { compileSchema, createSchemaCompiler, describeValidationError } from '../../src/domain/schema-compiler.js';
+import { buildEffectiveSchema } from '../../src/domain/schema/effective-schema.js';
+import { isJsonObject, type JsonObject, type JsonValue } from '../../src/domain/schema/json-schema-walk.js';
+import { FORMAT_SAMPLES, PRIMING_LIMITS, primingInstance } from '../../src/domain/schema/priming-instance.js';
+import { compileSchema, createSchemaCompiler, describeValidationError } from '../../src/domain/schema/schema-compiler.js';
 import { businessEventType } from '../support/fixtures.js';
 
 /**

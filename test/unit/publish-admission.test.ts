@@ -13,7 +13,7 @@ describe('PublishAdmission', () => {
     expect(refused.code).toBe('PUBLISH_OVERLOADED');
     expect(refused.status).toBe(503);
     expect(refused.headers).toEqual({ 'Retry-After': '1' });
-    expect(refused.detail).toBe('This node already holds 1000 bytes of publish bodies in flight and this one declares 1 (http.publishMaxBytesInFlight 1000); nothing of it was read or written, retry shortly');
+    expect(refused.detail).toBe('This node already holds 1000 bytes of publish bodies in flight and this one declares 1 (http.publishMaxInFlightBytes 1000); nothing of it was read or written, retry shortly');
     // A refusal holds nothing; a release makes room.
     expect([admission.bytesInFlight, admission.inFlight]).toEqual([1000, 2]);
     first.release();

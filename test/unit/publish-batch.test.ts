@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { buildPublishSpec } from '../../src/services/event-type-cache.js';
-import type { EventType } from '../../src/domain/event-type.js';
+import { buildPublishSpec } from '../../src/services/event-types/event-type-cache.js';
+import type { EventType } from '../../src/domain/event-type/event-type.js';
 import { processBatch } from '../../workers/publish-batch.js';
 import { eidsOfPayloads } from '../../workers/stored-texts.js';
 import { compiledValidatorBytes, ValidatorCache } from '../../workers/validator-cache.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { refusalOf } from '../support/broker-error.js';
-import type { PublishQuota, QuotaKind } from '../../src/domain/publish-quota.js';
+import type { PublishQuota, QuotaKind } from '../../src/domain/batch/publish-quota.js';
 import { PublishQuotas } from '../../src/services/publish-quotas.js';
 
 /** The token buckets of the publishing quotas (src/services/publish-quotas.ts; docs/publishing.md "Quotas"), on a clock of their own. */

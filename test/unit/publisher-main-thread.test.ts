@@ -7,14 +7,14 @@
  */
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
-import { buildPublishSpec, type EventTypeCache } from '../../src/services/event-type-cache.js';
+import { buildPublishSpec, type EventTypeCache } from '../../src/services/event-types/event-type-cache.js';
 import { Publisher } from '../../src/services/publisher.js';
 import { STANDALONE_RETRY_AFTER_MS } from '../../src/services/validator-preparation.js';
 import type { WorkerPool } from '../../src/services/worker-pool.js';
 import type { PartitionLogs } from '../../src/storage/partition-logs.js';
-import type { RedisClient } from '../../src/storage/redis-connection.js';
-import { standaloneValidatorCode } from '../../src/domain/schema-compiler.js';
-import type { JsonObject } from '../../src/domain/json-schema-walk.js';
+import type { RedisClient } from '../../src/storage/redis/redis-connection.js';
+import { standaloneValidatorCode } from '../../src/domain/schema/schema-compiler.js';
+import type { JsonObject } from '../../src/domain/schema/json-schema-walk.js';
 import type { PublishResult, StandaloneResult } from '../../workers/publish-protocol.js';
 import type { BrokerConfig } from '../../src/config/config-schema.js';
 import { eventTypeRecord } from '../support/fixtures.js';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { timelineMapOf } from '../../src/domain/timeline.js';
-import { QueueGroup } from '../../src/services/consumption/queue-group.js';
+import { timelineMapOf } from '../../src/domain/storages/timeline.js';
+import { QueueGroup } from '../../src/services/consumption/queue/queue-group.js';
 import type { PartitionLogs } from '../../src/storage/partition-logs.js';
 import type { EventSegment, PartitionSlice } from '../../src/storage/partition-store.js';
 import { createLogger } from '../../src/observability/logger.js';

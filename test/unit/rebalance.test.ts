@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type PartitionAssignment, type PartitionKey, type Session } from '../../src/domain/rebalance.js';
+import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type PartitionAssignment, type PartitionKey, type Session } from '../../src/domain/subscription/rebalance.js';
 
 const ET = 'orders';
 const keys = (n: number, eventType = ET): PartitionKey[] => Array.from({ length: n }, (_, i) => ({ eventType, partition: String(i) }));

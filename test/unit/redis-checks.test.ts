@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compareVersions, judgeRedisServer, MIN_REDIS_VERSION, parseInfo } from '../../src/storage/redis-checks.js';
+import { compareVersions, judgeRedisServer, MIN_REDIS_VERSION, parseInfo } from '../../src/storage/redis/redis-checks.js';
 
 describe('Redis requirements', () => {
   it('compares versions numerically', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
 import { BrokerError } from '../../src/errors/catalog.js';
-import { parseClusterNode, storageError } from '../../src/storage/redis-connection.js';
+import { parseClusterNode, storageError } from '../../src/storage/redis/redis-connection.js';
 
 describe('storageError', () => {
   it.each([

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addedPartitions, growthProblem, parsePartitionCountBody, subscriptionLimitProblems } from '../../src/domain/repartitioning.js';
+import { addedPartitions, growthProblem, parsePartitionCountBody, subscriptionLimitProblems } from '../../src/domain/event-type/repartitioning.js';
 
 describe('parsePartitionCountBody', () => {
   it.each([

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compileSchema, createSchemaCompiler, describeValidationError } from '../../src/domain/schema-compiler.js';
+import { compileSchema, createSchemaCompiler, describeValidationError } from '../../src/domain/schema/schema-compiler.js';
 
 describe('schema compiler', () => {
   it('validates draft-04 schemas with formats', () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { buildEffectiveSchema } from '../../src/domain/effective-schema.js';
-import type { JsonObject } from '../../src/domain/json-schema-walk.js';
-import { analyseSchemaCost, keywordBoundProblem, SCHEMA_COST_LIMITS } from '../../src/domain/schema-cost.js';
-import { guardSchema } from '../../src/domain/schema-guard.js';
+import { buildEffectiveSchema } from '../../src/domain/schema/effective-schema.js';
+import type { JsonObject } from '../../src/domain/schema/json-schema-walk.js';
+import { analyseSchemaCost, keywordBoundProblem, SCHEMA_COST_LIMITS } from '../../src/domain/schema/schema-cost.js';
+import { guardSchema } from '../../src/domain/schema/schema-guard.js';
 import { loadGithubEventTypes } from '../../scripts/github-event-types.js';
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { CompatibilityMode } from '../../src/domain/event-type.js';
-import type { JsonObject } from '../../src/domain/json-schema-walk.js';
+import type { CompatibilityMode } from '../../src/domain/event-type/event-type.js';
+import type { JsonObject } from '../../src/domain/schema/json-schema-walk.js';
 import {
   bumpVersion,
   classifySchemaChange,
@@ -8,7 +8,7 @@ import {
   evolveSchema,
   isStricterOrEqualMode,
   type SchemaChangeLevel,
-} from '../../src/domain/schema-evolution.js';
+} from '../../src/domain/schema/schema-evolution.js';
 
 const ALL_MODES: readonly CompatibilityMode[] = ['compatible', 'forward', 'none'];
 const COMPATIBLE_NOTE = ' (allowed only in forward and none modes)';

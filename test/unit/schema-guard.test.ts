@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { guardSchema, MAX_SCHEMA_DEPTH, MAX_SUBSCHEMAS } from '../../src/domain/schema-guard.js';
+import { guardSchema, MAX_SCHEMA_DEPTH, MAX_SUBSCHEMAS } from '../../src/domain/schema/schema-guard.js';
 
 const LIMIT = { maxSchemaBytes: 64 * 1024 };
 const LARGE_LIMIT = { maxSchemaBytes: 16 * 1024 * 1024 };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { compileSchema, createSchemaCompiler, describeValidationError, instantiateValidator, standaloneValidatorCode } from '../../src/domain/schema-compiler.js';
-import type { JsonObject } from '../../src/domain/json-schema-walk.js';
+import { compileSchema, createSchemaCompiler, describeValidationError, instantiateValidator, standaloneValidatorCode } from '../../src/domain/schema/schema-compiler.js';
+import type { JsonObject } from '../../src/domain/schema/json-schema-walk.js';
 
 /**
  * The main thread instantiates validators from standalone code a worker generated, so it never compiles

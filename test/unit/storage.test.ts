@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseStorage, storageView } from '../../src/domain/storage.js';
+import { parseStorage, storageView } from '../../src/domain/storages/storage.js';
 import { BrokerError } from '../../src/errors/catalog.js';
 
 describe('parseStorage', () => {

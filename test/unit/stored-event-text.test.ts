@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { buildPublishSpec } from '../../src/services/event-type-cache.js';
-import type { EventType } from '../../src/domain/event-type.js';
-import { parseEventBatch } from '../../src/domain/event-batch-parse.js';
-import { scanEventBatch } from '../../src/domain/event-batch-scan.js';
-import { MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/domain/json-limits.js';
+import { buildPublishSpec } from '../../src/services/event-types/event-type-cache.js';
+import type { EventType } from '../../src/domain/event-type/event-type.js';
+import { parseEventBatch } from '../../src/domain/batch/event-batch-parse.js';
+import { scanEventBatch } from '../../src/domain/batch/event-batch-scan.js';
+import { MAX_JSON_DEPTH, nestingBeyond, parseUntrustedJson } from '../../src/domain/json/json-limits.js';
 import { processBatch } from '../../workers/publish-batch.js';
 import { ValidatorCache } from '../../workers/validator-cache.js';
 import type { PublishResult, PublishTask } from '../../workers/publish-protocol.js';

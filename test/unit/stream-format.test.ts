@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { negotiateStreamFormat } from '../../src/domain/stream-format.js';
-import { requestedCursors } from '../../src/services/consumption/low-level-streams.js';
+import { negotiateStreamFormat } from '../../src/domain/stream/stream-format.js';
+import { requestedCursors } from '../../src/services/consumption/stream/low-level-streams.js';
 import { BrokerError } from '../../src/errors/catalog.js';
 
 describe('negotiateStreamFormat', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseStreamParameters, SubscriptionStreamQuerySchema, type StreamParameters, type StreamParametersResult } from '../../src/domain/stream-parameters.js';
-import { checkInput, inputDetail } from '../../src/domain/input-check.js';
+import { parseStreamParameters, SubscriptionStreamQuerySchema, type StreamParameters, type StreamParametersResult } from '../../src/domain/stream/stream-parameters.js';
+import { checkInput, inputDetail } from '../../src/domain/json/input-check.js';
 import { LowLevelStreamQuery } from '../../src/http/routes/low-level-streams.js';
 
 const half = (): number => 0.5;

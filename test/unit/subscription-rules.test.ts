@@ -1,16 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { timelineMapOf } from '../../src/domain/timeline.js';
-import type { PartitionRange } from '../../src/domain/offsets.js';
+import { timelineMapOf } from '../../src/domain/storages/timeline.js';
+import type { PartitionRange } from '../../src/domain/cursor/offsets.js';
+import { parseSubscriptionInput, parseSubscriptionUpdate } from '../../src/domain/subscription/subscription-input.js';
 import {
   initialCursorProblems,
   isSubscriptionId,
-  parseSubscriptionInput,
-  parseSubscriptionUpdate,
   subscriptionKey,
   type EventTypePartitions,
   type Subscription,
   type SubscriptionInput,
-} from '../../src/domain/subscription.js';
+} from '../../src/domain/subscription/subscription.js';
 
 type Body = Record<string, unknown>;
 

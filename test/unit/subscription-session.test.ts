@@ -1,23 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { UNAUTHENTICATED } from '../../src/auth/subject.js';
-import { MAX_EVENT_SEND_COUNT_ANNOTATION, UNPROCESSABLE_EVENT_POLICY_ANNOTATION, type PartitionDeadLetterState } from '../../src/domain/dead-letter.js';
-import type { PartitionAssignment } from '../../src/domain/rebalance.js';
-import { parseStreamParameters, type StreamParameters } from '../../src/domain/stream-parameters.js';
-import type { Subscription } from '../../src/domain/subscription.js';
-import { timelineMapOf, type TimelineMap } from '../../src/domain/timeline.js';
+import { MAX_EVENT_SEND_COUNT_ANNOTATION, UNPROCESSABLE_EVENT_POLICY_ANNOTATION, type PartitionDeadLetterState } from '../../src/domain/subscription/dead-letter.js';
+import type { PartitionAssignment } from '../../src/domain/subscription/rebalance.js';
+import { parseStreamParameters, type StreamParameters } from '../../src/domain/stream/stream-parameters.js';
+import type { Subscription } from '../../src/domain/subscription/subscription.js';
+import { timelineMapOf, type TimelineMap } from '../../src/domain/storages/timeline.js';
 import { NO_CONSUMPTION_METER } from '../../src/observability/meters.js';
 import { offsetField, type CommitOutcome, type SubscriptionState } from '../../src/storage/subscription-state-store.js';
-import type { StreamEnd, StreamPolicy } from '../../src/services/consumption/event-stream.js';
-import type { StreamClose } from '../../src/domain/stream-close-reason.js';
-import type { StreamTally } from '../../src/services/consumption/batch-writer.js';
-import { StreamPartition } from '../../src/services/consumption/stream-partition.js';
-import { SessionRunner } from '../../src/services/consumption/session-runner.js';
-import { IllegalSessionTransition, SESSION_STATES, SESSION_TRANSITIONS, transition } from '../../src/services/consumption/session-states.js';
-import { CLOSED_SESSION_LEASE_MARGIN_MS, END_REASONS, type ResolvedSubscription, type SessionChange, type SessionLoop, type SessionOwner, type SessionStore } from '../../src/services/consumption/session-types.js';
+import type { StreamEnd, StreamPolicy } from '../../src/services/consumption/stream/event-stream.js';
+import type { StreamClose } from '../../src/domain/stream/stream-close-reason.js';
+import type { StreamTally } from '../../src/services/consumption/stream/batch-writer.js';
+import { StreamPartition } from '../../src/services/consumption/stream/stream-partition.js';
+import { SessionRunner } from '../../src/services/consumption/session/session-runner.js';
+import { IllegalSessionTransition, SESSION_STATES, SESSION_TRANSITIONS, transition } from '../../src/services/consumption/session/session-states.js';
+import { CLOSED_SESSION_LEASE_MARGIN_MS, END_REASONS, type ResolvedSubscription, type SessionChange, type SessionLoop, type SessionOwner, type SessionStore } from '../../src/services/consumption/session/session-types.js';
 import { FakeClock, settle } from '../support/fake-clock.js';
 
-// The session of one subscription stream (src/services/consumption/session-runner.ts) as a state machine
+// The session of one subscription stream (src/services/consumption/session/session-runner.ts) as a state machine
 // on a fake clock: the transition table, heartbeats and the local lease, the commit timeout and the
 // commit window. Redis, the batch loop and the node are fakes; the runner and its parts are real.
 

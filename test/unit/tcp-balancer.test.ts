@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/storage/free-port.js';
+import { freePort } from '../../src/util/free-port.js';
 import { TcpBalancer } from '../../scripts/tcp-balancer.js';
 
 // The development load balancer of `npm run cluster` (scripts/tcp-balancer.ts), against plain HTTP servers.

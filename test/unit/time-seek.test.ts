@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { firstReceivedAtOrAfter, parseSeekTime, receivedAtOfFirst, type SeekEntry } from '../../src/domain/time-seek.js';
+import { firstReceivedAtOrAfter, parseSeekTime, receivedAtOfFirst, type SeekEntry } from '../../src/domain/cursor/time-seek.js';
 
 /** A stream entry of `n` events received at `receivedAt` (ISO text, or none), the first at offset `first`. */
 function entry(first: number, n: number, receivedAt?: string): SeekEntry {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseOffset, type ParsedOffset } from '../../src/domain/offsets.js';
-import { legacyTimeline, timelineMapOf, TimelineMap, timelineView, type StoredTimeline } from '../../src/domain/timeline.js';
+import { parseOffset, type ParsedOffset } from '../../src/domain/cursor/offsets.js';
+import { legacyTimeline, timelineMapOf, TimelineMap, timelineView, type StoredTimeline } from '../../src/domain/storages/timeline.js';
 
 const at = '2026-11-24T00:00:00.000Z';
 const timeline = (order: number, firstOffsets: number[], lastOffsets?: number[], extra: Partial<StoredTimeline> = {}): StoredTimeline => ({

@@ -1,7 +1,7 @@
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { deliveryMarks } from '../../src/domain/delivery-marks.js';
+import { deliveryMarks } from '../../src/domain/subscription/delivery-marks.js';
 import { prefersOpenMetrics } from '../../src/http/routes/operations.js';
 import { createTracing } from '../../src/observability/tracing.js';
 import { sampledTraceIdOf } from '../../src/observability/traces.js';

@@ -1,13 +1,13 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import { describe, expectTypeOf, it } from 'vitest';
-import type { AdminAuthorization } from '../../src/domain/admin-authorization.js';
-import type { BatchItemResponse } from '../../src/domain/batch-item-response.js';
-import type { CompatibilityCheck, EventType, EventTypeSchema } from '../../src/domain/event-type.js';
-import type { PartitionRecord } from '../../src/domain/partition-record.js';
-import type { StorageView } from '../../src/domain/storage.js';
-import type { PartitionStats, Subscription, SubscriptionCursor } from '../../src/domain/subscription.js';
-import type { TimelineView } from '../../src/domain/timeline.js';
-import type { DeepReadonly } from '../../src/domain/wire-parts.js';
+import type { AdminAuthorization } from '../../src/domain/settings/admin-authorization.js';
+import type { BatchItemResponse } from '../../src/domain/batch/batch-item-response.js';
+import type { CompatibilityCheck, EventType, EventTypeSchema } from '../../src/domain/event-type/event-type.js';
+import type { PartitionRecord } from '../../src/domain/event-type/partition-record.js';
+import type { StorageView } from '../../src/domain/storages/storage.js';
+import type { PartitionStats, Subscription, SubscriptionCursor } from '../../src/domain/subscription/subscription.js';
+import type { TimelineView } from '../../src/domain/storages/timeline.js';
+import type { DeepReadonly } from '../../src/domain/json/wire-parts.js';
 import type { Problem } from '../../src/errors/catalog.js';
 import type * as wire from '../../src/http/api/wire-schemas.js';
 

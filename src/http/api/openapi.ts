@@ -10,7 +10,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { configSchema } from '../../config/config-schema.js';
 import { problemTypes } from '../../errors/catalog.js';
-import { MAX_EVENT_SEND_COUNT_ANNOTATION, UNPROCESSABLE_EVENT_POLICY_ANNOTATION } from '../../domain/dead-letter.js';
+import { MAX_EVENT_SEND_COUNT_ANNOTATION, UNPROCESSABLE_EVENT_POLICY_ANNOTATION } from '../../domain/subscription/dead-letter.js';
 import { FEATURES, type Feature } from '../../services/settings.js';
 import { DEFAULT_PROBLEM, FLOW_ID_HEADER, TAGS, type HeaderSpec, type ResponseSpec, type RouteSpec } from './route-model.js';
 import { ROUTES } from './route-table.js';

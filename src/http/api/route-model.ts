@@ -7,7 +7,7 @@
  * their schemas, and the test support validates answers against them (docs/http-api.md).
  */
 import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
-import type { StreamingAnswer } from '../../domain/stream-sink.js';
+import type { StreamingAnswer } from '../../domain/stream/stream-sink.js';
 import type { HttpAnswer, Method, RequestContext } from '../handler.js';
 import { BatchItemResponsesSchema, ProblemSchema } from './wire-schemas.js';
 
@@ -199,7 +199,7 @@ export interface RouteRunning {
   /**
    * Publishing: the request holds its body's bytes of the node's publish admission from before its body
    * is read until it is answered, and is refused with 503 PUBLISH_OVERLOADED when they would pass
-   * `http.publishMaxBytesInFlight`, or PUBLISH_QUEUE_DELAYED while the worker threads' queue delay is beyond
+   * `http.publishMaxInFlightBytes`, or PUBLISH_QUEUE_DELAYED while the worker threads' queue delay is beyond
    * `http.publishMaxQueueDelayMs` (src/http/publish-admission.ts; docs/publishing.md "Refusals and deadlines").
    */
   readonly admitted?: boolean;

@@ -1,7 +1,7 @@
 /** Pieces several route declarations share (parameters, headers, stream answers). */
 import { Type } from '@sinclair/typebox';
 import { StreamBatchSchema } from './wire-schemas.js';
-import { streamQueryProperties } from '../../domain/stream-parameters.js';
+import { streamQueryProperties } from '../../domain/stream/stream-parameters.js';
 import { EVENT_STREAM_MEDIA, JSON_STREAM_MEDIA, type HeaderSpec, type ResponseSpec } from './route-model.js';
 
 /** `{name}`: an event type. */
@@ -55,7 +55,7 @@ export const STREAM_ID: HeaderSpec = { description: 'the stream\'s id: commits n
 
 /**
  * Query parameters of both streams (docs/consuming.md): non-negative int32 values (else 400), an empty
- * value is absent; declared and read in src/domain/stream-parameters.ts.
+ * value is absent; declared and read in src/domain/stream/stream-parameters.ts.
  */
 export const streamQuery = streamQueryProperties;
 

@@ -8,7 +8,7 @@
  * Wire names stay snake_case. Records the node builds itself (event types, subscriptions, storages,
  * timelines, batch items) are closed (`additionalProperties: false`): a field the node starts to send
  * must be described here first, or the integration tests fail. Request bodies are declared and checked
- * where they are read, in `src/domain` (e.g. src/domain/event-type-input.ts); `wire/` re-exports them.
+ * where they are read, in `src/domain` (e.g. src/domain/event-type/event-type-input.ts); `wire/` re-exports them.
  *
  * The schemas live in `wire/` by area (common pieces, event types, subscriptions, settings); this
  * module re-exports them and names them for the document.

@@ -5,9 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { problemTypes } from '../../errors/catalog.js';
 import { buildOpenApiDocument } from '../api/openapi.js';
-import { missingRoutes } from '../api/route-table.js';
-import type { HttpServer } from '../server.js';
-import { API_DOCS_ROUTES, REFERENCE_BUNDLE, REFERENCE_PAGE, type DocsAsset } from './operations.js';
+import { REFERENCE_BUNDLE, REFERENCE_PAGE, type ApiDocsDeps, type DocsAsset } from './operations.js';
 
 /** `dist/docs-assets`, beside `dist/src` (this module is `dist/src/http/routes/api-docs.js`); scripts/build.mjs copies the reference bundle there. */
 export const DEFAULT_DOCS_DIR = fileURLToPath(new URL('../../../docs-assets', import.meta.url));
@@ -49,27 +47,23 @@ function etagOf(body: Buffer | string): string {
 }
 
 /**
- * Registers the node's API description ({@link API_DOCS_ROUTES}: the OpenAPI document derived from
- * every route declaration, its reference page and the problem catalog), public. Registered last: it
- * refuses to start the node when a registered route is missing from the route table
- * (src/http/api/route-table.ts), so the document describes every route the node serves.
+ * What the API description routes (`API_DOCS_ROUTES`: the OpenAPI document derived from every
+ * route declaration, its reference page and the problem catalog) serve, prepared once. The route table
+ * registers them (src/http/api/route-table.ts, `registerRoutes`), last, and then refuses to start the node
+ * when a registered route is missing from the table, so the document describes every route the node serves.
  * @param version the API version the document shows (the package's)
- * @throws Error naming the routes the table lacks
  */
-export function apiDocsRoutes(http: HttpServer, version: string = packageVersion(), assets: ReadonlyMap<string, DocsAsset> = loadDocsAssets()): void {
+export function apiDocsDeps(version: string = packageVersion(), assets: ReadonlyMap<string, DocsAsset> = loadDocsAssets()): ApiDocsDeps {
   const document = JSON.stringify(buildOpenApiDocument(version));
   const types = problemTypes();
-  http.register(API_DOCS_ROUTES, {
+  return {
     document,
     documentTag: etagOf(document),
     pageTag: etagOf(REFERENCE_PAGE),
     assets,
     problemTypes: types,
     problemsByType: new Map(types.map((t) => [t.type.slice('/problems/'.length), t])),
-  });
-
-  const missing = missingRoutes(http.registeredRoutes());
-  if (missing.length > 0) throw new Error(`the API document lacks ${missing.length} registered route(s): ${missing.join(', ')} (list their declarations in src/http/api/route-table.ts)`);
+  };
 }
 
 /** The package's version, from the package.json three levels up (`src/http/routes`) or four (`dist/src/http/routes`). */

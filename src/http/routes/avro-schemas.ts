@@ -3,7 +3,6 @@ import { envelopeSchemas, type AvroSchemaVersion } from '../../avro/envelope-sch
 import { brokerError } from '../../errors/catalog.js';
 import { json, problems, routesOf, type Route } from '../api/route-model.js';
 import { AvroSchemaVersionSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 
 const route = routesOf<undefined>();
 
@@ -34,11 +33,6 @@ export const AVRO_SCHEMA_ROUTES: readonly Route<undefined>[] = [
     },
   }),
 ];
-
-/** Registers the Avro schema routes ({@link AVRO_SCHEMA_ROUTES}). */
-export function avroSchemaRoutes(http: HttpServer): void {
-  http.register(AVRO_SCHEMA_ROUTES, undefined);
-}
 
 /**
  * The versions of a served schema, newest first.

@@ -4,14 +4,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Type } from '@sinclair/typebox';
 import type { Subject } from '../../auth/subject.js';
-import type { EventType } from '../../domain/event-type.js';
-import type { Subscription } from '../../domain/subscription.js';
+import type { EventType } from '../../domain/event-type/event-type.js';
+import type { Subscription } from '../../domain/subscription/subscription.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { StorageHeadroomView } from '../../services/storage-headroom.js';
 import { empty, json, problems, routesOf, type Route } from '../api/route-model.js';
 import { ConsoleAccessSchema, StorageHeadroomSchema } from '../api/wire-schemas.js';
-import type { HttpAnswer, HttpServer, RequestContext } from '../server.js';
+import type { HttpAnswer, RequestContext } from '../server.js';
 
 /** One file of the console, read into memory at startup. */
 export interface ConsoleAsset {
@@ -197,11 +197,6 @@ export const CONSOLE_ROUTES: readonly Route<ConsoleDeps>[] = [
     },
   }),
 ];
-
-/** Registers the console routes ({@link CONSOLE_ROUTES}) serving `assets`. */
-export function consoleRoutes(http: HttpServer, assets: ReadonlyMap<string, ConsoleAsset>, access: AccessControl, lookups: ConsoleLookups, headroom?: () => StorageHeadroomView): void {
-  http.register(CONSOLE_ROUTES, { assets, access, lookups, ...(headroom ? { headroom } : {}) });
-}
 
 /** True when `check` does not throw (a 403 means false). */
 function may(check: () => void): boolean {

@@ -1,11 +1,10 @@
 import { Type } from '@sinclair/typebox';
-import { DeletedEventsInputSchema } from '../../domain/deleted-events.js';
+import { DeletedEventsInputSchema } from '../../domain/storages/deleted-events.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { DeletedEvents } from '../../services/deleted-events.js';
 import { batchItems, empty, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { NameParam } from '../api/route-parts.js';
-import type { HttpServer } from '../server.js';
 import { name } from './event-types.js';
 
 /** The response header a successful answer echoes the span context in (docs/publishing.md). */
@@ -58,7 +57,3 @@ export const DELETED_EVENTS_ROUTES: readonly Route<DeletedEventsDeps>[] = [
   }),
 ];
 
-/** Registers the deleted-events route ({@link DELETED_EVENTS_ROUTES}) with its services. */
-export function deletedEventsRoutes(http: HttpServer, deletedEvents: DeletedEvents, access: AccessControl): void {
-  http.register(DELETED_EVENTS_ROUTES, { deletedEvents, access });
-}

@@ -1,17 +1,16 @@
 import { Type } from '@sinclair/typebox';
 import { WILDCARD } from '../../auth/authorization-plugin.js';
 import type { Subject } from '../../auth/subject.js';
-import { ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES, type AuthorizationAttribute, type EventType } from '../../domain/event-type.js';
-import { CompatibilityCheckInputSchema, SchemaVersionInputSchema } from '../../domain/schema-version-input.js';
+import { ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES, type AuthorizationAttribute, type EventType } from '../../domain/event-type/event-type.js';
+import { CompatibilityCheckInputSchema, SchemaVersionInputSchema } from '../../domain/schema/schema-version-input.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
-import type { EventTypeRegistry, RegistryCaller } from '../../services/event-type-registry.js';
+import type { EventTypeRegistry, RegistryCaller } from '../../services/event-types/event-type-registry.js';
 import { empty, json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { Bool, CapacityWarning, Location, NameParam, pageOf, Paging } from '../api/route-parts.js';
-import { warningHeader } from '../../domain/memory-budget.js';
+import { warningHeader } from '../../domain/storages/memory-budget.js';
 import { CompatibilityCheckSchema, EventTypeInputSchema, EventTypeRecordSchema, EventTypeSchemaSchema, PageLinksSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 
 /** What deleting an event type needs to know and do about the subscriptions that read it. */
 export interface EventTypeSubscriptions {
@@ -213,11 +212,6 @@ export const EVENT_TYPE_ROUTES: readonly Route<EventTypeDeps>[] = [
     handler: () => Promise.resolve({ status: 200, body: ENRICHMENT_STRATEGIES }),
   }),
 ];
-
-/** Registers the event type routes ({@link EVENT_TYPE_ROUTES}) with their services. */
-export function eventTypeRoutes(http: HttpServer, registry: EventTypeRegistry, access: AccessControl, subscriptions: EventTypeSubscriptions, audit: AuditLog, capacity?: EventTypeDeps['capacity']): void {
-  http.register(EVENT_TYPE_ROUTES, { registry, access, subscriptions, audit, ...(capacity ? { capacity } : {}) });
-}
 
 /**
  * The registry's view of a caller (see {@link RegistryCaller}): administrator rights, the plugin's

@@ -1,8 +1,7 @@
 import { Type } from '@sinclair/typebox';
-import type { LowLevelStreams } from '../../services/consumption/low-level-streams.js';
+import type { LowLevelStreams } from '../../services/consumption/stream/low-level-streams.js';
 import { problems, routesOf, type Route } from '../api/route-model.js';
 import { NameParam, stream, streamQuery } from '../api/route-parts.js';
-import type { HttpServer } from '../server.js';
 import { name } from './event-types.js';
 
 /** The query of the low-level stream `GET /event-types/{name}/events`: the stream parameters, `cursors` and `filter` (docs/consuming.md "Filters"). */
@@ -11,7 +10,7 @@ export const LowLevelStreamQuery = Type.Object({
   cursors: Type.Optional(Type.String({ description: 'JSON array of cursors (for clients that cannot send headers); not with X-Broker-Cursors (400)' })),
   filter: Type.Optional(Type.String({ description: 'a draft-04 JSON Schema as JSON: only events (metadata included) it matches are sent, the others passed over; checked as an event type\'s schema (unusable: 422)' })),
 });
-/** The headers the low-level stream reads (their JSON is checked by src/domain/cursor-input.ts: 400). */
+/** The headers the low-level stream reads (their JSON is checked by src/domain/cursor/cursor-input.ts: 400). */
 export const LowLevelStreamHeaders = Type.Object({
   'X-Broker-Cursors': Type.Optional(Type.String({ description: 'JSON array of cursors, each partition at most once; only those partitions are streamed' })),
   'Last-Event-ID': Type.Optional(Type.String({ description: 'the `id` of the last server-sent event received (an EventSource reconnecting)' })),
@@ -42,7 +41,3 @@ export const LOW_LEVEL_STREAM_ROUTES: readonly Route<LowLevelStreams>[] = [
   }),
 ];
 
-/** Registers the low-level stream route ({@link LOW_LEVEL_STREAM_ROUTES}). */
-export function lowLevelStreamRoutes(http: HttpServer, streams: LowLevelStreams): void {
-  http.register(LOW_LEVEL_STREAM_ROUTES, streams);
-}

@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { brokerError, errorCatalog, type ProblemTypeDescription } from '../../errors/catalog.js';
 import { empty, json, problems, routesOf, type Route } from '../api/route-model.js';
-import type { HttpServer } from '../server.js';
 
 /**
  * What `/metrics` answers: the node's Prometheus text (src/observability/metrics.ts); and what
@@ -85,17 +84,6 @@ export const OPERATION_ROUTES: readonly Route<MetricsScrape>[] = [
     },
   }),
 ];
-
-/** Registers `/health`, `/health/storage` and `/metrics` ({@link OPERATION_ROUTES}). */
-export function operationRoutes(http: HttpServer, metrics: Omit<MetricsScrape, 'storageReadiness'>, storageReadiness?: MetricsScrape['storageReadiness']): void {
-  const scrape: MetricsScrape = {
-    scrape: (openMetrics) => metrics.scrape(openMetrics),
-    contentTypeOf: (openMetrics) => metrics.contentTypeOf(openMetrics),
-    exemplars: metrics.exemplars,
-    ...(storageReadiness ? { storageReadiness } : {}),
-  };
-  http.register(OPERATION_ROUTES, scrape);
-}
 
 /** The reference page's script (Redoc's standalone bundle, from the npm package `redoc`). */
 export const REFERENCE_BUNDLE = 'redoc.standalone.js';

@@ -1,10 +1,9 @@
-import { PartitionCountInputSchema } from '../../domain/repartitioning.js';
+import { PartitionCountInputSchema } from '../../domain/event-type/repartitioning.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
-import { requireRepartitioning, type Repartitioning } from '../../services/repartitioning.js';
+import { requireRepartitioning, type Repartitioning } from '../../services/event-types/repartitioning.js';
 import { empty, jsonBody, problems, routesOf, type Route, type RouteHandler } from '../api/route-model.js';
 import { NameParam } from '../api/route-parts.js';
-import type { HttpServer } from '../server.js';
 import { name } from './event-types.js';
 
 /** The services the repartitioning routes use. */
@@ -57,7 +56,3 @@ export const PARTITION_COUNT_ROUTES: readonly Route<PartitionCountDeps>[] = [
   }),
 ];
 
-/** Registers the repartitioning routes ({@link PARTITION_COUNT_ROUTES}) with their services. */
-export function partitionCountRoutes(http: HttpServer, repartitioning: Repartitioning, access: AccessControl, audit: AuditLog): void {
-  http.register(PARTITION_COUNT_ROUTES, { repartitioning, access, audit });
-}

@@ -1,25 +1,19 @@
 import { Type } from '@sinclair/typebox';
 import type { PublishOutcome, Publisher } from '../../services/publisher.js';
-import type { CursorService } from '../../services/cursor-service.js';
-import { CursorDistancesInputSchema, CursorsLagInputSchema, ShiftedCursorsInputSchema } from '../../domain/cursor-input.js';
 import { brokerError, BrokerError } from '../../errors/catalog.js';
 import type { PublishBatchResult, PublishCounts, PublishMeter } from '../../observability/meters.js';
 import type { AccessControl } from '../../services/access-control.js';
-import type { EventTypeRegistry } from '../../services/event-type-registry.js';
 import type { KpiCollector } from '../../services/kpi.js';
-import { batchItems, empty, json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
+import { batchItems, empty, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { NameParam } from '../api/route-parts.js';
-import { CursorDistanceResultSchema, CursorSchema, EventSchema, PartitionSchema } from '../api/wire-schemas.js';
-import type { HttpServer, RequestContext } from '../server.js';
 import { name } from './event-types.js';
+import { EventSchema } from '../api/wire-schemas.js';
 import type { PublishQuotas } from '../../services/publish-quotas.js';
 import type { Tracing } from '../../observability/traces.js';
 
-/** The services the publishing and partition routes use. */
+/** The services the publishing route uses. */
 export interface PublishingDeps {
   readonly publisher: Publisher;
-  readonly cursors: CursorService;
-  readonly registry: EventTypeRegistry;
   readonly access: AccessControl;
   /** Counts each publish request once (result, events, bytes, latency, batch size; docs/metrics.md). */
   readonly metrics?: PublishMeter;
@@ -40,34 +34,18 @@ export const PublishHeaders = Type.Object({
   ),
 });
 
-/** The query of `GET /event-types/{name}/partitions`. */
-export const PartitionsQuery = Type.Object({ cursors: Type.Optional(Type.String({ description: 'JSON array of cursors, each partition at most once: adds unconsumed_events to their partitions (malformed: 422)' })) });
-/** The query of `GET /event-types/{name}/cursors-at-time` (docs/consuming.md "Seeking by time"). */
-export const CursorsAtTimeQuery = Type.Object({ time: Type.String({ format: 'date-time', description: 'RFC 3339 date-time, e.g. `2026-01-01T12:00:00.250Z` (missing or malformed: 422)' }) });
-/** The query of `GET /event-types/{name}/partitions/{partition}`. */
-export const PartitionQuery = Type.Object({ consumed_offset: Type.Optional(Type.String({ description: 'adds unconsumed_events after this offset (invalid: 422)' })) });
-
 const route = routesOf<PublishingDeps>();
 
-/** The `{name}` of a request whose subject may read that event type. @throws BrokerError 404, 403 */
-async function readable(ctx: Pick<RequestContext, 'params' | 'subject'>, { registry, access }: PublishingDeps): Promise<string> {
-  const eventType = name(ctx.params);
-  access.requireEventType(ctx.subject, await registry.get(eventType), 'read');
-  return eventType;
-}
-
 /**
- * Publishing and partition routes (docs/publishing.md; docs/concepts.md "Offsets and cursors"):
- * `POST /event-types/{name}/events`, partitions (with `unconsumed_events` for given cursors), cursor
- * distances, lag, shifted cursors and cursors at a time. Publishing checks, in this order: blacklist (403), body (400),
- * event type (404), the event type's `writers` (403), then per event — so a blocked or malformed request
- * costs no lookup. The partition and cursor endpoints need its `readers`.
+ * The publishing route (docs/publishing.md): `POST /event-types/{name}/events`. It checks, in this order:
+ * blacklist (403), body (400), event type (404), the event type's `writers` (403), then per event — so a
+ * blocked or malformed request costs no lookup. Partitions and cursors: partitions.ts, cursors.ts.
  */
 export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
   route({
     method: 'POST', path: '/event-types/{name}/events', operationId: 'publishEvents', tag: 'Publishing', access: 'authenticated', params: NameParam, bodyLimit: 'events', admitted: true,
     summary: 'Publish a batch of events',
-    description: 'Checks in order: the node\'s admission bounds (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxBytesInFlight`; 503 `PUBLISH_QUEUE_DELAYED` with `Retry-After` when the batches waiting for a validation thread have waited longer than `http.publishMaxQueueDelayMs`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), the publishing quotas\' bytes per second (429 `QUOTA_EXCEEDED` with `Retry-After`), then per event, then the quotas\' events per second (429; nothing written), then whether the Redis masters of its partitions have room (507 `STORAGE_FULL` with `Retry-After` when a master is at or above the high-water mark `redisMemory.highWaterPercent`, or Redis refused the write for memory; nothing written; docs/operations.md "Memory and retention"). 422: nothing was written; 207: storage failed some partitions (on a Redis Cluster, those on full masters), or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted. With config `tracing.enabled`, W3C `traceparent` and `tracestate` headers are continued, and a sampled trace\'s context is stored in the `metadata.span_ctx` of events that have none (docs/tracing.md).',
+    description: 'Checks in order: the node\'s admission bounds (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxInFlightBytes`; 503 `PUBLISH_QUEUE_DELAYED` with `Retry-After` when the batches waiting for a validation thread have waited longer than `http.publishMaxQueueDelayMs`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), the publishing quotas\' bytes per second (429 `QUOTA_EXCEEDED` with `Retry-After`), then per event, then the quotas\' events per second (429; nothing written), then whether the Redis masters of its partitions have room (507 `STORAGE_FULL` with `Retry-After` when a master is at or above the high-water mark `redisMemory.highWaterPercent`, or Redis refused the write for memory; nothing written; docs/operations.md "Memory and retention"). 422: nothing was written; 207: storage failed some partitions (on a Redis Cluster, those on full masters), or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted. With config `tracing.enabled`, W3C `traceparent` and `tracestate` headers are continued, and a sampled trace\'s context is stored in the `metadata.span_ctx` of events that have none (docs/tracing.md).',
     headers: PublishHeaders,
     body: jsonBody(Type.Array(EventSchema)),
     responses: {
@@ -123,66 +101,7 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
       }
     },
   }),
-  route({
-    method: 'GET', path: '/event-types/{name}/partitions', operationId: 'listPartitions', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam,
-    summary: 'List partitions',
-    query: PartitionsQuery,
-    responses: { '200': json('the partitions', Type.Array(PartitionSchema)), ...problems(400, 403, 404, 422) },
-    // `?cursors=<JSON array of cursors>` adds unconsumed_events to the partitions named there.
-    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.list(await readable(ctx, deps), ctx.input.query.cursors) }),
-  }),
-  route({
-    method: 'GET', path: '/event-types/{name}/partitions/{partition}', operationId: 'getPartition', tag: 'Partitions and cursors', access: 'authenticated',
-    params: Type.Object({ name: Type.String(), partition: Type.String() }),
-    summary: 'Get one partition',
-    query: PartitionQuery,
-    responses: { '200': json('the partition', PartitionSchema), ...problems(400, 403, 404, 422) },
-    // `?consumed_offset=<offset>` adds unconsumed_events after it.
-    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.get(await readable(ctx, deps), ctx.input.params.partition, ctx.input.query.consumed_offset) }),
-  }),
-  route({
-    method: 'GET', path: '/event-types/{name}/cursors-at-time', operationId: 'cursorsAtTime', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam, limited: true,
-    summary: 'Cursors at a time',
-    description: 'One cursor per partition from which a stream starts with the first event received at or after `time` (by `metadata.received_at`, to the millisecond; category `undefined`: to the second). Every retained event later: the offset before the oldest one (as `BEGIN`); none at or after `time`: the newest offset. Missing or malformed `time`: 422.',
-    query: CursorsAtTimeQuery,
-    responses: { '200': json('one cursor per partition, in partition order', Type.Array(CursorSchema)), ...problems(400, 403, 404, 422) },
-    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.atTime(await readable(ctx, deps), ctx.input.query.time) }),
-  }),
-  // The cursor tools' work grows with the number of cursors: they run under the control-plane limiter.
-  route({
-    method: 'POST', path: '/event-types/{name}/cursor-distances', operationId: 'cursorDistances', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam, limited: true,
-    summary: 'Distances between cursors', body: jsonBody(CursorDistancesInputSchema),
-    responses: { '200': json('one result per query', Type.Array(CursorDistanceResultSchema)), ...problems(400, 403, 404, 422) },
-    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.distances(await readable(ctx, deps), await ctx.json()) }),
-  }),
-  route({
-    method: 'POST', path: '/event-types/{name}/cursors-lag', operationId: 'cursorsLag', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam, limited: true,
-    summary: 'Events after each cursor', body: jsonBody(CursorsLagInputSchema),
-    responses: { '200': json('the partitions with unconsumed_events', Type.Array(PartitionSchema)), ...problems(400, 403, 404, 422) },
-    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.lag(await readable(ctx, deps), await ctx.json()) }),
-  }),
-  route({
-    method: 'POST', path: '/event-types/{name}/shifted-cursors', operationId: 'shiftCursors', tag: 'Partitions and cursors', access: 'authenticated', params: NameParam, limited: true,
-    summary: 'Move cursors by a number of events', body: jsonBody(ShiftedCursorsInputSchema),
-    responses: { '200': json('the moved cursors', Type.Array(CursorSchema)), ...problems(400, 403, 404, 422) },
-    handler: async (ctx, deps) => ({ status: 200, body: await deps.cursors.shift(await readable(ctx, deps), await ctx.json()) }),
-  }),
 ];
-
-/** Registers the publishing and partition routes ({@link PUBLISHING_ROUTES}) with their services. */
-export function publishingRoutes(
-  http: HttpServer,
-  publisher: Publisher,
-  cursors: CursorService,
-  registry: EventTypeRegistry,
-  access: AccessControl,
-  metrics?: PublishMeter,
-  kpi?: KpiCollector,
-  quotas?: PublishQuotas,
-  tracing?: Tracing,
-): void {
-  http.register(PUBLISHING_ROUTES, { publisher, cursors, registry, access, metrics, kpi, quotas, tracing });
-}
 
 /** `broker_publish_batches_total` result of each answer the publisher returns. */
 const BATCH_RESULTS: Readonly<Record<PublishOutcome['status'], PublishBatchResult>> = { 200: 'submitted', 207: 'partially_failed', 422: 'rejected' };

@@ -1,15 +1,14 @@
 import { Type } from '@sinclair/typebox';
-import { checkBody } from '../../domain/rule-problems.js';
-import { AdminsInputSchema, FeatureInputSchema, parseAdminsInput } from '../../domain/settings-input.js';
-import { PublishQuotaListSchema, PublishQuotaSchema, QUOTA_KINDS, isQuotaKind, type PublishQuota, type QuotaKind } from '../../domain/publish-quota.js';
+import { checkBody } from '../../domain/event-type/rule-problems.js';
+import { AdminsInputSchema, FeatureInputSchema, parseAdminsInput } from '../../domain/settings/settings-input.js';
+import { PublishQuotaListSchema, PublishQuotaSchema, QUOTA_KINDS, isQuotaKind, type PublishQuota, type QuotaKind } from '../../domain/batch/publish-quota.js';
 import { brokerError, invalidInput } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import { BLACKLIST_TYPES, isBlacklistType, isFeature, type BlacklistType, type Settings } from '../../services/settings.js';
 import type { AuditLog } from '../../services/audit-log.js';
-import type { AdminAuthorization } from '../../domain/admin-authorization.js';
+import type { AdminAuthorization } from '../../domain/settings/admin-authorization.js';
 import { empty, json, jsonBody, problems, routesOf, type Route, type RouteHandler } from '../api/route-model.js';
 import { AdminAuthorizationSchema, BlacklistSchema, FeatureListSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 
 /** The services the settings routes use. */
 export interface SettingsDeps {
@@ -171,13 +170,8 @@ export const SETTINGS_ROUTES: readonly Route<SettingsDeps>[] = [
   }),
 ];
 
-/** Registers the settings routes ({@link SETTINGS_ROUTES}) with their services. */
-export function settingsRoutes(http: HttpServer, settings: Settings, access: AccessControl, audit: AuditLog): void {
-  http.register(SETTINGS_ROUTES, { settings, access, audit });
-}
-
 /**
- * An AdminAuthorization body (`AdminsInputSchema`, src/domain/settings-input.ts) whose attributes the
+ * An AdminAuthorization body (`AdminsInputSchema`, src/domain/settings/settings-input.ts) whose attributes the
  * plugin accepts. @throws BrokerError 400 (shape), 422 (a list empty or missing, an attribute twice, a refused attribute)
  */
 function parseAdmins(body: unknown, access: AccessControl): AdminAuthorization {

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { NODE_STORAGE_ID, parseStorage, storageNotFound, storageView, type Storage } from '../../domain/storage.js';
+import { NODE_STORAGE_ID, parseStorage, storageNotFound, storageView, type Storage } from '../../domain/storages/storage.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
@@ -7,7 +7,6 @@ import { probeStorage, type StorageStore } from '../../storage/storage-store.js'
 import { empty, json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { Location } from '../api/route-parts.js';
 import { StorageInputSchema, StorageViewSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 
 /** Two storages that would write the same keys: the same deployment (URL, seeds or the node's own) and prefix. */
 const sameKeys = (a: Storage, b: Storage): boolean =>
@@ -119,7 +118,3 @@ export const STORAGE_ROUTES: readonly Route<StorageDeps>[] = [
   }),
 ];
 
-/** Registers the storage routes ({@link STORAGE_ROUTES}) with their services. */
-export function storageRoutes(http: HttpServer, store: StorageStore, access: AccessControl, usersOf: (id: string) => Promise<string[]>, audit: AuditLog): void {
-  http.register(STORAGE_ROUTES, { store, access, usersOf, audit });
-}

@@ -4,14 +4,13 @@ import type { SubscriptionStreams } from '../../services/consumption/subscriptio
 import type { AccessControl } from '../../services/access-control.js';
 import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription } from '../../services/consumption/subscription-streams.js';
-import { SubscriptionCursorsInputSchema } from '../../domain/cursor-input.js';
-import { negotiateStreamFormat } from '../../domain/stream-format.js';
-import { SubscriptionStreamQuerySchema } from '../../domain/stream-parameters.js';
+import { SubscriptionCursorsInputSchema } from '../../domain/cursor/cursor-input.js';
+import { negotiateStreamFormat } from '../../domain/stream/stream-format.js';
+import { SubscriptionStreamQuerySchema } from '../../domain/stream/stream-parameters.js';
 import type { ConcurrencyLimiter } from '../concurrency-limiter.js';
 import { empty, json, jsonBody, problems, routesOf, type ResponseSpec, type Route } from '../api/route-model.js';
 import { Bool, STREAM_ID, stream, SubscriptionParam } from '../api/route-parts.js';
 import { CursorCommitResultsSchema, StreamParametersBodySchema, SubscriptionCursorsSchema, SubscriptionScalingSchema, SubscriptionStatsSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 import type { Tracing } from '../../observability/traces.js';
 import { BrokerError } from '../../errors/catalog.js';
 
@@ -162,7 +161,3 @@ function cursorCount(body: unknown): number {
   return Array.isArray(items) ? items.length : 0;
 }
 
-/** Registers the subscription consumption routes ({@link SUBSCRIPTION_STREAM_ROUTES}) with their services. */
-export function subscriptionStreamRoutes(http: HttpServer, streams: SubscriptionStreams, cursors: SubscriptionCursors, access: AccessControl, tracing?: Tracing): void {
-  http.register(SUBSCRIPTION_STREAM_ROUTES, { streams, cursors, access, controlLimiter: http.controlLimiter, ...(tracing === undefined ? {} : { tracing }) });
-}

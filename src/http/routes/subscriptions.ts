@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { Subscription, SubscriptionAuthorization } from '../../domain/subscription.js';
+import type { Subscription, SubscriptionAuthorization } from '../../domain/subscription/subscription.js';
 import type { AuditLog } from '../../services/audit-log.js';
 import { brokerError } from '../../errors/catalog.js';
 import type { AccessControl } from '../../services/access-control.js';
@@ -7,7 +7,6 @@ import type { SubscriptionCursor, SubscriptionFilter, SubscriptionRegistry } fro
 import { empty, json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { Bool, Location, pageOf, Paging, SubscriptionParam } from '../api/route-parts.js';
 import { SubscriptionInputSchema, SubscriptionListSchema, SubscriptionRecordSchema, SubscriptionUpdateSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 import { AttributeQueryParam, attributeOf } from './event-types.js';
 
 /**
@@ -54,7 +53,7 @@ const route = routesOf<SubscriptionDeps>();
  * read access to every one of its event types (403 otherwise, as for streaming it: a subscription
  * shows positions in its event types). Update and delete need the subscription's `admins` (or an
  * administrator); a change of its readers ends every stream of it. Creation and update run under the
- * control-plane limiter. Bodies are checked by the registry (src/domain/subscription-input.ts); the
+ * control-plane limiter. Bodies are checked by the registry (src/domain/subscription/subscription-input.ts); the
  * listing's query by the pipeline, 400 when malformed, before the handler runs.
  */
 export const SUBSCRIPTION_ROUTES: readonly Route<SubscriptionDeps>[] = [
@@ -161,18 +160,6 @@ export const SUBSCRIPTION_ROUTES: readonly Route<SubscriptionDeps>[] = [
     },
   }),
 ];
-
-/** Registers the subscription registry routes ({@link SUBSCRIPTION_ROUTES}) with their services. */
-export function subscriptionRoutes(
-  http: HttpServer,
-  registry: SubscriptionRegistry,
-  access: AccessControl,
-  onReadersChanged: (id: string) => Promise<void>,
-  audit: AuditLog,
-  status?: SubscriptionStatus,
-): void {
-  http.register(SUBSCRIPTION_ROUTES, { registry, access, onReadersChanged, audit, status });
-}
 
 /** A listing link repeating only the filters the client gave (docs/http-api.md). */
 /**

@@ -1,12 +1,11 @@
 import { Type } from '@sinclair/typebox';
-import { TimelineInputSchema } from '../../domain/timeline.js';
+import { TimelineInputSchema } from '../../domain/storages/timeline.js';
 import type { AccessControl } from '../../services/access-control.js';
 import type { AuditLog } from '../../services/audit-log.js';
-import type { Timelines } from '../../services/timelines.js';
+import type { Timelines } from '../../services/event-types/timelines.js';
 import { json, jsonBody, problems, routesOf, type Route } from '../api/route-model.js';
 import { NameParam } from '../api/route-parts.js';
 import { TimelineSchema } from '../api/wire-schemas.js';
-import type { HttpServer } from '../server.js';
 import { name } from './event-types.js';
 
 /** The services the timeline routes use. */
@@ -54,7 +53,3 @@ export const TIMELINE_ROUTES: readonly Route<TimelineDeps>[] = [
   }),
 ];
 
-/** Registers the timeline routes ({@link TIMELINE_ROUTES}) with their services. */
-export function timelineRoutes(http: HttpServer, timelines: Timelines, access: AccessControl, audit: AuditLog): void {
-  http.register(TIMELINE_ROUTES, { timelines, access, audit });
-}

@@ -1,14 +1,14 @@
-import { consumptionModeOf } from '../../domain/consumption-mode.js';
+import { consumptionModeOf } from '../../domain/subscription/consumption-mode.js';
 import type { QueueStateStore } from '../../storage/queue-state-store.js';
-import { partitionIds } from '../../domain/event-type.js';
-import type { PartitionRange } from '../../domain/offsets.js';
-import type { Subscription } from '../../domain/subscription.js';
+import { partitionIds } from '../../domain/event-type/event-type.js';
+import type { PartitionRange } from '../../domain/cursor/offsets.js';
+import type { Subscription } from '../../domain/subscription/subscription.js';
 import type { LagSnapshot, PartitionOffsetSample, SubscriptionLagSample } from '../../observability/meters.js';
 import type { StoredEventType } from '../../storage/event-type-store.js';
 import type { Keys } from '../../storage/keys.js';
-import type { TimelineMap } from '../../domain/timeline.js';
+import type { TimelineMap } from '../../domain/storages/timeline.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
-import { storageError, type RedisClient } from '../../storage/redis-connection.js';
+import { storageError, type RedisClient } from '../../storage/redis/redis-connection.js';
 import { offsetField, type SubscriptionStateStore } from '../../storage/subscription-state-store.js';
 import type { SubscriptionStore } from '../../storage/subscription-store.js';
 

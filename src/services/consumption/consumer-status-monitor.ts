@@ -1,4 +1,4 @@
-import { evaluateConsumer, trimSamples, type ConsumerSample, type ConsumerVerdict } from '../../domain/consumer-status.js';
+import { evaluateConsumer, trimSamples, type ConsumerSample, type ConsumerVerdict } from '../../domain/subscription/consumer-status.js';
 import type { Logger } from '../../observability/logger.js';
 import type { LagSnapshot } from '../../observability/meters.js';
 import type { SubscriptionState, SubscriptionStateStore } from '../../storage/subscription-state-store.js';

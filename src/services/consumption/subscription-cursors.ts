@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream-parameters.js';
-import { parseOffset, type PartitionRange } from '../../domain/offsets.js';
-import { checkCursorBody, SubscriptionCursorsInputSchema, type SubscriptionCursorsInput } from '../../domain/cursor-input.js';
-import type { PartitionStats, SubscriptionCursor } from '../../domain/subscription.js';
+import { MAX_COMMIT_TIMEOUT_SECONDS } from '../../domain/stream/stream-parameters.js';
+import { parseOffset, type PartitionRange } from '../../domain/cursor/offsets.js';
+import { checkCursorBody, SubscriptionCursorsInputSchema, type SubscriptionCursorsInput } from '../../domain/cursor/cursor-input.js';
+import type { PartitionStats, SubscriptionCursor } from '../../domain/subscription/subscription.js';
 import { brokerError, invalidInput } from '../../errors/catalog.js';
 import { scriptError } from '../../storage/script-failures.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
@@ -11,7 +11,7 @@ import type { Subject } from '../../auth/subject.js';
 import type { ResolvedSubscription, SubscriptionPartition, SubscriptionStreams } from './subscription-streams.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability/meters.js';
 import { lagSeconds, partitionLag } from './consumer-lag.js';
-import { consumptionModeOf } from '../../domain/consumption-mode.js';
+import { consumptionModeOf } from '../../domain/subscription/consumption-mode.js';
 import type { QueueStateStore } from '../../storage/queue-state-store.js';
 import type { ConsumerStatusMonitor } from './consumer-status-monitor.js';
 
@@ -55,7 +55,7 @@ export class SubscriptionCursors {
   /**
    * Commits cursors for the stream `streamId`.
    * @param streamId `X-Broker-StreamId`, required and non-empty by the route's header schema (400)
-   * @param body `{items: [SubscriptionCursor]}` (`SubscriptionCursorsInputSchema`, src/domain/cursor-input.ts)
+   * @param body `{items: [SubscriptionCursor]}` (`SubscriptionCursorsInputSchema`, src/domain/cursor/cursor-input.ts)
    * @param subject must be a reader of the subscription and of each of its event types (docs/security.md "Authorization: what a subject may do")
    * @throws BrokerError 400 (body shape), 403, 404, 422 (too many cursors, a cursor without its string
    *   fields, unknown or expired stream, partition not held by that stream, invalid cursor), 503
@@ -152,7 +152,7 @@ export class SubscriptionCursors {
   /**
    * Cursor reset (docs/consuming.md "Commits"): refuses new streams, closes the open ones
    * (`Resetting subscription cursors`), waits until they are gone (at most the commit timeout), then
-   * initializes missing offsets and writes the given ones. At most `MAX_CURSORS_PER_REQUEST` (src/domain/offsets.ts) cursors (422).
+   * initializes missing offsets and writes the given ones. At most `MAX_CURSORS_PER_REQUEST` (src/domain/cursor/offsets.ts) cursors (422).
    * @param authorize runs once the subscription is known, before anything changes (the route checks admin
    *   rights on it and read access to its event types there)
    * @throws BrokerError 400 (shape), 403 (from `authorize`), 404, 409 (a reset runs), 422 (invalid cursor), 503

@@ -1,4 +1,4 @@
-import { onResubscribed, type RedisClient } from '../../storage/redis-connection.js';
+import { onResubscribed, type RedisClient } from '../../storage/redis/redis-connection.js';
 import type { Keys } from '../../storage/keys.js';
 import type { Logger } from '../../observability/logger.js';
 import type { SubscriptionNoticeKind } from '../../storage/subscription-state-store.js';

@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConfig } from '../../config/config-schema.js';
 import type { Subject } from '../../auth/subject.js';
-import { partitionIds, type EventType } from '../../domain/event-type.js';
-import type { PartitionRange } from '../../domain/offsets.js';
-import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type Session } from '../../domain/rebalance.js';
-import { parseStreamParameters, type StreamQuery } from '../../domain/stream-parameters.js';
-import type { Subscription } from '../../domain/subscription.js';
+import { partitionIds, type EventType } from '../../domain/event-type/event-type.js';
+import type { PartitionRange } from '../../domain/cursor/offsets.js';
+import { completeReassignment, freeSlots, rebalance, validateDirectRequests, type Session } from '../../domain/subscription/rebalance.js';
+import { parseStreamParameters, type StreamQuery } from '../../domain/stream/stream-parameters.js';
+import type { Subscription } from '../../domain/subscription/subscription.js';
 import { BrokerError, brokerError, invalidInput } from '../../errors/catalog.js';
 import { scriptError } from '../../storage/script-failures.js';
-import type { StreamingAnswer } from '../../domain/stream-sink.js';
+import type { StreamingAnswer } from '../../domain/stream/stream-sink.js';
 import type { Logger } from '../../observability/logger.js';
 import type { EventTypeStore } from '../../storage/event-type-store.js';
 import type { PartitionLogs } from '../../storage/partition-logs.js';
@@ -16,23 +16,23 @@ import type { SubscriptionRegistry } from '../subscription-registry.js';
 import { readersKey, type AccessControl } from '../access-control.js';
 import type { Settings } from '../settings.js';
 import type { SessionInfo, SubscriptionState, SubscriptionStateStore } from '../../storage/subscription-state-store.js';
-import { EventStreamLoop, type StreamedListener, type TimelineSource } from './event-stream.js';
+import { EventStreamLoop, type StreamedListener, type TimelineSource } from './stream/event-stream.js';
 import { NO_CONSUMPTION_METER, type ConsumptionMeter } from '../../observability/meters.js';
 import type { SubscriptionNotices } from './subscription-notices.js';
-import { subscriptionStreamAnswer, type StreamFormat } from '../../domain/stream-format.js';
+import { subscriptionStreamAnswer, type StreamFormat } from '../../domain/stream/stream-format.js';
 import { REAL_CLOCK, type Clock } from './clock.js';
-import { SessionRunner } from './session-runner.js';
-import { QueueStreams } from './queue-streams.js';
+import { SessionRunner } from './session/session-runner.js';
+import { QueueStreams } from './queue/queue-streams.js';
 import type { QueueStateStore } from '../../storage/queue-state-store.js';
-import { consumptionModeOf } from '../../domain/consumption-mode.js';
-import { eventFilters, initializeOffsets, partitionRanges } from './subscription-start.js';
-import { filterSpecOf } from '../../domain/event-filter.js';
+import { consumptionModeOf } from '../../domain/subscription/consumption-mode.js';
+import { eventFilters, initializeOffsets, partitionRanges } from './session/subscription-start.js';
+import { filterSpecOf } from '../../domain/subscription/event-filter.js';
 import type { EventFilters } from '../event-filters.js';
-import type { EventFilter } from './partition-reader.js';
-import { END_REASONS, type DeadLetterSink, type ResolvedSubscription, type RunnerDeps, type SessionChange, type SessionOwner, type SubscriptionPartition } from './session-types.js';
+import type { EventFilter } from './stream/partition-reader.js';
+import { END_REASONS, type DeadLetterSink, type ResolvedSubscription, type RunnerDeps, type SessionChange, type SessionOwner, type SubscriptionPartition } from './session/session-types.js';
 
 // The session's types, where the routes and the cursors have always found them.
-export { END_REASONS, type DeadLetterSink, type ResolvedSubscription, type RunnerDeps, type SubscriptionPartition } from './session-types.js';
+export { END_REASONS, type DeadLetterSink, type ResolvedSubscription, type RunnerDeps, type SubscriptionPartition } from './session/session-types.js';
 
 /** What {@link SubscriptionStreams} works with (one per node, built by the composition root). */
 export interface SubscriptionStreamsOptions {

@@ -1,7 +1,7 @@
 --[[
   Moves a partition's high watermark: its `replicated` offset, one past the newest event the replicas are
   known to hold, where readers stop when reads wait for replicas (docs/operations.md "Durability";
-  src/domain/high-watermark.ts). Called on a master after a `WAIT` there confirmed the writes up to
+  src/domain/cursor/high-watermark.ts). Called on a master after a `WAIT` there confirmed the writes up to
   ARGV[1]; and, with ARGV[1] = 0, to start a confirmation of what the partition holds (see below).
 
   KEYS[1] partition meta   (hash)   fields `next` (next offset to assign) and `replicated` (this script's)

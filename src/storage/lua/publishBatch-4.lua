@@ -4,7 +4,7 @@
 
   KEYS[1] partition meta   (hash)   field `next` = next offset to assign, `oldest` = first retained offset
   KEYS[2] partition log    (stream) entry id `<next after this entry>-0`, fields n = event count, then
-                                    d = events, or z = one zstd frame of them (src/domain/entry-codec.ts)
+                                    d = events, or z = one zstd frame of them (src/domain/batch/entry-codec.ts)
   KEYS[3] time index       (zset)   member = first offset received in a second, score = that unix second
   KEYS[4] notices          (sharded pub/sub channel) receives the new `next` offset so readers wake at once
 

@@ -1,8 +1,8 @@
-/** Pieces every wire schema uses: closed objects, enums, timestamps, maps and authorization attributes (declared in src/domain/wire-parts.ts), problems, paging links. */
+/** Pieces every wire schema uses: closed objects, enums, timestamps, maps and authorization attributes (declared in src/domain/json/wire-parts.ts), problems, paging links. */
 import { Type, type Static } from '@sinclair/typebox';
-import { Closed } from '../../../domain/wire-parts.js';
+import { Closed } from '../../../domain/json/wire-parts.js';
 
-export { Closed, StringEnum, Timestamp, StringMap, AuthorizationAttributeSchema, AttributeList } from '../../../domain/wire-parts.js';
+export { Closed, StringEnum, Timestamp, StringMap, AuthorizationAttributeSchema, AttributeList } from '../../../domain/json/wire-parts.js';
 
 /** RFC 7807 problem (docs/errors.md): every failure answers one, as `application/problem+json`. */
 export const ProblemSchema = Type.Object(

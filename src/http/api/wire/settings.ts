@@ -3,8 +3,8 @@ import { Type } from '@sinclair/typebox';
 import { FEATURES } from '../../../services/settings.js';
 import { Closed, StringEnum } from './common.js';
 
-/** The administrators (docs/operations.md "Administrator settings"): declared in src/domain/admin-authorization.ts, whose `AdminAuthorization` type is derived from it. */
-export { AdminAuthorizationSchema } from '../../../domain/admin-authorization.js';
+/** The administrators (docs/operations.md "Administrator settings"): declared in src/domain/settings/admin-authorization.ts, whose `AdminAuthorization` type is derived from it. */
+export { AdminAuthorizationSchema } from '../../../domain/settings/admin-authorization.js';
 
 /** `GET /settings/blacklist`. */
 export const BlacklistSchema = Type.Object(
@@ -17,20 +17,20 @@ export const BlacklistSchema = Type.Object(
 
 /** A feature toggle (docs/operations.md "Feature toggles"). */
 export const FeatureSchema = Type.Object({ feature: StringEnum(FEATURES), enabled: Type.Boolean() }, Closed);
-/** `POST /settings/features` body: declared and checked in `src/domain/settings-input.ts`. */
-export { FeatureInputSchema } from '../../../domain/settings-input.js';
+/** `POST /settings/features` body: declared and checked in `src/domain/settings/settings-input.ts`. */
+export { FeatureInputSchema } from '../../../domain/settings/settings-input.js';
 /** `GET /settings/features`. */
 export const FeatureListSchema = Type.Object({ items: Type.Array(FeatureSchema) }, Closed);
 
-/** A storage as sent to `POST /storages` (docs/operations.md "Storages and timelines"): declared and checked in `src/domain/storage.ts`. */
-export { StorageInputSchema } from '../../../domain/storage.js';
+/** A storage as sent to `POST /storages` (docs/operations.md "Storages and timelines"): declared and checked in `src/domain/storages/storage.ts`. */
+export { StorageInputSchema } from '../../../domain/storages/storage.js';
 
 /**
  * A storage as served, where it keeps its keys, and a timeline as served: declared with their records in
- * src/domain/storage.ts and src/domain/timeline.ts, whose types are derived from them.
+ * src/domain/storages/storage.ts and src/domain/storages/timeline.ts, whose types are derived from them.
  */
-export { RedisConfigurationSchema, StorageViewSchema } from '../../../domain/storage.js';
-export { TimelineSchema } from '../../../domain/timeline.js';
+export { RedisConfigurationSchema, StorageViewSchema } from '../../../domain/storages/storage.js';
+export { TimelineSchema } from '../../../domain/storages/timeline.js';
 
 /** An Avro schema version of the service's envelopes. */
 export const AvroSchemaVersionSchema = Type.Object({ version: Type.String(), avro_schema: Type.Object({}, { description: 'an Avro record schema' }) }, Closed);

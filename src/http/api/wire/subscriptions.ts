@@ -1,28 +1,28 @@
 /** Wire schemas of subscriptions, their cursors, stats and streams (docs/consuming.md). */
 import { Type, type Static } from '@sinclair/typebox';
-import { AssignmentTypeSchema, PartitionStateSchema, PartitionStatsSchema, SUBSCRIPTION_FIELDS, SubscriptionCursorSchema, type SubscriptionRecordSchema } from '../../../domain/subscription.js';
-import { StreamCloseReasonSchema } from '../../../domain/stream-close-reason.js';
+import { AssignmentTypeSchema, PartitionStateSchema, PartitionStatsSchema, SUBSCRIPTION_FIELDS, SubscriptionCursorSchema, type SubscriptionRecordSchema } from '../../../domain/subscription/subscription.js';
+import { StreamCloseReasonSchema } from '../../../domain/stream/stream-close-reason.js';
 import { EventSchema } from './event-types.js';
 import { Closed, PageLinksSchema } from './common.js';
 
 /**
  * A subscription cursor (docs/consuming.md "Commits"), the same without the token (cursor reset) and one
- * partition of the stats: declared in src/domain/subscription.ts, whose `SubscriptionCursor` and
+ * partition of the stats: declared in src/domain/subscription/subscription.ts, whose `SubscriptionCursor` and
  * `PartitionStats` types are derived from them.
  */
-export { SubscriptionCursorSchema, SubscriptionCursorWithoutTokenSchema, PartitionStatsSchema } from '../../../domain/subscription.js';
+export { SubscriptionCursorSchema, SubscriptionCursorWithoutTokenSchema, PartitionStatsSchema } from '../../../domain/subscription/subscription.js';
 
 /**
  * The subscription record as served (docs/consuming.md "Subscriptions"), its authorization section and
- * initial cursors: declared with the record in src/domain/subscription.ts, whose `Subscription` type is
+ * initial cursors: declared with the record in src/domain/subscription/subscription.ts, whose `Subscription` type is
  * derived from them.
  */
-export { InitialCursorSchema, SubscriptionAuthorizationSchema, SubscriptionRecordSchema } from '../../../domain/subscription.js';
-/** The subscription record as the wire carries it (src/domain/subscription.ts `Subscription`, made mutable). */
+export { InitialCursorSchema, SubscriptionAuthorizationSchema, SubscriptionRecordSchema } from '../../../domain/subscription/subscription.js';
+/** The subscription record as the wire carries it (src/domain/subscription/subscription.ts `Subscription`, made mutable). */
 export type SubscriptionRecord = Static<typeof SubscriptionRecordSchema>;
 
-/** The bodies of `POST /subscriptions` and `PUT /subscriptions/{id}`: the schemas the node checks them against (src/domain/subscription-input.ts). */
-export { SubscriptionInputSchema, SubscriptionUpdateSchema } from '../../../domain/subscription-input.js';
+/** The bodies of `POST /subscriptions` and `PUT /subscriptions/{id}`: the schemas the node checks them against (src/domain/subscription/subscription-input.ts). */
+export { SubscriptionInputSchema, SubscriptionUpdateSchema } from '../../../domain/subscription/subscription-input.js';
 
 /** One event type's partition status in a listing with `show_status=true`. */
 export const SubscriptionEventTypeStatusSchema = Type.Object(
@@ -65,7 +65,7 @@ export const SubscriptionScalingSchema = Type.Object(
   Closed,
 );
 
-/** `GET /subscriptions/{id}/cursors` answer (commit and reset bodies: `SubscriptionCursorsInputSchema`, src/domain/cursor-input.ts). */
+/** `GET /subscriptions/{id}/cursors` answer (commit and reset bodies: `SubscriptionCursorsInputSchema`, src/domain/cursor/cursor-input.ts). */
 export const SubscriptionCursorsSchema = Type.Object({ items: Type.Array(SubscriptionCursorSchema) });
 
 /** 200 answer of a commit: a result per cursor sent (docs/consuming.md "Commits"). */
@@ -74,8 +74,8 @@ export const CursorCommitResultsSchema = Type.Object(
   Closed,
 );
 
-/** Stream parameters of a subscription stream as a `POST` body: declared and checked in src/domain/stream-parameters.ts. */
-export { StreamParametersBodySchema } from '../../../domain/stream-parameters.js';
+/** Stream parameters of a subscription stream as a `POST` body: declared and checked in src/domain/stream/stream-parameters.ts. */
+export { StreamParametersBodySchema } from '../../../domain/stream/stream-parameters.js';
 
 /** One line of a stream, subscription or low-level (docs/consuming.md "Subscription streams", "Low-level streams"). */
 export const StreamBatchSchema = Type.Object({
