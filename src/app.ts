@@ -25,6 +25,7 @@ import type { StreamedListener } from './services/consumption/event-stream.js';
 import { SettingsStore } from './storage/settings-store.js';
 import { settingsRoutes } from './http/routes/settings.js';
 import { PublishQuotas } from './services/publish-quotas.js';
+import { QuotaStore } from './storage/quota-store.js';
 import { avroSchemaRoutes } from './http/routes/avro-schemas.js';
 import { storageRoutes } from './http/routes/storages.js';
 import { StorageStore } from './storage/storage-store.js';
@@ -274,7 +275,8 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
     maxSubscriptionPartitions: config.subscriptions.maxPartitions,
   });
   partitionCountRoutes(http, repartitioning, access, audit);
-  const quotas = new PublishQuotas((kind, name) => settings.quota(kind, name));
+  // Publishing quotas counted for the cluster in Redis, failing open when it does not answer in time (docs/decisions/0034-cluster-wide-publishing-quotas.md).
+  const quotas = new PublishQuotas((kind, name) => settings.quota(kind, name), new QuotaStore(scripts, keys), { timeoutMs: config.publish.quotaTimeoutMs, failOpenMs: config.publish.quotaFailOpenMs }, logger, metrics);
   settings.onChange(() => quotas.prune());
   publishingRoutes(http, publisher, cursors, registry, access, metrics, kpi, quotas, tracing);
   subscriptionRoutes(http, subscriptionRegistry, access, (id) => subscriptionStreams.disconnectAll(id), audit, (id) => subscriptionCursors.status(id));

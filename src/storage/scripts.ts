@@ -30,7 +30,8 @@ export type ScriptName = 'publishBatch' | 'trimPartition' | 'createEventType' | 
   | 'deleteStorage'
   | 'setDefaultStorage'
   | 'claimQueueBatches'
-  | 'settleQueueBatches';
+  | 'settleQueueBatches'
+  | 'chargeQuotas';
 
 /** The line that pulls a shared snippet of `lua/includes/<name>.lua` into a script. */
 const INCLUDE = '^--#include ([a-z][a-z0-9-]*)[ \\t]*$';

@@ -1,15 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { refusalOf } from '../support/broker-error.js';
 import type { PublishQuota, QuotaKind } from '../../src/domain/publish-quota.js';
-import { PublishQuotas } from '../../src/services/publish-quotas.js';
+import { NodeQuotaBuckets } from '../../src/services/node-quota-buckets.js';
 
-/** The token buckets of the publishing quotas (src/services/publish-quotas.ts; docs/publishing.md "Quotas"), on a clock of their own. */
-describe('PublishQuotas', () => {
-  function setUp(quotas: Record<string, PublishQuota>): { quotas: PublishQuotas; advance: (ms: number) => void; set: (entry: string, quota: PublishQuota | undefined) => void } {
+/** The token buckets of the publishing quotas (src/services/node-quota-buckets.ts; docs/publishing.md "Quotas"), on a clock of their own. */
+describe('NodeQuotaBuckets', () => {
+  function setUp(quotas: Record<string, PublishQuota>): { quotas: NodeQuotaBuckets; advance: (ms: number) => void; set: (entry: string, quota: PublishQuota | undefined) => void } {
     let now = 0;
     const table = new Map(Object.entries(quotas));
     return {
-      quotas: new PublishQuotas((kind: QuotaKind, name: string) => table.get(`${kind}:${name}`), () => now),
+      quotas: new NodeQuotaBuckets((kind: QuotaKind, name: string) => table.get(`${kind}:${name}`), () => now),
       advance: (ms) => (now += ms),
       set: (entry, quota) => (quota === undefined ? table.delete(entry) : table.set(entry, quota)),
     };
