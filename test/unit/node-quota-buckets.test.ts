@@ -42,7 +42,7 @@ describe('NodeQuotaBuckets', () => {
     expect(refused.status).toBe(429);
     expect(refused.code).toBe('QUOTA_EXCEEDED');
     expect(refused.headers).toEqual({ 'Retry-After': '3' });
-    expect(refused.detail).toBe('The subject "a" is over its publishing quota of 1000 bytes per second on this node; nothing was written, retry in 3 s');
+    expect(refused.detail).toBe('The subject "a" is over its publishing quota of 1000 bytes per second; nothing was written, retry in 3 s');
     advance(2500);
     expect(refusalOf(() => quotas.charge('a', 'app', 'bytes', 1)).headers).toEqual({ 'Retry-After': '1' });
     advance(600);
