@@ -258,7 +258,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
   subscriptionStreams.onStreamEnd(streamed);
 
   // Publish admission's second bound (docs/decisions/0028-publish-admission-by-queue-delay.md): the delay of the worker threads' queue.
-  const publishQueueDelay = config.http.publishMaxQueueDelayMs > 0 ? { maxMs: config.http.publishMaxQueueDelayMs, exemptBytes: config.publish.inlineMaxBytes, read: () => pool.queueDelayMs } : undefined;
+  const publishQueueDelay = config.http.publishMaxQueueDelayMs > 0 ? { maxMs: config.http.publishMaxQueueDelayMs, exemptBytes: config.publish.inlineMaxBytes, minInFlight: config.http.publishQueueDelayMinInFlight, read: () => pool.queueDelayMs } : undefined;
   const http = new HttpServer({ ...config.http, ...(publishQueueDelay ? { publishQueueDelay } : {}) }, authenticator, logger, metrics);
   metrics.observePublishAdmission(() => ({ bytes: http.publishAdmission.bytesInFlight, requests: http.publishAdmission.inFlight }));
   http.onAnswered((entry) => kpi.accessed(entry));

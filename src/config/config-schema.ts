@@ -100,6 +100,13 @@ const httpSchema = Type.Object(
       description:
         'ms the oldest batch waiting for a validation worker thread may have waited; beyond it a publish is refused at once with 503 (`PUBLISH_QUEUE_DELAYED`, `Retry-After: 1`) before its body is read, nothing of it written. Bodies of at most `publish.inlineMaxBytes` (validated on the main thread) are not held to it, nor is a publish when none is in flight. 0 = no such bound (docs/decisions/0028-publish-admission-by-queue-delay.md)',
     }),
+    /** The floor of the queue-delay bound (docs/decisions/0028-publish-admission-by-queue-delay.md). */
+    publishQueueDelayMinInFlight: Type.Integer({
+      minimum: 1,
+      maximum: 100000,
+      description:
+        'the queue-delay bound (`http.publishMaxQueueDelayMs`) refuses a publish only while at least this many other publishes are in flight on the node: a few producers are never refused for a slow moment of the validation threads (a cold start, a busy core), since refusing them would only leave the node idle; the bytes bound still applies (docs/decisions/0028-publish-admission-by-queue-delay.md)',
+    }),
     /** Browser origins (`scheme://host[:port]`) that get CORS headers and preflight answers; empty = no CORS at all (docs/security.md "Cross-site requests"). */
     corsAllowedOrigins: Type.Array(Type.String({ pattern: '^https?://[^/\\s]+$' }), {
       uniqueItems: true,
