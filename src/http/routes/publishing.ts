@@ -49,6 +49,12 @@ export const PartitionQuery = Type.Object({ consumed_offset: Type.Optional(Type.
 
 const route = routesOf<PublishingDeps>();
 
+/** The headers of a publish's answer where a publishing quota applies (docs/publishing.md "Rate-limit headers"). */
+const RATE_LIMIT_HEADERS = {
+  'RateLimit-Policy': { description: 'where a publishing quota applies: one member per quota and unit, e.g. `"subject-events";q=2000;qu="events";w=1` (IETF draft-ietf-httpapi-ratelimit-headers)', schema: Type.String() },
+  RateLimit: { description: 'where a publishing quota applies: what is left of each, e.g. `"subject-events";r=1500;t=1` (`r` left now, `t` seconds until full)', schema: Type.String() },
+};
+
 /** The `{name}` of a request whose subject may read that event type. @throws BrokerError 404, 403 */
 async function readable(ctx: Pick<RequestContext, 'params' | 'subject'>, { registry, access }: PublishingDeps): Promise<string> {
   const eventType = name(ctx.params);
@@ -71,7 +77,7 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
     headers: PublishHeaders,
     body: jsonBody(Type.Array(EventSchema)),
     responses: {
-      '200': empty('every event submitted'),
+      '200': empty('every event submitted', RATE_LIMIT_HEADERS),
       '207': batchItems('some partitions could not be written, or the deadline passed before they were: one item per event, in input order'),
       '422': batchItems('validation, partitioning or enrichment failed for some events; nothing was written'),
       ...problems(400, 403, 404, 413, 415, 429, 503, 507),
