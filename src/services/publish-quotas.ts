@@ -34,8 +34,8 @@ const POLICY_PREFIX: Readonly<Record<QuotaKind, 'subject' | 'application'>> = { 
  * not counted in Redis is counted by `broker_publish_quota_checks_total`.
  */
 export class PublishQuotas {
-  /** Quota (`<kind>:<name>`) → this node's clock (ms) until which its bucket is in debt. */
-  private readonly debts = new Map<string, number>();
+  /** Quota (`<kind>:<name>`) → this node's clock (ms) until which its bucket is in debt, and the metric in debt. */
+  private readonly debts = new Map<string, { readonly until: number; readonly unit: 'events' | 'bytes' }>();
   private readonly node: NodeQuotaBuckets;
   /** When the count in Redis first failed (this node's clock, ms); undefined while it answers. */
   private failingSince: number | undefined;
@@ -68,8 +68,9 @@ export class PublishQuotas {
     const now = this.clock();
     for (const [kind, name] of [['subject', subject], ['owning_application', owningApplication]] as const) {
       const entry = `${kind}:${name}`;
-      const until = this.debts.get(entry);
-      if (until === undefined) continue;
+      const debt = this.debts.get(entry);
+      if (debt === undefined) continue;
+      const { until, unit } = debt;
       if (until <= now) {
         this.debts.delete(entry);
         continue;
@@ -80,7 +81,7 @@ export class PublishQuotas {
         continue;
       }
       const retryAfter = Math.max(1, Math.ceil((until - now) / 1000));
-      const [unit, limit] = quota.events_per_second !== undefined ? ['events', quota.events_per_second] : ['bytes', quota.bytes_per_second ?? 0];
+      const limit = (unit === 'events' ? quota.events_per_second : quota.bytes_per_second) ?? 0;
       this.meter?.quotaCheck('refused_locally');
       throw withHeaders(brokerError('QUOTA_EXCEEDED', { kind, name, limit, unit, retryAfter }), this.policyOnly(subject, owningApplication));
     }
@@ -146,16 +147,18 @@ export class PublishQuotas {
     rates.forEach((rate, i) => {
       const bucket = left[i] ?? { events: 0, bytes: 0 };
       let debtMs = 0;
+      let unit: 'events' | 'bytes' = 'events';
       if (rate.eventsPerSecond > 0) {
         states.push({ policy: `${POLICY_PREFIX[rate.kind]}-events`, quota: rate.eventsPerSecond, left: bucket.events });
-        if (bucket.events <= 0) debtMs = Math.max(debtMs, (-bucket.events / rate.eventsPerSecond) * 1000 + 1);
+        if (bucket.events <= 0) debtMs = (-bucket.events / rate.eventsPerSecond) * 1000 + 1;
       }
       if (rate.bytesPerSecond > 0) {
         states.push({ policy: `${POLICY_PREFIX[rate.kind]}-bytes`, quota: rate.bytesPerSecond, left: bucket.bytes });
-        if (bucket.bytes <= 0) debtMs = Math.max(debtMs, (-bucket.bytes / rate.bytesPerSecond) * 1000 + 1);
+        const bytesDebtMs = bucket.bytes <= 0 ? (-bucket.bytes / rate.bytesPerSecond) * 1000 + 1 : 0;
+        if (bytesDebtMs > debtMs) [debtMs, unit] = [bytesDebtMs, 'bytes'];
       }
       const entry = `${rate.kind}:${rate.name}`;
-      if (debtMs > 0) this.debts.set(entry, now + debtMs);
+      if (debtMs > 0) this.debts.set(entry, { until: now + debtMs, unit });
       else this.debts.delete(entry);
     });
     return states;
