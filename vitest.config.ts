@@ -10,6 +10,7 @@ import { defineConfig } from 'vitest/config';
 export const CLUSTER_FILES = [
   'cluster-durability',
   'cluster-failover',
+  'cluster-quotas',
   'cluster-replicated-reads',
   'cluster-topology',
   'consumer-status',

@@ -136,8 +136,9 @@ function freshPageMicroseconds(): number {
   return ((performance.now() - started) * 1000) / (FRESH_PAGE_PROBE_BYTES / PAGE_BYTES);
 }
 
-function formatValue(value: number): string {
-  return value.toLocaleString('en-US', { maximumFractionDigits: 3 });
+/** A figure as the tables show it; a value that was not a number (NaN is stored as null: nothing measured) shows as `—`. */
+function formatValue(value: number | null): string {
+  return typeof value === 'number' && Number.isFinite(value) ? value.toLocaleString('en-US', { maximumFractionDigits: 3 }) : '—';
 }
 
 function status(met: boolean | null): string {

@@ -64,7 +64,7 @@ export async function createApp(config: BrokerConfig, logger: Logger, options: A
 function createHttpServer(f: Foundation, operations: Operations): HttpServer {
   const { config, pool, metrics } = f;
   // Publish admission's second bound (docs/decisions/0028-publish-admission-by-queue-delay.md): the delay of the worker threads' queue.
-  const publishQueueDelay = config.http.publishMaxQueueDelayMs > 0 ? { maxMs: config.http.publishMaxQueueDelayMs, exemptBytes: config.publish.inlineMaxBytes, read: () => pool.queueDelayMs } : undefined;
+  const publishQueueDelay = config.http.publishMaxQueueDelayMs > 0 ? { maxMs: config.http.publishMaxQueueDelayMs, exemptBytes: config.publish.inlineMaxBytes, minInFlight: config.http.publishQueueDelayMinInFlight, read: () => pool.queueDelayMs } : undefined;
   const http = new HttpServer({ ...config.http, ...(publishQueueDelay ? { publishQueueDelay } : {}) }, f.authenticator, f.logger, metrics);
   metrics.observePublishAdmission(() => ({ bytes: http.publishAdmission.bytesInFlight, requests: http.publishAdmission.inFlight }));
   http.onAnswered((entry) => operations.kpi.accessed(entry));

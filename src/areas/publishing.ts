@@ -5,6 +5,7 @@
 import { CursorService } from '../services/cursor-service.js';
 import { PublishQuotas } from '../services/publish-quotas.js';
 import { Publisher } from '../services/publisher.js';
+import { QuotaStore } from '../storage/quota-store.js';
 import type { Foundation } from './foundation.js';
 
 /** The publishing area's services. */
@@ -36,7 +37,8 @@ export function composePublishing(f: Foundation): Publishing {
   });
   // Validators of schemas no event type uses any more are dropped on the main thread and in every worker thread.
   cache.onSchemaRetired((schemaKey) => void publisher.retire(schemaKey));
-  const quotas = new PublishQuotas((kind, name) => f.settings.quota(kind, name));
+  // Publishing quotas counted for the cluster in Redis, failing open when it does not answer in time (docs/decisions/0034-cluster-wide-publishing-quotas.md).
+  const quotas = new PublishQuotas((kind, name) => f.settings.quota(kind, name), new QuotaStore(f.scripts, f.keys), { timeoutMs: config.publish.quotaTimeoutMs, failOpenMs: config.publish.quotaFailOpenMs }, f.logger, metrics);
   f.settings.onChange(() => quotas.prune());
   return { publisher, cursors: new CursorService(f.eventTypeStore, f.logs), quotas };
 }

@@ -15,6 +15,10 @@
  *   jittered upward by up to half of it ({@link jitteredRetryAfterMs}) so producers refused together do
  *   not come back together; the backoff when the answer has none; at most `--attempts` attempts in all.
  * - anything else: the command stops (exit 3 for 4xx, 4 for 5xx) saying how far it got.
+ *
+ * Where a publishing quota applies, answers carry the `RateLimit-Policy` and `RateLimit` headers
+ * (docs/publishing.md "Quotas"): each batch first waits until they say it fits ({@link pacingDelayMs}),
+ * so a producer alone on its quota stays under it without being refused.
  */
 import { Option, type Command } from 'commander';
 import { CliError, EXIT, answerError, usageError } from './exit-codes.js';
@@ -22,6 +26,7 @@ import type { CliSession, CommandContext } from './context.js';
 import { openEventSource, type EventSource, type InputEvent } from './input.js';
 import { formatCount, type Output } from './output.js';
 import { encoderOf, type WireEncoding } from './wire-encoding.js';
+import { pacingDelayMs } from '../client/rate-limit-pacing.js';
 
 /** Attempts per event when storage fails for its partition (207), and per batch answered 429, 503 or 507, unless `--attempts` says otherwise. */
 export const DEFAULT_ATTEMPTS = 5;
@@ -126,13 +131,45 @@ export function registerPublish(program: Command, session: CliSession): void {
     });
 }
 
+/**
+ * A poster of batches to a publish path: each waits first as the last answer's RateLimit headers ask
+ * (docs/publishing.md "Quotas"; {@link pacingDelayMs}), and 429, 503 and 507 answers (nothing written) are
+ * sent again after Retry-After (or the backoff), up to `maxAttempts` in all.
+ * @param note prints a line about a retry on stderr
+ * @param onRequest called for every request sent
+ * @returns the function posting one batch, resolving to the last answer's status and text
+ */
+function pacedPoster(client: CommandContext['client'], path: string, encoding: WireEncoding, maxAttempts: number, note: (line: string) => void, onRequest: () => void): (items: readonly InputEvent[]) => Promise<{ status: number; text: string }> {
+  const encode = encoderOf(encoding);
+  /** The RateLimit headers of the last answer that had them, and when it came: the next batch waits for them. */
+  let limits: { readonly policy: string; readonly current: string | undefined; readonly at: number } | undefined;
+  return async (items) => {
+    const body = await encode(Buffer.from(`[${items.map((e) => e.json ?? 'null').join(',')}]`));
+    const headers: Record<string, string> = encoding === 'identity' ? {} : { 'content-encoding': encoding };
+    for (let attempt = 1; ; attempt++) {
+      if (limits !== undefined) {
+        const waitMs = pacingDelayMs(limits.policy, limits.current, { events: items.length, contentBytes: body.length }, performance.now() - limits.at);
+        if (waitMs > 0) await sleep(waitMs);
+      }
+      const answer = await client.request('POST', path, { body, headers });
+      onRequest();
+      const policy = fieldValue(answer.headers['ratelimit-policy']);
+      limits = policy === undefined ? undefined : { policy, current: fieldValue(answer.headers.ratelimit), at: performance.now() };
+      if (!RETRIED_STATUSES.has(answer.status) || attempt >= maxAttempts) return answer;
+      const asked = retryAfterMs(answer.headers['retry-after']);
+      const waitMs = asked === undefined ? retryDelayMs(attempt) : jitteredRetryAfterMs(asked);
+      note(`the broker answered ${answer.status}; sending ${formatCount(items.length)} ${items.length === 1 ? 'event' : 'events'} again in ${(waitMs / 1000).toFixed(1)} s (attempt ${attempt + 1} of ${maxAttempts})`);
+      await sleep(waitMs);
+    }
+  };
+}
+
 async function publish(ctx: CommandContext, eventType: string, file: string | undefined, options: PublishOptions): Promise<void> {
   const batchSize = Number(options.batch);
   if (!Number.isInteger(batchSize) || batchSize < 1) throw usageError(`--batch must be a positive integer, got "${options.batch}"`);
   const maxAttempts = Number(options.attempts);
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw usageError(`--attempts must be a positive integer, got "${options.attempts}"`);
   const encoding: WireEncoding = options.zstd === true ? 'zstd' : options.gzip === true ? 'gzip' : 'identity';
-  const encode = encoderOf(encoding);
   const source = openEventSource(file);
   const { output, client } = ctx;
   const fromFile = file !== undefined && file !== '-';
@@ -159,20 +196,7 @@ async function publish(ctx: CommandContext, eventType: string, file: string | un
     output.err(line);
   };
 
-  /** Posts a batch; 429, 503 and 507 answers (nothing written) are retried after Retry-After (or the backoff). */
-  const post = async (items: readonly InputEvent[]): Promise<{ status: number; text: string }> => {
-    const body = await encode(Buffer.from(`[${items.map((e) => e.json ?? 'null').join(',')}]`));
-    const headers: Record<string, string> = encoding === 'identity' ? {} : { 'content-encoding': encoding };
-    for (let attempt = 1; ; attempt++) {
-      const answer = await client.request('POST', path, { body, headers });
-      requests += 1;
-      if (!RETRIED_STATUSES.has(answer.status) || attempt >= maxAttempts) return answer;
-      const asked = retryAfterMs(answer.headers['retry-after']);
-      const waitMs = asked === undefined ? retryDelayMs(attempt) : jitteredRetryAfterMs(asked);
-      note(`the broker answered ${answer.status}; sending ${formatCount(items.length)} ${items.length === 1 ? 'event' : 'events'} again in ${(waitMs / 1000).toFixed(1)} s (attempt ${attempt + 1} of ${maxAttempts})`);
-      await sleep(waitMs);
-    }
-  };
+  const post = pacedPoster(client, path, encoding, maxAttempts, note, () => (requests += 1));
 
   const send = async (items: readonly InputEvent[], attempt = 1): Promise<void> => {
     const answer = await post(items);
@@ -260,6 +284,11 @@ async function report(ctx: CommandContext, eventType: string, run: PublishRun): 
     await output.out(`published ${formatCount(published)} of ${formatCount(read)} events to ${eventType} in ${formatCount(requests)} ${requests === 1 ? 'request' : 'requests'} (${seconds.toFixed(2)} s${rate})${failed}\n`);
   }
   if (failures.length > 0) ctx.partial();
+}
+
+/** A header's value, its lines joined as one list (a structured-field List may be split over several). */
+function fieldValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
 }
 
 function sleep(ms: number): Promise<void> {

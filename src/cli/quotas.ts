@@ -24,7 +24,7 @@ function rateField(value: unknown, key: string): string {
 
 /** Adds `quotas` and its subcommands to the program. */
 export function registerQuotas(program: Command, session: CliSession): void {
-  const group = program.command('quotas').description('list, set and remove publishing quotas (events and bytes per second per subject or owning application, per node)');
+  const group = program.command('quotas').description('list, set and remove publishing quotas (events and bytes per second per subject or owning application, counted for the cluster)');
 
   group
     .command('list')
@@ -43,8 +43,8 @@ export function registerQuotas(program: Command, session: CliSession): void {
     .description('set the publishing quota of a subject or an owning application (replaces the one it had)')
     .addArgument(program.createArgument('<kind>', 'subject or owning_application').choices(KINDS))
     .argument('<name>', 'the subject id or the owning application')
-    .addOption(new Option('--events-per-second <n>', 'events per second, per node'))
-    .addOption(new Option('--bytes-per-second <n>', 'bytes of publish bodies per second, per node'))
+    .addOption(new Option('--events-per-second <n>', 'events per second, counted for the cluster'))
+    .addOption(new Option('--bytes-per-second <n>', 'bytes of publish bodies per second, counted for the cluster'))
     .action(async (kind: string, name: string, options: { eventsPerSecond?: string; bytesPerSecond?: string }, command: Command) => {
       const ctx = session.contextOf(command);
       const events = rate(options.eventsPerSecond, '--events-per-second');

@@ -100,6 +100,13 @@ const httpSchema = Type.Object(
       description:
         'ms the oldest batch waiting for a validation worker thread may have waited; beyond it a publish is refused at once with 503 (`PUBLISH_QUEUE_DELAYED`, `Retry-After: 1`) before its body is read, nothing of it written. Bodies of at most `publish.inlineMaxBytes` (validated on the main thread) are not held to it, nor is a publish when none is in flight. 0 = no such bound (docs/decisions/0028-publish-admission-by-queue-delay.md)',
     }),
+    /** The floor of the queue-delay bound (docs/decisions/0028-publish-admission-by-queue-delay.md). */
+    publishQueueDelayMinInFlight: Type.Integer({
+      minimum: 1,
+      maximum: 100000,
+      description:
+        'the queue-delay bound (`http.publishMaxQueueDelayMs`) refuses a publish only while at least this many other publishes are in flight on the node: a few producers are never refused for a slow moment of the validation threads (a cold start, a busy core), since refusing them would only leave the node idle; the bytes bound still applies (docs/decisions/0028-publish-admission-by-queue-delay.md)',
+    }),
     /** Browser origins (`scheme://host[:port]`) that get CORS headers and preflight answers; empty = no CORS at all (docs/security.md "Cross-site requests"). */
     corsAllowedOrigins: Type.Array(Type.String({ pattern: '^https?://[^/\\s]+$' }), {
       uniqueItems: true,
@@ -151,6 +158,17 @@ const publishSchema = Type.Object(
     defaultTimeoutMs: positiveInt('deadline of a publish without an `X-Timeout` header, in ms: a batch not validated by then is refused with 503 (`PUBLISH_DEADLINE_EXCEEDED`), one validated but not yet written is answered 207 with its items `aborted`; writes already sent are awaited, so the answer gives each item\'s true state'),
     /** The largest `X-Timeout` a publish may ask for; larger ones are cut to it. */
     maxTimeoutMs: positiveInt('largest deadline an `X-Timeout` header may ask for, in ms (a larger one is cut to it)'),
+    /** The cluster-wide count of the publishing quotas (docs/publishing.md "Quotas"; docs/decisions/0034-cluster-wide-publishing-quotas.md). */
+    quotaTimeoutMs: Type.Integer({
+      minimum: 1,
+      maximum: 10000,
+      description: 'most ms a publish a publishing quota applies to waits for its count in Redis (one script call per publish); beyond it the publish goes on unchecked (quotas fail open, `publish.quotaFailOpenMs`). Only publishes with a quota set pay it (docs/publishing.md "Quotas")',
+    }),
+    quotaFailOpenMs: Type.Integer({
+      minimum: 0,
+      maximum: 600000,
+      description: 'most ms publishes go on unchecked after the count of the publishing quotas in Redis first failed or timed out; after it, this node counts the quotas alone (up to n times a quota behind n nodes) until Redis answers again. 0 = never unchecked: count alone at once',
+    }),
     /** Idempotent publishing (docs/publishing.md "Idempotent publishing"): eids remembered per partition. */
     idempotencyMaxEidsPerPartition: positiveInt('most eids one generation of a partition of an event type with `broker.io/idempotency-window-seconds` takes (about 75 bytes of Redis memory each; a partition keeps two generations); a full generation starts a new one, so beyond it the oldest eids are forgotten before their window ends'),
   },

@@ -104,7 +104,7 @@ export const errorCatalog = {
   STORAGE_PREFIX_TAKEN: { status: 422, template: 'redis_configuration: storage "{id}" already writes keys with prefix "{prefix}" on that deployment', meaning: 'A new storage would share a Redis deployment and key prefix with an existing one.' },
   STORAGE_NOT_ANSWERING: { status: 422, template: 'redis_configuration: the deployment does not answer: {reason}', meaning: 'A new storage\'s Redis deployment cannot be reached.' },
   // 429
-  QUOTA_EXCEEDED: { status: 429, template: 'The {kind} "{name}" is over its publishing quota of {limit} {unit} per second on this node; nothing was written, retry in {retryAfter} s', headers: { 'Retry-After': '{retryAfter}' }, meaning: 'A publishing quota (docs/publishing.md "Quotas"; `PUT /settings/quotas/{kind}/{name}`) of the publishing subject or of the event type\'s owning application is used up on this node: its bytes per second (charged before validation) or events per second (charged after validation, before anything is written). Nothing was written; retry after `Retry-After` seconds.' },
+  QUOTA_EXCEEDED: { status: 429, template: 'The {kind} "{name}" is over its publishing quota of {limit} {unit} per second; nothing was written, retry in {retryAfter} s', headers: { 'Retry-After': '{retryAfter}' }, meaning: 'A publishing quota (docs/publishing.md "Quotas"; `PUT /settings/quotas/{kind}/{name}`) of the publishing subject or of the event type\'s owning application is used up, counted for the whole cluster: its events or bytes per second (charged together once the batch is validated, before anything is written; a quota known to be in debt refuses before validation). Nothing was written; retry after `Retry-After` seconds. The `RateLimit-Policy` and `RateLimit` headers tell the quota and what is left of it.' },
   // 500
   INTERNAL: { status: 500, template: 'An internal error occurred; trace id {traceId}', meaning: 'A bug. `detail` carries a trace id that is logged with the stack.' },
   // 503
@@ -227,6 +227,14 @@ export function brokerError<C extends ErrorCode>(code: C, ...args: ErrorArgs<C>)
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(entry.headers ?? {})) headers[name] = fill(value, params);
   return new BrokerError(code, fill(entry.template, params), headers);
+}
+
+/**
+ * The same error with more response headers (e.g. the `RateLimit-Policy` and `RateLimit` of a 429
+ * `QUOTA_EXCEEDED`, docs/publishing.md "Quotas"); the catalog's own headers win over `extra`.
+ */
+export function withHeaders(err: BrokerError, extra: Readonly<Record<string, string>>): BrokerError {
+  return new BrokerError(err.code, err.detail, { ...extra, ...err.headers }, err.errors);
 }
 
 /**

@@ -11,6 +11,12 @@ export interface QueueDelayBound {
   readonly exemptBytes: number;
   /** The queue delay now, ms (`WorkerPool.queueDelayMs`). */
   readonly read: () => number;
+  /**
+   * The bound applies only while at least this many publishes are in flight (config
+   * `http.publishQueueDelayMinInFlight`; default 1: whenever another is): a few producers are never
+   * refused for a slow moment of the threads (a cold start), since refusing them would only idle the node.
+   */
+  readonly minInFlight?: number;
 }
 
 /**
@@ -56,13 +62,13 @@ export class PublishAdmission {
    * @returns the admission; release it exactly once when the publish is answered or its client left
    * @throws BrokerError PUBLISH_OVERLOADED (503, `Retry-After: 1`) when the bytes in flight with these
    *   would pass the bound and another publish is in flight; PUBLISH_QUEUE_DELAYED (503, `Retry-After: 1`)
-   *   when another publish is in flight, the body is not declared small enough to be exempt (a chunked
+   *   when at least `minInFlight` other publishes are in flight, the body is not declared small enough to be exempt (a chunked
    *   one never is), and the queue delay passed its bound
    */
   admit(declaredBytes: number): Admitted {
     const bytes = Math.max(0, declaredBytes);
     this.refuseBeyond(bytes, bytes);
-    if (this.queueDelay !== undefined && this.holders > 0 && (bytes === 0 || bytes > this.queueDelay.exemptBytes)) {
+    if (this.queueDelay !== undefined && this.holders >= Math.max(1, this.queueDelay.minInFlight ?? 1) && (bytes === 0 || bytes > this.queueDelay.exemptBytes)) {
       const waitedMs = this.queueDelay.read();
       if (waitedMs > this.queueDelay.maxMs) throw brokerError('PUBLISH_QUEUE_DELAYED', { waitedMs: Math.round(waitedMs), limit: this.queueDelay.maxMs });
     }

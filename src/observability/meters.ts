@@ -24,6 +24,21 @@ export interface PublishRefusalMeter {
 }
 
 /**
+ * How a publish's quotas were checked (label `outcome` of `broker_publish_quota_checks_total`;
+ * docs/publishing.md "Quotas"): `counted` — charged in Redis; `refused` — refused by Redis (429);
+ * `refused_locally` — refused before validation, its quota known to be in debt; `fail_open` — Redis did
+ * not answer within `publish.quotaTimeoutMs` and the publish went on unchecked; `node` — Redis had not
+ * answered for longer than `publish.quotaFailOpenMs` and this node counted it alone.
+ */
+export type QuotaCheckOutcome = 'counted' | 'refused' | 'refused_locally' | 'fail_open' | 'node';
+
+/** Counts the quota checks of publishes: `broker_publish_quota_checks_total{outcome}`. */
+export interface QuotaCheckMeter {
+  /** One publish a quota applies to was checked. */
+  quotaCheck(outcome: QuotaCheckOutcome): void;
+}
+
+/**
  * Why a publish was refused for memory (label `reason` of `broker_publish_storage_full_total`;
  * docs/operations.md "Memory and retention"): `high_water_mark` — the node refused it, a master being at
  * or above `redisMemory.highWaterPercent` of its limit; `out_of_memory` — Redis refused the write itself.

@@ -14,6 +14,8 @@ import type {
   PublishCounts,
   PublishMeter,
   PublishRefusalReason,
+  QuotaCheckMeter,
+  QuotaCheckOutcome,
   RequestRecorder,
   StorageFullMeter,
   StorageFullReason,
@@ -99,7 +101,7 @@ interface EventTypePublishSeries {
  * formatting made a steady scrape much slower than written this way (bench `catalog-scale`; the figures:
  * docs/decisions/0017-metrics-exposition-written-by-the-node.md "Figures the code relies on").
  */
-export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter, StorageFullMeter {
+export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter, StorageFullMeter, QuotaCheckMeter {
   /** prom-client's registry: every family but the publish and consumer lag ones ({@link scrape} writes all of them). */
   readonly registry = new Registry();
 
@@ -115,6 +117,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
 
   private readonly publishRefusals: Record<PublishRefusalReason, CounterChild>;
   private readonly storageFullRefusals: Record<StorageFullReason, CounterChild>;
+  private readonly quotaChecks: Record<QuotaCheckOutcome, CounterChild>;
   private storageSource: (() => StorageSnapshot) | undefined;
   private publishAdmission: (() => { readonly bytes: number; readonly requests: number }) | undefined;
 
@@ -187,6 +190,8 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     this.publishRefusals = { bytes_in_flight: refused.labels('bytes_in_flight'), queue_delay: refused.labels('queue_delay'), deadline: refused.labels('deadline') };
     const storageFull = new Counter({ name: 'broker_publish_storage_full_total', help: 'Publishes refused for memory, in whole (507) or in part (207 on a Redis Cluster, the items on full masters failed), by reason: high_water_mark (a master at or above redisMemory.highWaterPercent of its limit), out_of_memory (Redis refused the write itself)', labelNames: ['reason'], registers });
     this.storageFullRefusals = { high_water_mark: storageFull.labels('high_water_mark'), out_of_memory: storageFull.labels('out_of_memory') };
+    const quotaChecks = new Counter({ name: 'broker_publish_quota_checks_total', help: 'Quota checks of publishes a publishing quota applies to, by outcome: counted (charged in Redis), refused (429 from Redis), refused_locally (429 before validation, the quota known to be in debt), fail_open (Redis did not answer within publish.quotaTimeoutMs: admitted unchecked), node (Redis had not answered for longer than publish.quotaFailOpenMs: counted by this node alone)', labelNames: ['outcome'], registers });
+    this.quotaChecks = { counted: quotaChecks.labels('counted'), refused: quotaChecks.labels('refused'), refused_locally: quotaChecks.labels('refused_locally'), fail_open: quotaChecks.labels('fail_open'), node: quotaChecks.labels('node') };
     const admission = (): { readonly bytes: number; readonly requests: number } => this.publishAdmission?.() ?? { bytes: 0, requests: 0 };
     new Gauge({ name: 'broker_publish_bytes_in_flight', help: 'Bytes of publish bodies admitted and not yet answered (bounded by http.publishMaxInFlightBytes), read at scrape', registers, collect() { this.set(admission().bytes); } });
     new Gauge({ name: 'broker_publish_requests_in_flight', help: 'Publish requests admitted and not yet answered, read at scrape', registers, collect() { this.set(admission().requests); } });
@@ -233,6 +238,12 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
 
   publishRefused(reason: PublishRefusalReason): void {
     this.publishRefusals[reason].inc();
+  }
+
+  // ---- QuotaCheckMeter ----
+
+  quotaCheck(outcome: QuotaCheckOutcome): void {
+    this.quotaChecks[outcome].inc();
   }
 
   // ---- StorageFullMeter ----

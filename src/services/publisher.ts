@@ -67,10 +67,11 @@ export interface PublishContext {
    */
   readonly holdUntil?: (work: Promise<unknown>) => void;
   /**
-   * Runs once the batch is validated, with its event count, before anything is written (the events per
-   * second of the publishing quotas, docs/publishing.md "Quotas"). @throws BrokerError 429 to refuse it
+   * Runs once the batch is validated, with its event count, before anything is written (the publishing
+   * quotas, docs/publishing.md "Quotas", charged in one call to Redis); the batch waits for it.
+   * @throws BrokerError 429 to refuse it
    */
-  readonly validated?: (events: number) => void;
+  readonly validated?: (events: number) => void | Promise<void>;
   /**
    * The trace of the request (docs/tracing.md), absent with tracing off: its context goes into the events
    * when sampled, and the validation and the writes are recorded as its spans when it records.
@@ -260,7 +261,7 @@ export class Publisher {
     if (result.kind === 'malformed') throw brokerError('BAD_REQUEST', { reason: result.detail });
     if (result.kind === 'rejected') return { status: 422, items: result.items, events: result.items.length, bytes: 0 };
     const events = result.itemPartitions.length;
-    context.validated?.(events);
+    await context.validated?.(events);
     if (result.partitions.length === 0) return { status: 200, events, bytes: 0 };
 
     return this.append(eventType, result, events, budget, deadline, trace);

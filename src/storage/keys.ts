@@ -10,6 +10,8 @@
  * types); its consumption state (offsets, sessions, topology) shares the tag `{sub:<id>}` so the Lua
  * scripts that fence commits and assignments touch one slot; its change notices go on a sharded channel
  * under the same tag, so those scripts can SPUBLISH them. Administrator settings share `{settings}`.
+ * The token buckets of the publishing quotas share `{quotas}`, so the one script that charges a publish
+ * to its subject's and its owning application's quota touches one slot (one round trip per publish).
  */
 export interface Keys {
   /** Set of all event type names. */
@@ -120,6 +122,15 @@ export interface Keys {
   readonly settingsAdmins: string;
   /** Hash: `<kind>:<name>` → publishing quota JSON (docs/publishing.md "Quotas"). */
   readonly settingsQuotas: string;
+  /**
+   * Hash with expiry: the token bucket of one publishing quota, counted for the whole cluster
+   * (docs/publishing.md "Quotas"): `e` events and `b` bytes left (may be negative: debt), `t` Redis time
+   * in ms of the last charge. Its expiry is the time the bucket takes to be full again, after which a
+   * missing key reads as a full bucket: a key lives only while its quota is being used, and there is at
+   * most one per quota an administrator set. Any subject id or application name is safe in it: the tag
+   * `{quotas}` comes first and decides the slot.
+   */
+  quotaBucket(kind: 'subject' | 'owning_application', name: string): string;
   /** Pub/sub channel: a setting changed (features, blacklist, admins or quotas); every node reloads them. */
   readonly settingsChannel: string;
   /** Hash: storage id → Storage record JSON (docs/operations.md "Storages and timelines"). */
@@ -179,6 +190,7 @@ export function createKeys(prefix: string): Keys {
     settingsBlacklist: `${prefix}{settings}:blacklist`,
     settingsAdmins: `${prefix}{settings}:admins`,
     settingsQuotas: `${prefix}{settings}:quotas`,
+    quotaBucket: (kind, name) => `${prefix}{quotas}:${kind}:${name}`,
     settingsChannel: `${prefix}settings-changes`,
     storages: `${prefix}{settings}:storages`,
     defaultStorage: `${prefix}{settings}:default-storage`,

@@ -38,6 +38,7 @@ export const SCRIPT_NAMES = [
   'setDefaultStorage',
   'claimQueueBatches',
   'settleQueueBatches',
+  'chargeQuotas',
 ] as const;
 
 /** The name of one Lua script of `src/storage/lua` ({@link SCRIPT_NAMES}). */

@@ -8,7 +8,8 @@ import { parseExposition, valueOf } from '../support/prometheus-text.js';
  * batch waiting for a validation worker thread has waited longer than `http.publishMaxQueueDelayMs`, a
  * publish is refused at once with 503 `PUBLISH_QUEUE_DELAYED`, `Retry-After: 1`, a problem naming the
  * bound, and nothing of it written; a body small enough to be validated on the main thread is not held
- * to it. The node under test has one worker thread and a bound of 1 ms, and is handed a few large
+ * to it. The node under test has one worker thread, a bound of 1 ms applied from one publish in flight
+ * (`http.publishQueueDelayMinInFlight` 1), and is handed a few large
  * batches at once: one runs, the others wait, and the node's own `broker_worker_pool_queue_delay_seconds`
  * shows when they have waited, so the refusal does not depend on timing.
  */
@@ -22,7 +23,7 @@ let node: TestBroker;
 
 beforeAll(async () => {
   // The bytes bound out of the way (256 MiB): only the queue delay refuses here.
-  node = await startTestBroker({ BROKER_PUBLISH_WORKER_THREADS: '1', BROKER_HTTP_PUBLISH_MAX_QUEUE_DELAY_MS: String(MAX_QUEUE_DELAY_MS), BROKER_HTTP_PUBLISH_MAX_IN_FLIGHT_BYTES: String(256 * 1024 * 1024) });
+  node = await startTestBroker({ BROKER_PUBLISH_WORKER_THREADS: '1', BROKER_HTTP_PUBLISH_MAX_QUEUE_DELAY_MS: String(MAX_QUEUE_DELAY_MS), BROKER_HTTP_PUBLISH_QUEUE_DELAY_MIN_IN_FLIGHT: '1', BROKER_HTTP_PUBLISH_MAX_IN_FLIGHT_BYTES: String(256 * 1024 * 1024) });
   expect((await call(node.url, 'POST', `/event-types`, businessEventType(NAME))).status).toBe(201);
 });
 afterAll(async () => {

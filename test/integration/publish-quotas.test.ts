@@ -1,3 +1,5 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../scripts/local-processes.js';
@@ -22,6 +24,7 @@ const tokens: Record<'admin' | 'a' | 'b', Record<string, string>> = { admin: {},
 const as = (who: keyof typeof tokens, base: string, method: string, path: string, body?: unknown): Promise<Answer> => call(base, method, path, body, tokens[who]);
 
 const SHARED = 'quotas.shared';
+const PACED = 'quotas.paced';
 const OWNED = 'quotas.owned';
 
 beforeAll(async () => {
@@ -34,6 +37,7 @@ beforeAll(async () => {
   }
   expect((await as('admin', node.url, 'POST', '/event-types', businessEventType(SHARED))).status).toBe(201);
   expect((await as('admin', node.url, 'POST', '/event-types', businessEventType(OWNED, { owning_application: 'quota-owner' }))).status).toBe(201);
+  expect((await as('admin', node.url, 'POST', '/event-types', businessEventType(PACED, { owning_application: 'paced-owner' }))).status).toBe(201);
 });
 afterAll(async () => {
   await Promise.all([node?.stop(), other?.stop()]);
@@ -85,7 +89,7 @@ describe('publishing quotas', () => {
     // The first batch (~5 KB) takes the quota ~50 s into debt; the next is refused until it is paid back.
     expect((await as('a', node.url, 'POST', `/event-types/${SHARED}/events`, batch('a-first', 10))).status).toBe(200);
     const refused = await as('a', node.url, 'POST', `/event-types/${SHARED}/events`, batch('a-second', 10));
-    expectQuotaProblem(refused, /^The subject "app-a" is over its publishing quota of 100 bytes per second on this node; nothing was written/, 10, 60);
+    expectQuotaProblem(refused, /^The subject "app-a" is over its publishing quota of 100 bytes per second; nothing was written/, 10, 60);
     // app-b is not held back by app-a's flood.
     for (let i = 0; i < 3; i++) expect((await as('b', node.url, 'POST', `/event-types/${SHARED}/events`, batch(`b-${i}`, 10))).status).toBe(200);
     expect(await stored(SHARED)).toBe(before + 40);
@@ -109,11 +113,66 @@ describe('publishing quotas', () => {
     expect((await as('a', node.url, 'POST', `/event-types/${OWNED}/events`, batch('owned-first', 30))).status).toBe(200);
     // The quota counts the producers to the application's event types together: app-b is refused too.
     const refused = await as('b', node.url, 'POST', `/event-types/${OWNED}/events`, batch('owned-second', 30));
-    expectQuotaProblem(refused, /^The owning_application "quota-owner" is over its publishing quota of 1 events per second on this node; nothing was written/, 10, 30);
+    expectQuotaProblem(refused, /^The owning_application "quota-owner" is over its publishing quota of 1 events per second; nothing was written/, 10, 30);
     expect(await stored(OWNED)).toBe(before + 30);
     // Event types of other applications are not affected.
     expect((await as('b', node.url, 'POST', `/event-types/${SHARED}/events`, batch('elsewhere', 10))).status).toBe(200);
     expect((await as('admin', node.url, 'DELETE', '/settings/quotas/owning_application/quota-owner')).status).toBe(204);
+  });
+
+  it('answers where a quota applies carry RateLimit-Policy and RateLimit; a 429 carries them with Retry-After', async () => {
+    // No quota: no headers.
+    const free = await as('b', node.url, 'POST', `/event-types/${SHARED}/events`, batch('free', 2));
+    expect(free.status).toBe(200);
+    expect(free.headers.get('ratelimit-policy')).toBeNull();
+    expect(free.headers.get('ratelimit')).toBeNull();
+    expect((await as('admin', node.url, 'PUT', '/settings/quotas/subject/app-b', { events_per_second: 100, bytes_per_second: 1_000_000 })).status).toBe(200);
+    expect((await as('admin', node.url, 'PUT', '/settings/quotas/owning_application/paced-owner', { events_per_second: 1000 })).status).toBe(200);
+    try {
+      const first = await as('b', node.url, 'POST', `/event-types/${PACED}/events`, batch('headers-1', 60));
+      expect(first.status, first.text).toBe(200);
+      expect(first.headers.get('ratelimit-policy')).toBe('"subject-events";q=100;qu="events";w=1, "subject-bytes";q=1000000;qu="content-bytes";w=1, "application-events";q=1000;qu="events";w=1');
+      // 40 of the subject's 100 events are left (a little more refilled by the time of the charge), 940 of the application's 1,000.
+      const current = first.headers.get('ratelimit') ?? '';
+      const [subjectEvents, subjectBytes, applicationEvents] = current.split(', ');
+      expect(subjectEvents).toMatch(/^"subject-events";r=(4\d|5\d);t=1$/);
+      expect(subjectBytes).toMatch(/^"subject-bytes";r=9\d{5};t=1$/);
+      expect(applicationEvents).toMatch(/^"application-events";r=9[45]\d;t=1$/);
+      // 100 more take the subject's bucket into debt; the next publish is refused, with the headers.
+      expect((await as('b', node.url, 'POST', `/event-types/${PACED}/events`, batch('headers-2', 100))).status).toBe(200);
+      const refused = await as('b', node.url, 'POST', `/event-types/${PACED}/events`, batch('headers-3', 1));
+      expect(refused.status, refused.text).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(refused.headers.get('ratelimit-policy')).toContain('"subject-events";q=100;qu="events";w=1');
+    } finally {
+      expect((await as('admin', node.url, 'DELETE', '/settings/quotas/subject/app-b')).status).toBe(204);
+      expect((await as('admin', node.url, 'DELETE', '/settings/quotas/owning_application/paced-owner')).status).toBe(204);
+    }
+  });
+
+  it('broker publish paces itself by the RateLimit headers: it stays under its quota without a single 429', async () => {
+    const quota = 1000;
+    const events = 3000;
+    expect((await as('admin', node.url, 'PUT', '/settings/quotas/owning_application/paced-owner', { events_per_second: quota })).status).toBe(200);
+    const dir = await mkdtemp(path.join(tmpdir(), 'paced-'));
+    try {
+      const file = path.join(dir, 'events.ndjson');
+      await writeFile(file, batch('paced', events).map((e) => JSON.stringify(e)).join('\n'));
+      const before = await stored(PACED);
+      const run = await cli('a', ['--json', 'publish', PACED, file, '--batch', '150', '--no-progress']);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stderr).not.toMatch(/429/);
+      const summary = JSON.parse(run.stdout) as { published: number; requests: number; seconds: number };
+      expect(summary.published).toBe(events);
+      // One request per batch: none was refused and sent again.
+      expect(summary.requests).toBe(events / 150);
+      // Under its quota: at most one second's burst above quota × elapsed time.
+      expect(events).toBeLessThanOrEqual(quota * (summary.seconds + 1));
+      expect(await stored(PACED)).toBe(before + events);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+      expect((await as('admin', node.url, 'DELETE', '/settings/quotas/owning_application/paced-owner')).status).toBe(204);
+    }
   });
 
   it('broker quotas sets, lists and removes them', async () => {

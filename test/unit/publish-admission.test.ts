@@ -71,4 +71,15 @@ describe('PublishAdmission', () => {
     admission.admit(500).release();
     expect([admission.bytesInFlight, admission.inFlight]).toEqual([0, 0]);
   });
+
+  it('with a floor of publishes in flight, the queue-delay bound refuses only from that many on: a few producers are never refused for a slow moment', () => {
+    const admission = new PublishAdmission(1_000_000, { maxMs: 200, exemptBytes: 100, minInFlight: 3, read: () => 5_000 });
+    const held = [admission.admit(500), admission.admit(500)];
+    // Two in flight: below the floor, admitted whatever the delay.
+    held.push(admission.admit(500));
+    // Three in flight: the bound applies.
+    expect(refusalOf(() => admission.admit(500)).code).toBe('PUBLISH_QUEUE_DELAYED');
+    for (const h of held) h.release();
+    expect([admission.bytesInFlight, admission.inFlight]).toEqual([0, 0]);
+  });
 });

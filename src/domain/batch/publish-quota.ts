@@ -1,6 +1,6 @@
 /**
  * Publishing quotas (docs/publishing.md "Quotas"): how many events and bytes per second one producer may
- * publish through one node, set by administrators per publishing subject or per owning application of
+ * publish in the whole cluster, set by administrators per publishing subject or per owning application of
  * the event types published to. Schemas of the wire shapes and the quota keys; pure, no I/O.
  */
 import { Type, type Static } from '@sinclair/typebox';
@@ -16,8 +16,8 @@ export type QuotaKind = (typeof QUOTA_KINDS)[number];
  */
 export const PublishQuotaSchema = Type.Object(
   {
-    events_per_second: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'events per second this producer may publish through one node' })),
-    bytes_per_second: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000_000, description: 'bytes of publish bodies (as received, inflated) per second this producer may publish through one node' })),
+    events_per_second: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'events per second this producer may publish, counted for the whole cluster' })),
+    bytes_per_second: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000_000, description: 'bytes of publish bodies (as received, inflated) per second this producer may publish, counted for the whole cluster' })),
   },
   { additionalProperties: false, minProperties: 1, description: 'a publishing quota: at least one of events_per_second and bytes_per_second' },
 );

@@ -19,7 +19,7 @@ export interface PublishingDeps {
   readonly metrics?: PublishMeter;
   /** Told of every answered batch while `kpi_collection` is on (KPI `broker.batch.published`). */
   readonly kpi?: KpiCollector;
-  /** The publishing quotas of the settings, enforced on this node (docs/publishing.md "Quotas"); none when absent. */
+  /** The publishing quotas of the settings, counted for the cluster (docs/publishing.md "Quotas"); none when absent. */
   readonly quotas?: PublishQuotas;
   /** Traces of publishes (docs/tracing.md); absent with `tracing.enabled` false, and then no tracing step runs. */
   readonly tracing?: Tracing;
@@ -36,6 +36,12 @@ export const PublishHeaders = Type.Object({
 
 const route = routesOf<PublishingDeps>();
 
+/** The headers of a publish's answer where a publishing quota applies (docs/publishing.md "Rate-limit headers"). */
+const RATE_LIMIT_HEADERS = {
+  'RateLimit-Policy': { description: 'where a publishing quota applies: one member per quota and unit, e.g. `"subject-events";q=2000;qu="events";w=1` (IETF draft-ietf-httpapi-ratelimit-headers)', schema: Type.String() },
+  RateLimit: { description: 'where a publishing quota applies: what is left of each, e.g. `"subject-events";r=1500;t=1` (`r` left now, `t` seconds until full)', schema: Type.String() },
+};
+
 /**
  * The publishing route (docs/publishing.md): `POST /event-types/{name}/events`. It checks, in this order:
  * blacklist (403), body (400), event type (404), the event type's `writers` (403), then per event — so a
@@ -45,11 +51,11 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
   route({
     method: 'POST', path: '/event-types/{name}/events', operationId: 'publishEvents', tag: 'Publishing', access: 'authenticated', params: NameParam, bodyLimit: 'events', admitted: true,
     summary: 'Publish a batch of events',
-    description: 'Checks in order: the node\'s admission bounds (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxInFlightBytes`; 503 `PUBLISH_QUEUE_DELAYED` with `Retry-After` when the batches waiting for a validation thread have waited longer than `http.publishMaxQueueDelayMs`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), the publishing quotas\' bytes per second (429 `QUOTA_EXCEEDED` with `Retry-After`), then per event, then the quotas\' events per second (429; nothing written), then whether the Redis masters of its partitions have room (507 `STORAGE_FULL` with `Retry-After` when a master is at or above the high-water mark `redisMemory.highWaterPercent`, or Redis refused the write for memory; nothing written; docs/operations.md "Memory and retention"). 422: nothing was written; 207: storage failed some partitions (on a Redis Cluster, those on full masters), or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted. With config `tracing.enabled`, W3C `traceparent` and `tracestate` headers are continued, and a sampled trace\'s context is stored in the `metadata.span_ctx` of events that have none (docs/tracing.md).',
+    description: 'Checks in order: the node\'s admission bounds (503 `PUBLISH_OVERLOADED` with `Retry-After` when the publish bodies in flight would pass config `http.publishMaxInFlightBytes`; 503 `PUBLISH_QUEUE_DELAYED` with `Retry-After` when the batches waiting for a validation thread have waited longer than `http.publishMaxQueueDelayMs`; refused before the body is read, nothing written), blacklist (403), body (400), event type (404), `writers` (403), a publishing quota known to be in debt (429 `QUOTA_EXCEEDED` with `Retry-After`), then per event, then the publishing quotas, events and bytes per second counted for the cluster (429; nothing written; the answers of publishes a quota applies to carry the `RateLimit-Policy` and `RateLimit` headers), then whether the Redis masters of its partitions have room (507 `STORAGE_FULL` with `Retry-After` when a master is at or above the high-water mark `redisMemory.highWaterPercent`, or Redis refused the write for memory; nothing written; docs/operations.md "Memory and retention"). 422: nothing was written; 207: storage failed some partitions (on a Redis Cluster, those on full masters), or the deadline (`X-Timeout`) passed before they were written (retry the `failed` and `aborted` items). Body limits: config `http.maxBodyBytes`, `http.maxInflatedBodyBytes`; `Content-Encoding: gzip` or `zstd` accepted. With config `tracing.enabled`, W3C `traceparent` and `tracestate` headers are continued, and a sampled trace\'s context is stored in the `metadata.span_ctx` of events that have none (docs/tracing.md).',
     headers: PublishHeaders,
     body: jsonBody(Type.Array(EventSchema)),
     responses: {
-      '200': empty('every event submitted'),
+      '200': empty('every event submitted', RATE_LIMIT_HEADERS),
       '207': batchItems('some partitions could not be written, or the deadline passed before they were: one item per event, in input order'),
       '422': batchItems('validation, partitioning or enrichment failed for some events; nothing was written'),
       ...problems(400, 403, 404, 413, 415, 429, 503, 507),
@@ -61,6 +67,8 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
       let found: string | undefined;
       /** The event type's owning application, once known (its publishing quota). */
       let owner = '';
+      /** The RateLimit headers of the quotas charged (none when no quota applies). */
+      let rateLimit: Readonly<Record<string, string>> = {};
       let started = performance.now();
       const deadlineFrom = started;
       try {
@@ -81,9 +89,11 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
             trace?.named(record.name);
             access.requireEventType(ctx.subject, record, 'write');
             owner = record.owning_application;
-            quotas?.charge(ctx.subject.id, owner, 'bytes', bodyBytes);
+            quotas?.refuseInDebt(ctx.subject.id, owner);
           },
-          validated: (events) => quotas?.charge(ctx.subject.id, owner, 'events', events),
+          validated: async (events) => {
+            if (quotas !== undefined) rateLimit = await quotas.charge(ctx.subject.id, owner, events, bodyBytes);
+          },
           ...(trace === undefined ? {} : { trace }),
         });
         const seconds = (performance.now() - started) / 1000;
@@ -91,8 +101,8 @@ export const PUBLISHING_ROUTES: readonly Route<PublishingDeps>[] = [
         metrics?.batch(eventType, BATCH_RESULTS[outcome.status], seconds, counts, trace?.sampledTraceId);
         trace?.end(outcome.status, outcome.events);
         if (kpi?.enabled) kpi.batchPublished({ eventType, app: ctx.subject.id, result: BATCH_RESULTS[outcome.status], events: counts.submitted, bytes: bodyBytes, ms: seconds * 1000 });
-        if (outcome.status === 200) return { status: 200 };
-        return { status: outcome.status, body: outcome.items };
+        if (outcome.status === 200) return { status: 200, headers: rateLimit };
+        return { status: outcome.status, body: outcome.items, headers: rateLimit };
       } catch (err) {
         if (err instanceof BrokerError && err.code === 'PUBLISH_DEADLINE_EXCEEDED') metrics?.publishRefused('deadline');
         metrics?.batch(found, err instanceof BrokerError && err.status < 500 ? 'refused' : 'failed', (performance.now() - started) / 1000, undefined, trace?.sampledTraceId);

@@ -127,7 +127,7 @@ export const SETTINGS_ROUTES: readonly Route<SettingsDeps>[] = [
   ),
   route({
     method: 'GET', path: '/settings/quotas', operationId: 'getQuotas', tag: 'Settings', access: 'authenticated',
-    summary: 'Publishing quotas', description: 'Events and bytes per second a publishing subject, or the producers to an owning application\'s event types, may publish through one node (docs/publishing.md "Quotas"); none by default.',
+    summary: 'Publishing quotas', description: 'Events and bytes per second a publishing subject, or the producers to an owning application\'s event types, may publish, counted for the whole cluster (docs/publishing.md "Quotas"); none by default.',
     responses: { '200': json('every quota, by kind and name', PublishQuotaListSchema) },
     handler: (_ctx, { settings }) => Promise.resolve({ status: 200, body: { items: settings.quotas() } }),
   }),

@@ -89,7 +89,7 @@ function perSecond(data: FormData, field: string): number | undefined {
   return text === '' ? undefined : Number(text);
 }
 
-/** Publishing quotas per subject or owning application, per node (docs/publishing.md "Quotas"). */
+/** Publishing quotas per subject or owning application, counted for the cluster (docs/publishing.md "Quotas"). */
 function QuotasView({ mayWrite }: { mayWrite: boolean }): View {
   const quotas = useLoad(() => api<PublishQuotaList>('GET', '/settings/quotas'), []);
   const [error, setError] = useState<unknown>(undefined);
@@ -114,7 +114,7 @@ function QuotasView({ mayWrite }: { mayWrite: boolean }): View {
     form.reset();
   };
   const items = quotas.value?.items ?? [];
-  return html`<${Section} title="Publishing quotas (per node)">
+  return html`<${Section} title="Publishing quotas (per cluster)">
     <${ErrorBox} error=${quotas.error ?? error} />
     <table class="grid" data-test="quotas"><thead><tr><th>Kind</th><th>Name</th><th>Events/s</th><th>Bytes/s</th>${mayWrite ? html`<th></th>` : null}</tr></thead>
       <tbody>${items.length === 0
