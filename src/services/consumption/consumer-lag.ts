@@ -106,12 +106,13 @@ export class ConsumerLagReader {
    * committed offset, unconsumed events and lag in seconds. Subscriptions never streamed (no committed
    * offsets yet) and event types that no longer exist are left out, as in the stats.
    * @param ages false: leave out the lag in seconds (`lagSeconds` undefined), and with it step (5)'s reads
-   *   of stream entries (the consumer status needs only the counts)
+   *   of stream entries, and the event types no subscription reads (their newest offsets): the consumer
+   *   status needs only the subscriptions' counts, so its rounds cost nothing without subscriptions
    * @throws BrokerError 503 when Redis fails
    */
   async read(ages = true): Promise<LagSnapshot> {
     const [names, ids, time] = await Promise.all([
-      this.redis.smembers(this.keys.eventTypeNames).catch(storageError),
+      ages ? this.redis.smembers(this.keys.eventTypeNames).catch(storageError) : Promise.resolve([]),
       this.subscriptions.idsNewestFirst(0),
       this.redis.time().catch(storageError),
     ]);

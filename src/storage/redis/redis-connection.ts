@@ -1,3 +1,5 @@
+import type { EventEmitter } from 'node:events';
+import { createRequire } from 'node:module';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { BrokerConfig } from '../../config/config-schema.js';
 import { brokerError } from '../../errors/catalog.js';
@@ -199,7 +201,35 @@ export function duplicateForShardedSubscribe(redis: RedisClient, logger: Logger,
  * check failed, the connection stayed down and its channels' notices were lost until the node restarted.
  * Pub/sub does not depend on the dataset being loaded, which is all the check waits for.
  */
+/** What {@link guardStoppedShardedSubscribers} uses of ioredis's per-shard subscriber of a cluster connection (`built/cluster/ShardedSubscriber.js`). */
+interface ShardedSubscriberClass {
+  readonly prototype: { stop: (this: { instance: EventEmitter | null }) => void };
+}
+let shardedSubscribersGuarded = false;
+
+/**
+ * ioredis stops a shard's subscriber of a cluster connection with sharded subscribers when the topology
+ * changes (a failover): it disconnects the shard's connection and then removes all its listeners, the
+ * 'error' listener among them. A reply already on that socket — a SUNSUBSCRIBE Redis sends when a shard
+ * channel's slot leaves the node — is still parsed, finds no command waiting, and ioredis emits it as an
+ * 'error' that no one listens to any more: an uncaught exception that would end the node (seen in the
+ * cluster failover tests). The stopped connection keeps a listener that drops such errors: it is gone,
+ * its channels are subscribed again on the new master, nothing is lost. Installed once per process.
+ */
+export function guardStoppedShardedSubscribers(): void {
+  if (shardedSubscribersGuarded) return;
+  shardedSubscribersGuarded = true;
+  const { default: ShardedSubscriber } = createRequire(import.meta.url)('ioredis/built/cluster/ShardedSubscriber.js') as { default: ShardedSubscriberClass };
+  const stop = ShardedSubscriber.prototype.stop;
+  ShardedSubscriber.prototype.stop = function stopKeepingAnErrorListener(this: { instance: EventEmitter | null }): void {
+    const instance = this.instance;
+    stop.call(this);
+    instance?.on('error', () => undefined);
+  };
+}
+
 function duplicateSubscriber(redis: RedisClient, connectionName: string, sharded: boolean, logger: Logger): RedisClient {
+  if (sharded && redis instanceof Cluster) guardStoppedShardedSubscribers();
   const subscriber =
     redis instanceof Cluster
       ? redis.duplicate([], {
