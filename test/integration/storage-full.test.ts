@@ -8,6 +8,7 @@ import { call, clusterRun, eventsInPartition, startTestBroker, uniquePrefix, typ
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { parseExposition, valueOf, type Exposition } from '../support/prometheus-text.js';
 import { StreamClient } from '../support/stream-client.js';
+import { eventually } from '../support/eventually.js';
 
 /**
  * A Redis memory budget that holds (docs/operations.md "Memory and retention"), on a Redis of the test's
@@ -84,14 +85,6 @@ async function scrape(node: TestBroker): Promise<Exposition> {
   return parseExposition(answer.text);
 }
 
-async function eventually(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return Date.now() - started;
-}
 
 async function createEventType(node: TestBroker, name: string, partitions: number): Promise<Answer> {
   const answer = await call(node.url, 'POST', '/event-types', businessEventType(name, { partition_strategy: 'user_defined', default_statistic: { messages_per_minute: 1, message_size: 1, read_parallelism: partitions, write_parallelism: partitions } }));

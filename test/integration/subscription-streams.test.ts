@@ -3,6 +3,7 @@ import { call, harnessRedis, startTestBroker, startTestBrokerProcess, type TestB
 import { DeliveryChecker } from '../support/delivery-checker.js';
 import { businessEventType, orderEvent } from '../support/fixtures.js';
 import { StreamClient, type StreamBatch } from '../support/stream-client.js';
+import { eventually } from '../support/eventually.js';
 
 // Three nodes on one Redis and one key prefix; short leases so failures are noticed within seconds.
 const LEASE_MS = 2000;
@@ -59,14 +60,6 @@ async function stats(id: string, query = ''): Promise<Stats['items'][number]['pa
   return (answer.json as Stats).items.flatMap((i) => i.partitions);
 }
 
-async function eventually(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return Date.now() - started;
-}
 
 /** Reads batches until `count` events came, feeding the checker. */
 async function collect(stream: StreamClient, checker: DeliveryChecker, count: number, timeoutMs = 10_000): Promise<StreamBatch[]> {
