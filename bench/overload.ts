@@ -4,8 +4,11 @@
  * generator that follows the protocol (bench/polite-load.ts: `Retry-After` with jitter, the RateLimit
  * headers) posts 1000-event batches of ~520-byte events (4 partitions) with 8, 64, 256 and 1,024
  * connections in one run, on the node's default configuration, from the first request on the fresh
- * event type (a 2 s warm-up at 8 connections whose refusals count with that point's); that pass is
- * judged. Then the same points with autocannon, which sends again at once, refused body and all:
+ * event type; that pass is judged. Each of its points opens its connections together and runs 2 s before
+ * its measured seconds on the same connections (the opening's refusals and their p99 recorded apart, not
+ * judged: every connection's first body leaves in the same millisecond, a herd no steady population of
+ * producers sends); at 8 connections the opening's refusals count with the point's, so "no refusal" holds
+ * from the first request on. Then the same points with autocannon, which sends again at once, refused body and all:
  * recorded (figures prefixed `autocannon:`), not judged. Measured per point: accepted events/s, p99 of the
  * accepted publishes, refusals (503) and their p99, `/health` p99 (probed from a process of its own, so
  * the load generator's event loop does not add to it), the node's peak RSS (sampled every 100 ms) and
@@ -29,7 +32,7 @@ import { ORDER_SCHEMA, businessEventType, orderEvent, prng, undefinedEventType }
 import { CpuMeter, createEventType, loadRequest, pidOf, recordCpu, round, stackMeter, startStack, type LoadRequest, type Recorder, type Scenario } from './harness.js';
 import { runLoadElsewhere } from './load-child.js';
 import { runMeasuredLoad, type MeasuredLoad } from './load-generator.js';
-import { runPoliteLoad } from './polite-load.js';
+import { runPoliteLoad, type LoadOpening } from './polite-load.js';
 import { startScriptServer } from './script-server.js';
 
 const EVENT_TYPE = 'bench.overload';
@@ -38,9 +41,10 @@ const PATH = `/event-types/${EVENT_TYPE}/events`;
 const BATCH = 1000;
 /** Connections of the measured points, in order, in one run on one node. */
 export const CONNECTIONS = [8, 64, 256, 1024] as const;
-/** Seconds of load per point (`BENCH_QUICK=1`: 3), after a 2 s unmeasured warm-up at the first point. */
+/** Seconds of load measured per point (`BENCH_QUICK=1`: 3). */
 const DURATION_SECONDS = process.env.BENCH_QUICK === '1' ? 3 : 8;
-const WARMUP_SECONDS = 2;
+/** Seconds each point of the judged pass runs on its connections before they are measured. */
+const OPENING_SECONDS = 2;
 
 /** The targets (docs/load-testing.md "Figures to expect"). */
 const MIN_RATIO_AT_1024 = 0.9;
@@ -208,15 +212,17 @@ export const overload: Scenario = {
       recorder.log(`batches of ${BATCH} events of ~${eventBytes} bytes (${round((requests[0]?.body.byteLength ?? 0) / 1000, 0)} KB bodies), ${DURATION_SECONDS} s per point`);
       const meter = stackMeter(stack);
       const storedBefore = await storedEvents(url);
-      // The judged pass: a generator that follows the protocol, from the first request on the fresh event type (its warm-up counted).
-      const warmUp = await runPoliteLoad({ url, requests, connections: CONNECTIONS[0], durationSeconds: WARMUP_SECONDS });
-      let acknowledged = warmUp.result.events;
-      recorder.log(`polite warm-up at ${CONNECTIONS[0]} connections: ${round(warmUp.result.eventsPerSecond, 0)} events/s accepted, ${warmUp.result.refusals.count} refusals`);
-      const polite = await measurePass(recorder, { url, pid, probe, meter, quiet, judged: true, label: '', warmUpRefusals: warmUp.result.refusals.count }, (connections) => runPoliteLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS }));
-      acknowledged += polite.acknowledged;
+      // The judged pass: a generator that follows the protocol, from the first request on the fresh event type.
+      const polite = await measurePass(recorder, { url, pid, probe, meter, quiet, judged: true, label: '' }, (connections, onMeasuring) =>
+        runPoliteLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS, openingSeconds: OPENING_SECONDS, onMeasuring }),
+      );
+      let acknowledged = polite.acknowledged;
       baseline = polite.at8;
       // autocannon as before: recorded and explained, not judged (docs/load-testing.md "What the load generator leaves").
-      const plain = await measurePass(recorder, { url, pid, probe, meter, quiet, judged: false, label: 'autocannon: ', warmUpRefusals: 0 }, (connections) => runMeasuredLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS }));
+      const plain = await measurePass(recorder, { url, pid, probe, meter, quiet, judged: false, label: 'autocannon: ' }, (connections, onMeasuring) => {
+        onMeasuring();
+        return runMeasuredLoad({ url, requests, connections, durationSeconds: DURATION_SECONDS });
+      });
       acknowledged += plain.acknowledged;
       acknowledged += await measureWithIdleGenerator(recorder, url, requests, meter);
       // autocannon ends a point with requests in flight: they may be stored without being acknowledged,
@@ -243,34 +249,47 @@ interface PassContext {
   readonly judged: boolean;
   /** Prefix of every figure's name ('' for the judged pass). */
   readonly label: string;
-  /** Refusals at the first point's connections before it (the warm-up), counted with that point's. */
-  readonly warmUpRefusals: number;
 }
+
+/**
+ * One point's load at `connections`: calls `onMeasuring` when its measured seconds begin (after an
+ * opening, or at once) and resolves with what they measured, and the opening's figures where it had one.
+ */
+type PointLoad = (connections: number, onMeasuring: () => void) => Promise<MeasuredLoad & { readonly opening?: LoadOpening }>;
 
 /**
  * One pass over {@link CONNECTIONS} on the node with `load` as the load generator, the `/health` and stream
  * probes beside it, the node's RSS sampled every 100 ms and its main thread read from the probe.
  * @returns the events acknowledged and the accepted events/s at the first point
  */
-async function measurePass(recorder: Recorder, ctx: PassContext, load: (connections: number) => Promise<MeasuredLoad>): Promise<{ acknowledged: number; at8: number }> {
+async function measurePass(recorder: Recorder, ctx: PassContext, load: PointLoad): Promise<{ acknowledged: number; at8: number }> {
   const { url, pid, probe, meter, quiet, judged, label } = ctx;
   const target = <T>(value: T): T | undefined => (judged ? value : undefined);
   let acknowledged = 0;
   let at8: number | undefined;
   for (const connections of CONNECTIONS) {
+    let onMeasuring = (): void => {};
+    const measuring = new Promise<void>((resolve) => (onMeasuring = resolve));
+    const running = load(connections, onMeasuring);
+    // The probes and meters cover the measured seconds only (a rejected load ends the race too).
+    await Promise.race([measuring, running]);
     let peak = rssMb(pid);
     const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 100);
     await probe.mark();
     meter.start();
-    const [{ result, loopP99 }, health, delivery] = await Promise.all([load(connections), probeHealth(url, DURATION_SECONDS), probeDelivery(url, DURATION_SECONDS)]);
+    const [{ result, loopP99, opening }, health, delivery] = await Promise.all([running, probeHealth(url, DURATION_SECONDS), probeDelivery(url, DURATION_SECONDS)]);
     const cpu = meter.stop();
     const node = await probe.mark();
     clearInterval(sampler);
     peak = Math.max(peak, rssMb(pid));
-    acknowledged += result.events;
+    acknowledged += result.events + (opening?.events ?? 0);
     at8 ??= result.eventsPerSecond;
     const other = result.non2xx - result.refusals.count;
-    const refused = result.refusals.count + (connections === CONNECTIONS[0] ? ctx.warmUpRefusals : 0);
+    const refused = result.refusals.count + (connections === CONNECTIONS[0] ? (opening?.refusals.count ?? 0) : 0);
+    if (opening !== undefined) {
+      recorder.log(`${label}${connections} connections, opening (${opening.seconds} s, not measured): ${opening.events} events accepted, ${opening.refusals.count} refusals, p99 ${round(opening.refusals.p99, 1)} ms`);
+      if (opening.refusals.count > 0) recorder.add(`${label}p99 of refusals in the opening ${opening.seconds} s at ${connections} connections (all connections' first bodies at once)`, round(opening.refusals.p99, 1), 'ms');
+    }
     recorder.log(
       `${label}${connections} connections: ${round(result.eventsPerSecond, 0)} events/s accepted, p99 ${round(result.latencyMs.p99, 1)} ms; ` +
         `${result.refusals.count} refusals, p99 ${round(result.refusals.p99, 1)} ms; other non-2xx ${other}, errors ${result.errors}; ` +
