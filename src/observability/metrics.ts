@@ -210,11 +210,6 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     this.lagCollectErrors = new Counter({ name: 'broker_subscription_lag_collect_errors_total', help: 'Scrapes whose consumer lag could not be read from Redis (the lag gauges are then absent)', registers });
   }
 
-  /** Content-Type of {@link scrape}'s text (Prometheus text format 0.0.4). */
-  get contentType(): string {
-    return this.registry.contentType;
-  }
-
   /** Content-Type of {@link scrape}'s text in the format asked for. */
   contentTypeOf(openMetrics: boolean): string {
     return openMetrics ? OPENMETRICS_CONTENT_TYPE : this.registry.contentType;
