@@ -103,6 +103,34 @@ describe('checkInput', () => {
     });
   });
 
+  describe('the default detail of each size, range and shape keyword (no x-messages)', () => {
+    const Limits = Type.Object({
+      code: Type.Optional(Type.String({ maxLength: 3 })),
+      pair: Type.Optional(Type.Array(Type.String(), { minItems: 2 })),
+      low: Type.Optional(Type.Number({ minimum: 5 })),
+      high: Type.Optional(Type.Number({ maximum: 10 })),
+      above: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+      below: Type.Optional(Type.Number({ exclusiveMaximum: 1 })),
+      set: Type.Optional(Type.Array(Type.Integer(), { uniqueItems: true })),
+      closed: Type.Optional(Type.Object({ a: Type.Optional(Type.String()) }, { additionalProperties: false })),
+      step: Type.Optional(Type.Number({ multipleOf: 3 })),
+    });
+
+    it.each([
+      ['maxLength', { code: 'abcd' }, '/code', 'Field "code" must be at most 3 characters long'],
+      ['minItems above 1', { pair: ['a'] }, '/pair', 'Field "pair" must have at least 2 items'],
+      ['minimum', { low: 4 }, '/low', 'Field "low" must be at least 5'],
+      ['maximum', { high: 11 }, '/high', 'Field "high" must be at most 10'],
+      ['exclusiveMinimum', { above: 0 }, '/above', 'Field "above" must be greater than 0'],
+      ['exclusiveMaximum', { below: 1 }, '/below', 'Field "below" must be less than 1'],
+      ['uniqueItems, naming both positions', { set: [1, 2, 1] }, '/set', 'Field "set" must not contain the same item more than once (items 2 and 0)'],
+      ['additionalProperties false, naming the field', { closed: { a: 'x', b: 1 } }, '/closed', 'Field "closed" must not have the field "b"'],
+      ['any other keyword: ajv\'s own message', { step: 4 }, '/step', 'Field "step" must be multiple of 3'],
+    ])('%s', (_keyword, body, pointer, detail) => {
+      expect(checkInput(Limits, body)).toEqual({ ok: false, status: 422, problems: [{ status: 422, pointer, detail }] });
+    });
+  });
+
   it('writes pointers in the reference service\'s field notation', () => {
     expect(fieldOf('/authorization/readers/0/value')).toBe('authorization.readers[0].value');
     expect(fieldOf('/0/offset')).toBe('[0].offset');
