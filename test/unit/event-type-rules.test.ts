@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { buildEffectiveSchema } from '../../src/domain/schema/effective-schema.js';
 import type { EventType } from '../../src/domain/event-type/event-type.js';
 import { annotationProblems, MAX_ANNOTATIONS, validateAnnotations } from '../../src/domain/event-type/annotation-rules.js';
-import { isSupportedSchemaType, parseEventTypeInput } from '../../src/domain/event-type/event-type-input.js';
+import { parseEventTypeInput } from '../../src/domain/event-type/event-type-input.js';
 import {
   checkFieldsAgainstSchema,
   checkUpdate,
@@ -341,17 +341,6 @@ describe('validateAnnotations', () => {
     expect(annotationProblems(fits, 'annotations')).toEqual([]);
     const tooMany = Object.fromEntries(Array.from({ length: MAX_ANNOTATIONS + 1 }, (_, i) => [i === 0 ? '-bad key' : `k${i}`, i === 1 ? 7 : 'v']));
     expect(annotationProblems(tooMany, 'labels')).toEqual([{ status: 422, detail: `Field "labels" has ${MAX_ANNOTATIONS + 1} entries; at most ${MAX_ANNOTATIONS} are allowed (entries per map)` }]);
-  });
-});
-
-/** The schema types an event type may declare (docs/concepts.md "Event types"): JSON Schema under either spelling, in any case. */
-describe('isSupportedSchemaType', () => {
-  it.each(['json_schema', 'json-schema', 'JSON_SCHEMA', 'Json-Schema'])('accepts %j', (type) => {
-    expect(isSupportedSchemaType(type)).toBe(true);
-  });
-
-  it.each(['avro_schema', 'jsonschema', 'json schema', ' json_schema', ''])('refuses %j', (type) => {
-    expect(isSupportedSchemaType(type)).toBe(false);
   });
 });
 

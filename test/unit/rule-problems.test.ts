@@ -6,16 +6,16 @@ import { Problems } from '../../src/domain/event-type/rule-problems.js';
  * `Field "<field>" ...` line each, 400 when any is malformed, else 422 (docs/http-api.md "Requests").
  */
 describe('Problems', () => {
-  it('writes a missing field as "must not be null", a broken rule (422)', () => {
+  it('writes a broken rule as a `Field "<field>"` line (422)', () => {
     const p = new Problems();
-    p.missing('owning_application');
+    p.rule('owning_application', 'must not be null');
     expect(p.list).toEqual([{ status: 422, detail: 'Field "owning_application" must not be null' }]);
     expect(p.result(undefined, 'unused')).toEqual({ ok: false, status: 422, details: ['Field "owning_application" must not be null'] });
   });
 
   it('answers 400 when any problem is malformed, and the value when there is none', () => {
     const p = new Problems();
-    p.missing('name');
+    p.rule('name', 'must not be null');
     p.malformed('category', 'must be a string');
     expect(p.result({ name: 'x' }, 'unused')).toEqual({ ok: false, status: 400, details: ['Field "name" must not be null', 'Field "category" must be a string'] });
     expect(new Problems().result({ name: 'x' }, 'unused')).toEqual({ ok: true, value: { name: 'x' } });

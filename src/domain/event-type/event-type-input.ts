@@ -48,11 +48,6 @@ export const MAX_FIELD_LIST_ITEMS = 100;
 
 const SCHEMA_TYPE_ALIASES = ['json_schema', 'json-schema'];
 
-/** True for the schema types the registry accepts (`json_schema`, also written `json-schema`; any case). */
-export function isSupportedSchemaType(type: string): boolean {
-  return SCHEMA_TYPE_ALIASES.includes(type.toLowerCase());
-}
-
 /** A string enum accepted in any case (docs/http-api.md "Requests"); `status` 400 for the enums the reference parses. */
 function AnyCaseEnum<const T extends readonly string[]>(values: T, options: { status?: 400; what?: string; description?: string } = {}) {
   return Type.Unsafe<T[number]>(

@@ -38,10 +38,6 @@ export class Problems {
     this.list.push({ status, detail });
   }
 
-  missing(field: string): void {
-    this.rule(field, 'must not be null');
-  }
-
   addAll(problems: readonly RuleProblem[]): void {
     this.list.push(...problems);
   }
