@@ -68,6 +68,15 @@ describe('broker CLI: input files', () => {
     expect(() => openEventSource(path.join(dir, 'missing'))).toThrow(CliError);
     await expect(eventsOf('[{"a":1},\n')).rejects.toMatchObject({ exitCode: EXIT.usage });
   });
+
+  it('refuses a path that exists but cannot be read (a directory) as a usage error naming it', async () => {
+    const read = async (): Promise<void> => {
+      for await (const event of openEventSource(dir).events) void event;
+    };
+    const failure = read();
+    await expect(failure).rejects.toThrow(CliError);
+    await expect(failure).rejects.toMatchObject({ exitCode: EXIT.usage, message: `cannot read ${dir}: EISDIR: illegal operation on a directory, read` });
+  });
 });
 
 describe('broker CLI: output', () => {
