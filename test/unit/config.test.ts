@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { envNameOf, leafKeyPaths, loadConfig, projectRoot } from '../../src/config/load-config.js';
+import { ConfigError, envNameOf, leafKeyPaths, loadConfig, projectRoot } from '../../src/config/load-config.js';
 import { DEFAULT_MAIN_THREAD_VALIDATOR_BOUNDS, DEFAULT_WORKER_VALIDATOR_BOUNDS } from '../../workers/validator-cache.js';
 import { committedText, configurationDoc, defaultOf, generatedDocs, unitOf } from '../../scripts/generate-docs.js';
 
@@ -66,6 +66,21 @@ describe('configuration', () => {
       const noWarnings: string[] = [];
       expect(loadConfig({}, (m) => noWarnings.push(m)).http.publishMaxInFlightBytes).toBe(16_777_216);
       expect(noWarnings).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a config file that is not JSON, or JSON but not an object, naming the file', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'broker-config-'));
+    try {
+      const notJson = path.join(dir, 'not-json.json');
+      writeFileSync(notJson, '{ "port": 8080');
+      expect(() => loadConfig({ BROKER_CONFIG_FILE: notJson })).toThrow(ConfigError);
+      expect(() => loadConfig({ BROKER_CONFIG_FILE: notJson })).toThrow(new RegExp(`^config file ${notJson} is not a JSON object: .*JSON`));
+      const array = path.join(dir, 'array.json');
+      writeFileSync(array, '[{ "port": 8080 }]');
+      expect(() => loadConfig({ BROKER_CONFIG_FILE: array })).toThrow(new ConfigError(`config file ${array} is not a JSON object: not a JSON object`));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
