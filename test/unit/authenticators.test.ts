@@ -1,3 +1,7 @@
+import { generateKeyPairSync } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SignJWT } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { NoAuthentication } from '../../src/auth/authenticator.js';
 import { createAuthenticator } from '../../src/auth/create-authenticator.js';
@@ -187,6 +191,43 @@ describe('JwtAuthenticator', () => {
     const ec = jwtAuthenticator({ jwt: { jwksUrl: '', publicKey: escaped } });
     expect((await ec.authenticate(bearer(await issuer.sign({ alg: 'ES256' })))).id).toBe('alice');
     expect(issuer.calls('jwks')).toBe(0);
+  });
+
+  it('narrows the algorithms of an RSA-PSS PEM key to PS256/384/512 and of an Ed25519 key to EdDSA', async () => {
+    const algorithms = ['RS256', 'PS256', 'PS512', 'ES256', 'EdDSA'];
+    const pss = generateKeyPairSync('rsa-pss', { modulusLength: 2048 });
+    const pssAuthenticator = jwtAuthenticator({ jwt: { jwksUrl: '', publicKey: pss.publicKey.export({ type: 'spki', format: 'pem' }).toString(), algorithms } });
+    const pssToken = await new SignJWT({ sub: 'pss-user' }).setProtectedHeader({ alg: 'PS512' }).setExpirationTime('1h').sign(pss.privateKey);
+    expect((await pssAuthenticator.authenticate(bearer(pssToken))).id).toBe('pss-user');
+    await expectUnauthorized(pssAuthenticator.authenticate(bearer(await issuer.sign())), /algorithm is not accepted \(accepted: PS256, PS512\)\.$/);
+
+    const ed = generateKeyPairSync('ed25519');
+    const edAuthenticator = jwtAuthenticator({ jwt: { jwksUrl: '', publicKey: ed.publicKey.export({ type: 'spki', format: 'pem' }).toString(), algorithms } });
+    const edToken = await new SignJWT({ sub: 'ed-user' }).setProtectedHeader({ alg: 'EdDSA' }).setExpirationTime('1h').sign(ed.privateKey);
+    expect((await edAuthenticator.authenticate(bearer(edToken))).id).toBe('ed-user');
+    await expectUnauthorized(edAuthenticator.authenticate(bearer(await issuer.sign({ alg: 'ES256' }))), /algorithm is not accepted \(accepted: EdDSA\)\.$/);
+  });
+
+  it('answers 401 "not a valid JWT" when jose refuses the key for the token\'s algorithm with a plain error', async () => {
+    // An RSA-PSS key bound to SHA-256 still admits PS384 by its type; jose then throws a TypeError (not a JOSEError) for a PS384 token.
+    const pss = generateKeyPairSync('rsa-pss', { modulusLength: 2048, hashAlgorithm: 'sha256', mgf1HashAlgorithm: 'sha256', saltLength: 32 });
+    const authenticator = jwtAuthenticator({ jwt: { jwksUrl: '', publicKey: pss.publicKey.export({ type: 'spki', format: 'pem' }).toString(), algorithms: ['PS256', 'PS384'] } });
+    const token = `${b64({ alg: 'PS384', typ: 'JWT' })}.${b64({ sub: 'alice', exp: Math.floor(Date.now() / 1000) + 3600 })}.${Buffer.from('signature').toString('base64url')}`;
+    await expectUnauthorized(authenticator.authenticate(bearer(token)), /^The token is not a valid JWT\.$/);
+  });
+
+  it('answers 503 when the JWKS endpoint answers JSON that is not a key set', async () => {
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ keys: 'none' }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const authenticator = jwtAuthenticator({ jwt: { jwksUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks` } });
+      await expectUnavailable(authenticator.authenticate(bearer(await issuer.sign())), /JWKS endpoint answered an invalid key set/);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 
   it('refuses unusable key configuration at construction', async () => {
