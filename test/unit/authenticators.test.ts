@@ -194,7 +194,7 @@ describe('JwtAuthenticator', () => {
   });
 
   it('narrows the algorithms of an RSA-PSS PEM key to PS256/384/512 and of an Ed25519 key to EdDSA', async () => {
-    const algorithms = ['RS256', 'PS256', 'PS512', 'ES256', 'EdDSA'];
+    const algorithms: AuthConfig['jwt']['algorithms'] = ['RS256', 'PS256', 'PS512', 'ES256', 'EdDSA'];
     const pss = generateKeyPairSync('rsa-pss', { modulusLength: 2048 });
     const pssAuthenticator = jwtAuthenticator({ jwt: { jwksUrl: '', publicKey: pss.publicKey.export({ type: 'spki', format: 'pem' }).toString(), algorithms } });
     const pssToken = await new SignJWT({ sub: 'pss-user' }).setProtectedHeader({ alg: 'PS512' }).setExpirationTime('1h').sign(pss.privateKey);
@@ -210,7 +210,7 @@ describe('JwtAuthenticator', () => {
 
   it('answers 401 "not a valid JWT" when jose refuses the key for the token\'s algorithm with a plain error', async () => {
     // An RSA-PSS key bound to SHA-256 still admits PS384 by its type; jose then throws a TypeError (not a JOSEError) for a PS384 token.
-    const pss = generateKeyPairSync('rsa-pss', { modulusLength: 2048, hashAlgorithm: 'sha256', mgf1HashAlgorithm: 'sha256', saltLength: 32 });
+    const pss = generateKeyPairSync('rsa-pss', { modulusLength: 2048, hashAlgorithm: 'sha256', mgf1HashAlgorithm: 'sha256' });
     const authenticator = jwtAuthenticator({ jwt: { jwksUrl: '', publicKey: pss.publicKey.export({ type: 'spki', format: 'pem' }).toString(), algorithms: ['PS256', 'PS384'] } });
     const token = `${b64({ alg: 'PS384', typ: 'JWT' })}.${b64({ sub: 'alice', exp: Math.floor(Date.now() / 1000) + 3600 })}.${Buffer.from('signature').toString('base64url')}`;
     await expectUnauthorized(authenticator.authenticate(bearer(token)), /^The token is not a valid JWT\.$/);
