@@ -24,16 +24,29 @@ class KeySourceUnavailable extends Error {
   override readonly name = 'KeySourceUnavailable';
 }
 
+/** Fewest bits of an RSA key that verifies RS or PS signatures (RFC 7518 §3.3, §3.5). */
+const MIN_RSA_BITS = 2048;
+
 /** Key errors that concern the token (its `kid` or `alg`), not the availability of the JWKS endpoint. */
 const TOKEN_KEY_ERRORS = [jose.JWKSNoMatchingKey, jose.JWKSMultipleMatchingKeys, jose.JOSEAlgNotAllowed, jose.JOSENotSupported];
 
-/** The signature algorithms a public key can verify, by key type (RFC 7518 §3, RFC 8037). */
+/** The PS algorithm of an RSA-PSS key bound to a hash (its parameters name it). */
+const PSS_ALGORITHM_OF_HASH: Readonly<Record<string, string>> = { sha256: 'PS256', 'sha-256': 'PS256', sha384: 'PS384', 'sha-384': 'PS384', sha512: 'PS512', 'sha-512': 'PS512' };
+
+/**
+ * The signature algorithms a public key can verify, by key type (RFC 7518 §3, RFC 8037); an RSA-PSS key
+ * whose parameters bind it to one hash verifies only that one's PS algorithm.
+ */
 function algorithmsOfKey(key: KeyObject): readonly string[] {
   switch (key.asymmetricKeyType) {
     case 'rsa':
       return ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'];
-    case 'rsa-pss':
-      return ['PS256', 'PS384', 'PS512'];
+    case 'rsa-pss': {
+      const hash = key.asymmetricKeyDetails?.hashAlgorithm;
+      if (hash === undefined) return ['PS256', 'PS384', 'PS512'];
+      const bound = PSS_ALGORITHM_OF_HASH[hash.toLowerCase()];
+      return bound === undefined ? [] : [bound];
+    }
     case 'ec': {
       const curve = key.asymmetricKeyDetails?.namedCurve;
       return curve === 'prime256v1' ? ['ES256'] : curve === 'secp384r1' ? ['ES384'] : curve === 'secp521r1' ? ['ES512'] : [];
@@ -71,7 +84,7 @@ export class JwtAuthenticator implements Authenticator {
   /**
    * @param config `auth` config; `jwt.jwksUrl` or `jwt.publicKey` must be set
    * @throws Error (at construction, so startup stops) when neither is set, the JWKS URL is not an
-   *   http(s) URL, the PEM key does not parse, or none of `jwt.algorithms` fits the PEM key
+   *   http(s) URL, the PEM key does not parse or is an RSA key under 2048 bits, or none of `jwt.algorithms` fits the PEM key
    */
   constructor(
     private readonly config: AuthConfig,
@@ -95,6 +108,10 @@ export class JwtAuthenticator implements Authenticator {
         key = createPublicKey({ key: jwt.publicKey.replaceAll('\\n', '\n'), format: 'pem' });
       } catch {
         throw new Error('config key "auth.jwt.publicKey" is not a PEM public key (-----BEGIN PUBLIC KEY-----)');
+      }
+      const bits = key.asymmetricKeyDetails?.modulusLength;
+      if (bits !== undefined && bits < MIN_RSA_BITS) {
+        throw new Error(`config key "auth.jwt.publicKey" is an RSA key of ${bits} bits; RS and PS signatures need at least ${MIN_RSA_BITS} (RFC 7518 §3.3)`);
       }
       const fitting = algorithmsOfKey(key);
       algorithms = algorithms.filter((alg) => fitting.includes(alg));

@@ -15,7 +15,7 @@ const jwtSchema = Type.Object(
     /** JWKS document URL; empty = use `publicKey`. */
     jwksUrl: Type.String({ description: 'JWKS URL the token keys come from (mode `jwt`); empty = `auth.jwt.publicKey`' }),
     /** A PEM public key (SPKI) used when `jwksUrl` is empty. */
-    publicKey: Type.String({ description: 'PEM (SPKI) public key verifying tokens when no JWKS URL is set' }),
+    publicKey: Type.String({ description: 'PEM (SPKI) public key verifying tokens when no JWKS URL is set (an RSA key of at least 2048 bits; an RSA-PSS key bound to one hash verifies only its PS algorithm)' }),
     /** Required `iss` (empty = not checked). */
     issuer: Type.String({ description: 'required `iss` claim (empty = not checked)' }),
     /** Required `aud` (empty = not checked). */

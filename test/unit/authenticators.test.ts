@@ -208,12 +208,15 @@ describe('JwtAuthenticator', () => {
     await expectUnauthorized(edAuthenticator.authenticate(bearer(await issuer.sign({ alg: 'ES256' }))), /algorithm is not accepted \(accepted: EdDSA\)\.$/);
   });
 
-  it('answers 401 "not a valid JWT" when jose refuses the key for the token\'s algorithm with a plain error', async () => {
-    // An RSA-PSS key bound to SHA-256 still admits PS384 by its type; jose then throws a TypeError (not a JOSEError) for a PS384 token.
+  it('narrows an RSA-PSS key bound to one hash to that PS algorithm, and refuses an RSA key under 2048 bits at start', async () => {
     const pss = generateKeyPairSync('rsa-pss', { modulusLength: 2048, hashAlgorithm: 'sha256', mgf1HashAlgorithm: 'sha256' });
-    const authenticator = jwtAuthenticator({ jwt: { jwksUrl: '', publicKey: pss.publicKey.export({ type: 'spki', format: 'pem' }).toString(), algorithms: ['PS256', 'PS384'] } });
+    const publicKey = pss.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    const authenticator = jwtAuthenticator({ jwt: { jwksUrl: '', publicKey, algorithms: ['PS256', 'PS384'] } });
     const token = `${b64({ alg: 'PS384', typ: 'JWT' })}.${b64({ sub: 'alice', exp: Math.floor(Date.now() / 1000) + 3600 })}.${Buffer.from('signature').toString('base64url')}`;
-    await expectUnauthorized(authenticator.authenticate(bearer(token)), /^The token is not a valid JWT\.$/);
+    await expectUnauthorized(authenticator.authenticate(bearer(token)), /algorithm is not accepted \(accepted: PS256\)\.$/);
+    expect(() => jwtAuthenticator({ jwt: { jwksUrl: '', publicKey, algorithms: ['PS384'] } })).toThrow('config key "auth.jwt.publicKey" is a rsa-pss key, which verifies none of auth.jwt.algorithms [PS384]');
+    const small = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    expect(() => jwtAuthenticator({ jwt: { jwksUrl: '', publicKey: small, algorithms: ['RS256'] } })).toThrow('config key "auth.jwt.publicKey" is an RSA key of 1024 bits; RS and PS signatures need at least 2048 (RFC 7518 §3.3)');
   });
 
   it('answers 503 when the JWKS endpoint answers JSON that is not a key set', async () => {
