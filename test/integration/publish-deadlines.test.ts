@@ -173,6 +173,25 @@ describe('publish deadlines', () => {
     expect(await stored('deadline.orders')).toBe(before + behind.length);
   });
 
+  it('a batch validated in time whose deadline passes before its write (a quota check waiting on Redis): 207 with every item aborted, nothing written', async () => {
+    // A quota on the event type's owning application makes the publish ask Redis once the batch is
+    // validated; with Redis stopped that check waits publish.quotaTimeoutMs (50 ms) and lets the batch go
+    // on (fail open), past its 20 ms deadline: the write is not sent.
+    expect((await call(broker.url, 'PUT', '/settings/quotas/owning_application/test-app', { events_per_second: 1_000_000 })).status).toBe(200);
+    try {
+      const before = await stored('deadline.orders');
+      const events = [orderEvent('late-1'), orderEvent('late-2')];
+      const { value: published } = await whileRedisStopped(() => timedPublish('deadline.orders', events, { 'X-Timeout': '20' }));
+      expect(published.answer.status, published.answer.text).toBe(207);
+      const items = published.answer.json as { publishing_status: string; step: string; detail: string }[];
+      expect(items.map((i) => [i.publishing_status, i.step])).toEqual([['aborted', 'publishing'], ['aborted', 'publishing']]);
+      expect(items[0]?.detail).toBe('the deadline of 20 ms (X-Timeout) passed before the batch was written; nothing was written');
+      expect(await stored('deadline.orders')).toBe(before);
+    } finally {
+      expect((await call(broker.url, 'DELETE', '/settings/quotas/owning_application/test-app')).status).toBe(204);
+    }
+  });
+
   it('refusals at the deadline are counted (a scrape reads every event type, so it comes after the cold lookups)', async () => {
     const refused = valueOf(parseExposition((await call(broker.url, 'GET', '/metrics')).text), 'broker_publish_refused_total', { reason: 'deadline' });
     expect(refused).toBeGreaterThanOrEqual(3);
