@@ -34,6 +34,8 @@ beforeAll(async () => {
     BROKER_REDIS_COMMAND_TIMEOUT_MS: '10000',
     BROKER_PUBLISH_MAX_TIMEOUT_MS: String(MAX_TIMEOUT_MS),
     BROKER_PUBLISH_DEFAULT_TIMEOUT_MS: String(DEFAULT_TIMEOUT_MS),
+    // Longer than any deadline here: a quota check waiting on a stopped Redis outlasts the deadline.
+    BROKER_PUBLISH_QUOTA_TIMEOUT_MS: '1000',
   };
   // Another node registers the cold event types once the node under test runs, so that node has never
   // cached them (a node caches the existing event types it prepares at start, in the background; for a
@@ -175,17 +177,17 @@ describe('publish deadlines', () => {
 
   it('a batch validated in time whose deadline passes before its write (a quota check waiting on Redis): 207 with every item aborted, nothing written', async () => {
     // A quota on the event type's owning application makes the publish ask Redis once the batch is
-    // validated; with Redis stopped that check waits publish.quotaTimeoutMs (50 ms) and lets the batch go
-    // on (fail open), past its 20 ms deadline: the write is not sent.
+    // validated; with Redis stopped that check waits publish.quotaTimeoutMs (1,000 ms here) and lets the
+    // batch go on (fail open), past its 200 ms deadline: the write is not sent.
     expect((await call(broker.url, 'PUT', '/settings/quotas/owning_application/test-app', { events_per_second: 1_000_000 })).status).toBe(200);
     try {
       const before = await stored('deadline.orders');
       const events = [orderEvent('late-1'), orderEvent('late-2')];
-      const { value: published } = await whileRedisStopped(() => timedPublish('deadline.orders', events, { 'X-Timeout': '20' }));
+      const { value: published } = await whileRedisStopped(() => timedPublish('deadline.orders', events, { 'X-Timeout': '200' }));
       expect(published.answer.status, published.answer.text).toBe(207);
       const items = published.answer.json as { publishing_status: string; step: string; detail: string }[];
       expect(items.map((i) => [i.publishing_status, i.step])).toEqual([['aborted', 'publishing'], ['aborted', 'publishing']]);
-      expect(items[0]?.detail).toBe('the deadline of 20 ms (X-Timeout) passed before the batch was written; nothing was written');
+      expect(items[0]?.detail).toBe('the deadline of 200 ms (X-Timeout) passed before the batch was written; nothing was written');
       expect(await stored('deadline.orders')).toBe(before);
     } finally {
       expect((await call(broker.url, 'DELETE', '/settings/quotas/owning_application/test-app')).status).toBe(204);
