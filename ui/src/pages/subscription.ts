@@ -104,6 +104,9 @@ function totalUnconsumed(rows: readonly { unconsumed_events?: number }[]): strin
   return known.length === 0 ? '–' : String(known.reduce((s, r) => s + (r.unconsumed_events ?? 0), 0));
 }
 
+/** Steps between the lag chart's time ticks, seconds: whole seconds to an hour. */
+const TIME_TICKS_SECONDS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600];
+
 /** Unconsumed events (left axis) and the largest time lag (right axis) over time, drawn with uPlot. */
 function LagChart({ points }: { points: readonly LagPoint[] }): View {
   const box = useRef<HTMLDivElement>(null);
@@ -121,7 +124,9 @@ function LagChart({ points }: { points: readonly LagPoint[] }): View {
         { label: 'unconsumed events', scale: 'events', stroke: '#1f6feb', width: 2 },
         { label: 'time lag (s)', scale: 's', stroke: '#d1242f', width: 2 },
       ],
-      axes: [{}, { scale: 'events', label: 'events' }, { scale: 's', side: 1, label: 'seconds', grid: { show: false } }],
+      // Samples come every 2 s: ticks at whole seconds or coarser, labelled with the time of day (uPlot
+      // would otherwise label a few seconds of samples in 100 ms steps).
+      axes: [{ incrs: TIME_TICKS_SECONDS, values: '{HH}:{mm}:{ss}' }, { scale: 'events', label: 'events' }, { scale: 's', side: 1, label: 'seconds', grid: { show: false } }],
     };
     const plot = new uPlot(opts, data(), el);
     chart.current = plot;
