@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ExpositionBuffer, familyHeader, HistogramValues, labelText, OPENMETRICS_CONTENT_TYPE, openMetricsText, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
+import { ExpositionBuffer, OPENMETRICS_CONTENT_TYPE, openMetricsText } from './exposition.js';
+import { LATENCY_BUCKETS_SECONDS, PUBLISH_FAMILIES, PublishSeries, type OwnFamily } from './publish-families.js';
 import { sampledTraceIdOf } from './traces.js';
 import type { Logger } from './logger.js';
 import { SubscriptionCounter } from './subscription-counter.js';
@@ -38,47 +39,8 @@ interface HistogramChild {
 /** Prefix of every metric of the broker (docs/metrics.md "The endpoint": every name starts with `broker_`). */
 export const METRIC_PREFIX = 'broker_';
 
-/** Buckets of the latency histograms, seconds: 0.5 ms to 10 s. */
-export const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-/** Buckets of the batch size histogram, events. */
-export const BATCH_SIZE_BUCKETS_EVENTS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000];
-
-
-/** A metric family the node writes itself ({@link BrokerMetrics}, exposition.ts) instead of through prom-client. */
-interface OwnFamily extends FamilyDeclaration {
-  readonly labelNames: readonly string[];
-}
-
-const PUBLISH_BATCHES: OwnFamily = { name: 'broker_publish_batches_total', help: 'Publish requests by event type and result (submitted 200, partially_failed 207, rejected 422, refused other 4xx, failed 5xx); event_type is empty when the event type was not found', type: 'counter', labelNames: ['event_type', 'result'] };
-const PUBLISH_EVENTS: OwnFamily = { name: 'broker_publish_events_total', help: 'Published events by event type and result (submitted, failed = storage failed, invalid = failed validation, aborted = not written because another event of the batch was invalid)', type: 'counter', labelNames: ['event_type', 'result'] };
-const PUBLISH_BYTES: OwnFamily = { name: 'broker_publish_bytes_total', help: 'Serialized bytes of the events of written batches (200 and 207), by event type', type: 'counter', labelNames: ['event_type'] };
-const PUBLISH_DURATION: OwnFamily = { name: 'broker_publish_duration_seconds', help: 'Seconds to process a publish request (validate, enrich, partition, write) by event type', type: 'histogram', labelNames: ['event_type'] };
-const PUBLISH_BATCH_SIZE: OwnFamily = { name: 'broker_publish_batch_size_events', help: 'Events per publish request, by event type', type: 'histogram', labelNames: ['event_type'] };
-const DELIVERY_LATENCY: OwnFamily = {
-  name: 'broker_delivery_latency_seconds',
-  help: 'Seconds from the receipt of the first event of a batch sent to a stream client (its metadata.received_at) until the batch is sent, by stream kind (low_level, subscription); categories with metadata only',
-  type: 'histogram',
-  labelNames: ['kind'],
-};
-const OWN_FAMILIES: readonly OwnFamily[] = [PUBLISH_BATCHES, PUBLISH_EVENTS, PUBLISH_BYTES, PUBLISH_DURATION, PUBLISH_BATCH_SIZE, DELIVERY_LATENCY, ...LAG_FAMILIES, ...STORAGE_FAMILIES];
-
-/** Results of `broker_publish_events_total`, in the order they are written. */
-const EVENT_RESULTS = ['submitted', 'failed', 'invalid', 'aborted'] as const;
-
-/**
- * The publish series of one event type ('' = not found), made on its first batch. As with prom-client's
- * children, a series exists once it was incremented: a counter at 0 and a histogram with no observation
- * are not written.
- */
-interface EventTypePublishSeries {
-  /** `event_type="…"`, escaped once. */
-  readonly labels: string;
-  readonly batches: Map<PublishBatchResult, number>;
-  readonly events: Record<(typeof EVENT_RESULTS)[number], number>;
-  bytes: number;
-  readonly duration: HistogramValues;
-  readonly size: HistogramValues;
-}
+/** Families the node writes itself: publishing, delivery latency, consumer lag, Redis memory (names and label names, for {@link BrokerMetrics.families}). */
+const OWN_FAMILIES: readonly OwnFamily[] = [...PUBLISH_FAMILIES, ...LAG_FAMILIES, ...STORAGE_FAMILIES];
 
 /**
  * The metrics of one broker node (docs/metrics.md "Metric reference"), in a prom-client registry of its own (never
@@ -106,8 +68,8 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
   readonly registry = new Registry();
 
   private readonly httpDuration: Histogram;
-  /** The publish families' series by event type (written by {@link writeOwnFamilies}, not by prom-client). */
-  private readonly publishSeries = new Map<string, EventTypePublishSeries>();
+  /** The publish families' series by event type and the delivery latency (publish-families.ts, not prom-client). */
+  private readonly publishSeries = new PublishSeries();
 
   private readonly streamMeters: Record<StreamKind, StreamMeter>;
   private readonly commitCounters: Record<CommitResult, CounterChild>;
@@ -136,9 +98,6 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
   private readonly cacheEntries: Gauge<'cache'>;
   private cacheSizes: (() => Readonly<Record<string, number>>) | undefined;
 
-  /** `broker_delivery_latency_seconds` per stream kind (written by {@link writeOwnFamilies}). */
-  private readonly deliveryLatency: Record<StreamKind, HistogramValues> = { low_level: new HistogramValues(LATENCY_BUCKETS_SECONDS), subscription: new HistogramValues(LATENCY_BUCKETS_SECONDS) };
-
   /** The scrapes under way, by format: concurrent scrapes of a format share one (each reads the consumer lag from Redis). */
   private readonly scraping = new Map<boolean, Promise<Buffer>>();
 
@@ -164,7 +123,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
       const active = activeStreams.labels(kind);
       const events = streamedEvents.labels(kind);
       const bytes = streamedBytes.labels(kind);
-      const delivery = this.deliveryLatency[kind];
+      const delivery = this.publishSeries.deliveryLatency[kind];
       active.set(0);
       return {
         opened: () => active.inc(),
@@ -253,36 +212,11 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
    * first written event.
    */
   publishedBytesPerEvent(eventType: string): number | undefined {
-    const m = this.publishSeries.get(eventType);
-    return m === undefined || m.events.submitted === 0 || m.bytes === 0 ? undefined : m.bytes / m.events.submitted;
+    return this.publishSeries.bytesPerEvent(eventType);
   }
 
   batch(eventType: string | undefined, result: PublishBatchResult, seconds: number, counts?: PublishCounts, traceId?: string): void {
-    const m = this.seriesOf(eventType ?? '');
-    m.batches.set(result, (m.batches.get(result) ?? 0) + 1);
-    if (eventType === undefined) return;
-    m.duration.observe(seconds, this.exemplars ? traceId : undefined);
-    if (counts === undefined) return;
-    m.size.observe(counts.submitted + counts.failed + counts.invalid + counts.aborted);
-    for (const r of EVENT_RESULTS) if (counts[r] > 0) m.events[r] += counts[r];
-    if (counts.bytes > 0) m.bytes += counts.bytes;
-  }
-
-  /** The publish series of an event type ('' = not found), made on its first batch. */
-  private seriesOf(eventType: string): EventTypePublishSeries {
-    let m = this.publishSeries.get(eventType);
-    if (m === undefined) {
-      m = {
-        labels: labelText(['event_type'], [eventType]),
-        batches: new Map(),
-        events: { submitted: 0, failed: 0, invalid: 0, aborted: 0 },
-        bytes: 0,
-        duration: new HistogramValues(LATENCY_BUCKETS_SECONDS),
-        size: new HistogramValues(BATCH_SIZE_BUCKETS_EVENTS),
-      };
-      this.publishSeries.set(eventType, m);
-    }
-    return m;
+    this.publishSeries.batch(eventType, result, seconds, counts, this.exemplars ? traceId : undefined);
   }
 
   // ---- ConsumptionMeter ----
@@ -309,7 +243,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
 
   /** The event type was deleted: its publish, dead-letter and expired-events series go (nothing outlives what it describes). */
   forgetEventType(eventType: string): void {
-    this.publishSeries.delete(eventType);
+    this.publishSeries.forget(eventType);
     this.deadLetters.forgetEventType(eventType);
     this.expiredEvents.forgetEventType(eventType);
   }
@@ -381,33 +315,12 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     const out = new ExpositionBuffer(openMetrics);
     const registryText = await this.registry.metrics();
     out.push(openMetrics ? openMetricsText(registryText) : registryText);
-    this.writeOwnFamilies(out);
+    this.publishSeries.write(out);
     writeLagFamilies(out, lag);
     writeConsumerStatusFamilies(out, this.consumerStatusSource?.() ?? []);
     writeStorageFamilies(out, this.storageSource?.());
     if (openMetrics) out.push('# EOF\n');
     return out.toBuffer();
-  }
-
-  /** Appends the publish families (one series per event type and result) and the delivery latency to the scrape's text. */
-  private writeOwnFamilies(out: ExpositionSink): void {
-    out.push(familyHeader(PUBLISH_BATCHES));
-    for (const m of this.publishSeries.values()) for (const [result, n] of m.batches) out.push(`${PUBLISH_BATCHES.name}{${m.labels},result="${result}"} ${n}\n`);
-    out.push(familyHeader(PUBLISH_EVENTS));
-    for (const m of this.publishSeries.values()) {
-      for (const r of EVENT_RESULTS) if (m.events[r] > 0) out.push(`${PUBLISH_EVENTS.name}{${m.labels},result="${r}"} ${m.events[r]}\n`);
-    }
-    out.push(familyHeader(PUBLISH_BYTES));
-    for (const m of this.publishSeries.values()) if (m.bytes > 0) out.push(`${PUBLISH_BYTES.name}{${m.labels}} ${m.bytes}\n`);
-    out.push(familyHeader(PUBLISH_DURATION));
-    for (const m of this.publishSeries.values()) if (m.duration.count > 0) m.duration.write(out, PUBLISH_DURATION.name, m.labels);
-    out.push(familyHeader(PUBLISH_BATCH_SIZE));
-    for (const m of this.publishSeries.values()) if (m.size.count > 0) m.size.write(out, PUBLISH_BATCH_SIZE.name, m.labels);
-    out.push(familyHeader(DELIVERY_LATENCY));
-    for (const kind of ['low_level', 'subscription'] as const) {
-      const values = this.deliveryLatency[kind];
-      if (values.count > 0) values.write(out, DELIVERY_LATENCY.name, labelText(['kind'], [kind]));
-    }
   }
 
   /**
@@ -442,7 +355,7 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
    */
   private dropSeriesOfDeleted(snapshot: LagSnapshot): void {
     const eventTypes = new Set(snapshot.eventTypes);
-    for (const name of [...this.publishSeries.keys()]) if (name !== '' && !eventTypes.has(name)) this.forgetEventType(name);
+    for (const name of [...this.publishSeries.eventTypes()]) if (name !== '' && !eventTypes.has(name)) this.forgetEventType(name);
     const subscriptions = new Set(snapshot.subscriptionIds);
     for (const id of new Set([...this.deadLetters.subscriptions(), ...this.expiredEvents.subscriptions()])) if (!subscriptions.has(id)) this.forgetSubscription(id);
   }
@@ -464,3 +377,6 @@ export class BrokerMetrics implements HttpMeter, PublishMeter, ConsumptionMeter,
     return snapshot;
   }
 }
+
+/** The histogram buckets, also for tests that compare with prom-client's exposition. */
+export { BATCH_SIZE_BUCKETS_EVENTS, LATENCY_BUCKETS_SECONDS } from './publish-families.js';
