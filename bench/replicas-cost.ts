@@ -23,7 +23,7 @@ import { createLogger } from '../src/observability/logger.js';
 import { createKeys } from '../src/storage/keys.js';
 import { PartitionStore, type PartitionAppend } from '../src/storage/partition-store.js';
 import { connectCluster } from '../src/storage/redis/redis-connection.js';
-import { ClusterReplicatedAppender } from '../src/storage/replicated-append.js';
+import { ClusterReplicatedAppender } from '../src/storage/redis/cluster-replicated-append.js';
 import { Scripts } from '../src/storage/scripts.js';
 import { ORDER_SCHEMA, businessEventType, orderEvent, prng } from './events.js';
 import { createEventType, loadRequest, runLoad } from './harness.js';

@@ -29,7 +29,8 @@ import { startEmbeddedRedis, type EmbeddedRedis } from '../storage/redis/embedde
 import { assertRedisRequirements } from '../storage/redis/redis-checks.js';
 import { connectCluster, connectRedis, duplicateForShardedSubscribe, duplicateForSubscribe, type RedisClient } from '../storage/redis/redis-connection.js';
 import { RedisMemoryWatch } from '../storage/redis/redis-memory.js';
-import { openReplicatedAppender, type ReplicatedAppend } from '../storage/replicated-append.js';
+import { openReplicatedAppender } from '../storage/replicated-append.js';
+import type { ReplicatedAppend } from '../storage/replica-lanes.js';
 import { Scripts } from '../storage/scripts.js';
 import { SettingsStore } from '../storage/settings-store.js';
 import { StoragePool } from '../storage/storage-pool.js';

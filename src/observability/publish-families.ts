@@ -1,7 +1,7 @@
 import { familyHeader, HistogramValues, labelText, type ExpositionSink, type FamilyDeclaration } from './exposition.js';
 import type { PublishBatchResult, PublishCounts, StreamKind } from './meters.js';
 
-// The publishing families of `/metrics` (docs/metrics.md "Publishing") and the delivery latency, written
+// The publishing families of `/metrics` (docs/metrics.md "Metric reference") and the delivery latency, written
 // by the node itself rather than through prom-client: with one series per event type they are most of a
 // large catalog's samples (docs/decisions/0017-metrics-exposition-written-by-the-node.md).
 

@@ -2,7 +2,7 @@ import { observeWatermark, stallDue, type WatermarkStall } from '../domain/curso
 import type { Logger } from '../observability/logger.js';
 import type { Keys } from './keys.js';
 import type { RedisClient } from './redis/redis-connection.js';
-import type { PartitionRef, ReplicatedAppend } from './replicated-append.js';
+import type { PartitionRef, ReplicatedAppend } from './replica-lanes.js';
 
 /** What reads report of the high watermarks they meet (`PartitionStore`, when reads wait for replicas). */
 export interface WatermarkObserver {
