@@ -3,7 +3,7 @@
  * partitions of one event type (1, 4, 16, 64) and as producers spread their batches over more event
  * types (1, 10, 100, 1000), against a model of what the added Redis round trips cost.
  *
- * What the broker does per batch (src/services/publisher.ts, src/storage/partition-store.ts): the
+ * What the broker does per batch (src/services/publishing/publisher.ts, src/storage/partition-store.ts): the
  * event type from the node's cache (in memory after the first request), the body to a validation
  * worker (parse, validate, enrich, partition: O(events), whatever the partitions), then ONE
  * `publishBatch` Lua script per partition the batch touched, all sent together (one socket write), and

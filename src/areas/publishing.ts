@@ -4,7 +4,7 @@
  */
 import { CursorService } from '../services/cursor-service.js';
 import { PublishQuotas } from '../services/publish-quotas.js';
-import { Publisher } from '../services/publisher.js';
+import { Publisher } from '../services/publishing/publisher.js';
 import { QuotaStore } from '../storage/quota-store.js';
 import type { Foundation } from './foundation.js';
 

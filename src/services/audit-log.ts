@@ -3,7 +3,7 @@ import type { Subject } from '../auth/subject.js';
 import { administratorsOnly, ensureServiceEventType } from './service-event-types.js';
 import type { Logger } from '../observability/logger.js';
 import type { EventTypeRegistry } from './event-types/event-type-registry.js';
-import type { Publisher } from './publisher.js';
+import type { Publisher } from './publishing/publisher.js';
 import type { Settings } from './settings.js';
 
 /** The event type the audit log is published to (docs/operations.md "The broker's own event types"). */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DEAD_LETTER_EVENT_TYPE, deadLetterEvent } from '../domain/subscription/dead-letter.js';
 import { brokerError } from '../errors/catalog.js';
 import type { EventTypeRegistry } from './event-types/event-type-registry.js';
-import type { Publisher } from './publisher.js';
+import type { Publisher } from './publishing/publisher.js';
 import { administratorsOnly, ensureServiceEventType } from './service-event-types.js';
 import type { Settings } from './settings.js';
 

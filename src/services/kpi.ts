@@ -4,7 +4,7 @@ import type { Logger } from '../observability/logger.js';
 import type { PublishBatchResult } from '../observability/meters.js';
 import type { AuditEntry } from './audit-log.js';
 import type { EventTypeRegistry } from './event-types/event-type-registry.js';
-import type { Publisher } from './publisher.js';
+import type { Publisher } from './publishing/publisher.js';
 import type { Settings } from './settings.js';
 
 /**

@@ -8,7 +8,7 @@
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { buildPublishSpec, type EventTypeCache } from '../../src/services/event-types/event-type-cache.js';
-import { Publisher } from '../../src/services/publisher.js';
+import { Publisher } from '../../src/services/publishing/publisher.js';
 import { STANDALONE_RETRY_AFTER_MS } from '../../src/services/validator-preparation.js';
 import type { WorkerPool } from '../../src/services/worker-pool.js';
 import type { PartitionLogs } from '../../src/storage/partition-logs.js';

@@ -14,7 +14,7 @@ import type { EventTypeRegistry } from '../../services/event-types/event-type-re
 import type { Repartitioning } from '../../services/event-types/repartitioning.js';
 import type { Timelines } from '../../services/event-types/timelines.js';
 import type { KpiCollector } from '../../services/kpi.js';
-import type { Publisher } from '../../services/publisher.js';
+import type { Publisher } from '../../services/publishing/publisher.js';
 import type { PublishQuotas } from '../../services/publish-quotas.js';
 import type { Settings } from '../../services/settings.js';
 import type { StorageHeadroomView } from '../../services/storage-headroom.js';

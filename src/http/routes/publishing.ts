@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { PublishOutcome, Publisher } from '../../services/publisher.js';
+import type { PublishOutcome, Publisher } from '../../services/publishing/publisher.js';
 import { brokerError, BrokerError } from '../../errors/catalog.js';
 import type { PublishBatchResult, PublishCounts, PublishMeter } from '../../observability/meters.js';
 import type { AccessControl } from '../../services/access-control.js';

@@ -1,24 +1,23 @@
-import type { BrokerConfig } from '../config/config-schema.js';
-import type { EventType } from '../domain/event-type/event-type.js';
-import { brokerError, BrokerError } from '../errors/catalog.js';
-import type { PartitionAppend, PartitionWrite } from '../storage/partition-store.js';
-import type { PartitionLogs } from '../storage/partition-logs.js';
-import { RedisWaitBudget, settleBy } from '../util/deadline.js';
-import { storageFull, storageFullDetail, type StorageFullCause } from '../storage/storage-full.js';
-import type { MasterMemory } from '../domain/storages/memory-budget.js';
-import type { StorageFullMeter } from '../observability/meters.js';
-import type { RedisClient } from '../storage/redis/redis-connection.js';
-import type { Logger } from '../observability/logger.js';
-import type { PublishTrace } from '../observability/traces.js';
-import type { BatchItemResponse } from '../domain/batch/batch-item-response.js';
-import type { PublishSpec } from '../domain/batch/publish-spec.js';
-import type { PublishTask } from '../../workers/publish-protocol.js';
-import { processBatch } from '../../workers/publish-batch.js';
-import { eidsOfPayloads } from '../../workers/stored-texts.js';
-import type { ValidatorCacheBounds } from '../../workers/validator-cache.js';
-import type { CachedEventType, EventTypeCache } from './event-types/event-type-cache.js';
-import { ValidatorPreparation } from './validator-preparation.js';
-import type { WorkerPool } from './worker-pool.js';
+import type { BrokerConfig } from '../../config/config-schema.js';
+import type { EventType } from '../../domain/event-type/event-type.js';
+import { brokerError, BrokerError } from '../../errors/catalog.js';
+import type { PartitionAppend, PartitionWrite } from '../../storage/partition-store.js';
+import type { PartitionLogs } from '../../storage/partition-logs.js';
+import { RedisWaitBudget, settleBy } from '../../util/deadline.js';
+import type { StorageFullMeter } from '../../observability/meters.js';
+import type { RedisClient } from '../../storage/redis/redis-connection.js';
+import type { Logger } from '../../observability/logger.js';
+import type { PublishTrace } from '../../observability/traces.js';
+import type { BatchItemResponse } from '../../domain/batch/batch-item-response.js';
+import type { PublishSpec } from '../../domain/batch/publish-spec.js';
+import type { PublishTask } from '../../../workers/publish-protocol.js';
+import { processBatch } from '../../../workers/publish-batch.js';
+import { eidsOfPayloads } from '../../../workers/stored-texts.js';
+import type { ValidatorCacheBounds } from '../../../workers/validator-cache.js';
+import type { CachedEventType, EventTypeCache } from '../event-types/event-type-cache.js';
+import { ValidatorPreparation } from '../validator-preparation.js';
+import { PartitionWrites } from './partition-writes.js';
+import type { WorkerPool } from '../worker-pool.js';
 
 /** A batch the validation accepted: its partitions' payloads, ready to be written. */
 type AcceptedBatch = Extract<Awaited<ReturnType<WorkerPool['publish']>>, { kind: 'accepted' }>;
@@ -110,11 +109,12 @@ export class Publisher {
   private readonly redis: RedisClient;
   private readonly config: BrokerConfig['publish'];
   private readonly redisTimeoutMs: number;
-  private readonly storageFullMeter: StorageFullMeter | undefined;
+  /** The writes of validated batches: to masters with room, across timeline switches. */
+  private readonly partitionWrites: PartitionWrites;
 
   constructor(options: PublisherOptions) {
     ({ cache: this.cache, pool: this.pool, logs: this.logs, redis: this.redis, config: this.config, redisTimeoutMs: this.redisTimeoutMs } = options);
-    this.storageFullMeter = options.storageFullMeter;
+    this.partitionWrites = new PartitionWrites(this.cache, this.logs, this.config, options.storageFullMeter);
     this.preparation = new ValidatorPreparation(options);
   }
 
@@ -212,7 +212,7 @@ export class Publisher {
     // Every master of the storage above its high-water mark (always so on a full standalone Redis): refused
     // before any work on the events, since none of them could be written (docs/operations.md "Memory and retention").
     const full = this.logs.storageFull(eventType.timelines);
-    if (full !== undefined) throw this.refusedForMemory(full, 'high_water_mark');
+    if (full !== undefined) throw this.partitionWrites.refusedForMemory(full, 'high_water_mark');
     const task: PublishTask & { readonly spec: PublishSpec } = {
       kind: 'publish',
       body: ownedBytes(body),
@@ -291,7 +291,7 @@ export class Publisher {
     const appended = trace?.appending(appends.length);
     let writes: PartitionWrite[];
     try {
-      writes = await this.writeWithRoom(eventType, appends, budget, deadline);
+      writes = await this.partitionWrites.writeWithRoom(eventType, appends, budget, deadline.at);
     } catch (err) {
       appended?.(appends.length);
       throw err;
@@ -309,123 +309,6 @@ export class Publisher {
         : { eid, publishing_status: 'failed', step: 'publishing', detail: reason };
     });
     return { status: 207, items, events, bytes: result.bytes };
-  }
-
-  /**
-   * Writes the partitions whose Redis master has room (docs/operations.md "Memory and retention"): a
-   * partition whose master is at or above its high-water mark is not sent (failed with the
-   * `STORAGE_FULL` text naming the master); a partition Redis refused for memory itself (`OOM`: a burst
-   * past the mark, another client) is failed the same way, and the node reads its masters again at once.
-   * When no partition was written and each was refused for memory, the batch is refused: 507, nothing
-   * written. Otherwise the answer tells each partition's true state (a 207 on a Redis Cluster whose
-   * batch spans full and other masters; on a standalone Redis the one master is full or not, so a batch
-   * is written whole or refused whole).
-   * @returns per append, in order, its outcome (see {@link write})
-   * @throws BrokerError 507 STORAGE_FULL, 503 TIMELINE_SWITCHING, 404 (see {@link write})
-   */
-  private async writeWithRoom(eventType: CachedEventType, appends: readonly PartitionAppend[], budget: RedisWaitBudget, deadline: PublishDeadline): Promise<PartitionWrite[]> {
-    const name = eventType.record.name;
-    const atMark = this.logs.fullMasters(name, eventType.timelines, appends.map((a) => a.partition));
-    const sent = appends.filter((_, i) => atMark[i] === undefined);
-    if (sent.length === 0) throw this.refusedForMemory(atMark[0], 'high_water_mark');
-    const written = await this.write(eventType, sent, budget, deadline);
-    if (written.every((w) => !w.ok && w.closed === true)) {
-      throw brokerError('TIMELINE_SWITCHING', { name });
-    }
-    let j = 0;
-    const writes = appends.map((_, i): PartitionWrite => {
-      const master = atMark[i];
-      return master === undefined ? (written[j++] as PartitionWrite) : { ok: false, reason: storageFullDetail(master, 'high_water_mark') };
-    });
-    const outOfMemory = writes.flatMap((w, i) => (!w.ok && w.outOfMemory === true ? [i] : []));
-    if (outOfMemory.length > 0) {
-      void this.logs.memoryOf(eventType.timelines.active)?.refresh();
-      for (const i of outOfMemory) writes[i] = { ok: false, reason: storageFullDetail(this.logs.masterOf(name, eventType.timelines, (appends[i] as PartitionAppend).partition), 'out_of_memory'), outOfMemory: true };
-    }
-    const refusedForMemory = outOfMemory.length + atMark.filter((m) => m !== undefined).length;
-    if (refusedForMemory === 0) return writes;
-    const cause: StorageFullCause = outOfMemory.length > 0 ? 'out_of_memory' : 'high_water_mark';
-    if (refusedForMemory === writes.length) {
-      const first = outOfMemory[0];
-      throw this.refusedForMemory(first === undefined ? atMark.find((m) => m !== undefined) : this.logs.masterOf(name, eventType.timelines, (appends[first] as PartitionAppend).partition), cause);
-    }
-    this.storageFullMeter?.publishStorageFull(cause);
-    return writes;
-  }
-
-  /** The 507 of a publish refused for memory, counted (`broker_publish_storage_full_total`). */
-  private refusedForMemory(master: MasterMemory | undefined, cause: StorageFullCause): BrokerError {
-    this.storageFullMeter?.publishStorageFull(cause);
-    return storageFull(master, cause);
-  }
-
-  /**
-   * Appends to the active timeline; partitions refused because a timeline switch closed them are
-   * written again on the next timeline once this node sees it (polling the registry every 20 ms, at
-   * most `publish.timelineSwitchWaitMs`); partitions refused as never opened go to {@link writeMissing}.
-   * Every Redis step waits within `budget`: a partition not acknowledged in time is failed `timed out`.
-   * Writes again (closed or missing partitions) only while the request's deadline has not passed; the
-   * partitions not written again stay failed.
-   * @throws BrokerError 404 when the event type was deleted (only then)
-   */
-  private async write(eventType: CachedEventType, appends: readonly PartitionAppend[], budget: RedisWaitBudget, requestDeadline: PublishDeadline): Promise<PartitionWrite[]> {
-    const name = eventType.record.name;
-    const writes = await budget.within((deadlineAt) => this.logs.append(name, eventType.timelines, appends, deadlineAt));
-    if (writes.some((w) => !w.ok && w.missing === true)) await this.writeMissing(eventType, appends, writes, budget, requestDeadline);
-    if (!writes.some((w) => !w.ok && w.closed === true)) return writes;
-    const deadline = Date.now() + this.config.timelineSwitchWaitMs;
-    let closedOrder = eventType.timelines.active.order;
-    while (Date.now() < deadline && performance.now() < requestDeadline.at) {
-      const current = await budget.wait(this.cache.reload(name).catch(() => undefined), () => undefined);
-      if (current === undefined || performance.now() >= requestDeadline.at) break;
-      if (current.timelines.active.order === closedOrder) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        continue;
-      }
-      const retry = appends.filter((_, i) => { const w = writes[i]; return w !== undefined && !w.ok && w.closed === true; });
-      const again = await budget.within((deadlineAt) => this.logs.append(name, current.timelines, retry, deadlineAt));
-      let j = 0;
-      writes.forEach((w, i) => {
-        if (!w.ok && w.closed === true) writes[i] = again[j++] as PartitionWrite;
-      });
-      if (!writes.some((w) => !w.ok && w.closed === true)) return writes;
-      closedOrder = current.timelines.active.order;
-    }
-    return writes;
-  }
-
-  /**
-   * Partitions that refused the append as never opened or opened for another timeline id
-   * (PARTITION_MISSING): the event type is read from Redis again. Gone — it was deleted and this node
-   * still held its copy — the batch is answered 404 (appending would have created keys no event type
-   * owns; whatever of it was written went with the deletion). Created again under the same name since
-   * (another first timeline id; its partitions record that id and refuse the batch), the batch was
-   * validated and partitioned for the deleted one: 404 as well, so the producer sends it again to the new
-   * one. Still the same event type — created before partitions were opened, or a publish that came before
-   * its creation opened them — the partitions are opened on the active timeline and written again.
-   * Replaces the entries of `writes` it wrote (in place); a Redis failure leaves them failed.
-   * @param eventType the copy the batch was processed with
-   * @throws BrokerError 404 when that event type no longer exists
-   */
-  private async writeMissing(eventType: CachedEventType, appends: readonly PartitionAppend[], writes: PartitionWrite[], budget: RedisWaitBudget, requestDeadline: PublishDeadline): Promise<void> {
-    const name = eventType.record.name;
-    const current = await budget.wait(
-      this.cache.reload(name).then((reloaded) => reloaded ?? null, () => undefined),
-      () => undefined,
-    );
-    if (current === undefined) return; // Redis did not answer: the partitions stay failed
-    if (current === null || current.timelines.all[0]?.id !== eventType.timelines.all[0]?.id) throw brokerError('EVENT_TYPE_NOT_FOUND', { name });
-    const missing = writes.flatMap((w, i) => (!w.ok && w.missing === true ? [i] : []));
-    const retry = missing.map((i) => appends[i] as PartitionAppend);
-    const opened = await budget.wait(
-      this.logs.openPartitions(name, current.timelines.active, retry.map((a) => a.partition)).then(() => true, () => false),
-      () => false,
-    );
-    if (!opened || performance.now() >= requestDeadline.at) return;
-    const again = await budget.within((deadlineAt) => this.logs.append(name, current.timelines, retry, deadlineAt));
-    missing.forEach((i, j) => {
-      writes[i] = again[j] as PartitionWrite;
-    });
   }
 }
 
